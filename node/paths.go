@@ -1,0 +1,62 @@
+// Package node describes the Proxmox VE node the tool runs on: where its files
+// are and how external commands are run. Every host path the tool reads comes
+// from one Paths value, so the same binary runs against a copied tree (a support
+// bundle) or a test fixture with --root.
+package node
+
+import (
+	"path/filepath"
+	"strconv"
+)
+
+// Paths roots every host path. Root is "/" on a real node.
+type Paths struct {
+	Root string // the node's filesystem root
+	Proc string // procfs mount; defaults to Root/proc
+	Sys  string // sysfs mount; defaults to Root/sys
+}
+
+// NewPaths returns Paths for root with optional proc/sys overrides ("" keeps the
+// default below root).
+func NewPaths(root, proc, sys string) Paths {
+	if root == "" {
+		root = "/"
+	}
+	p := Paths{Root: root, Proc: proc, Sys: sys}
+	if p.Proc == "" {
+		p.Proc = filepath.Join(root, "proc")
+	}
+	if p.Sys == "" {
+		p.Sys = filepath.Join(root, "sys")
+	}
+	return p
+}
+
+// Join returns a path below Root for an absolute node path such as "/etc/pve".
+func (p Paths) Join(nodePath string) string { return filepath.Join(p.Root, nodePath) }
+
+// QemuServerDir holds the VM configs of this node.
+func (p Paths) QemuServerDir() string { return p.Join("/etc/pve/qemu-server") }
+
+// VMConfig is /etc/pve/qemu-server/<vmid>.conf.
+func (p Paths) VMConfig(vmid int) string {
+	return filepath.Join(p.QemuServerDir(), strconv.Itoa(vmid)+".conf")
+}
+
+// StorageCfg is /etc/pve/storage.cfg.
+func (p Paths) StorageCfg() string { return p.Join("/etc/pve/storage.cfg") }
+
+// RunDir is /var/run/qemu-server, where Proxmox keeps pid files and sockets.
+func (p Paths) RunDir() string { return p.Join("/var/run/qemu-server") }
+
+// PidFile is the pid file qemu-server passes to QEMU with -pidfile.
+func (p Paths) PidFile(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".pid") }
+
+// QMPSocket is the VM's QMP socket (one client at a time).
+func (p Paths) QMPSocket(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qmp") }
+
+// QGASocket is the VM's guest agent socket (agent: 1).
+func (p Paths) QGASocket(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qga") }
+
+// ProcPid is /proc/<pid>.
+func (p Paths) ProcPid(pid int) string { return filepath.Join(p.Proc, strconv.Itoa(pid)) }

@@ -1,0 +1,79 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Runner runs external commands (qm, pvesm, lvs, ...) found on PATH: no shell,
+// LC_ALL=C so output is parseable, and a deadline on every call.
+type Runner struct {
+	Timeout time.Duration // per command; 0 means 5 s
+}
+
+// ErrTimeout is returned (wrapped) when a command runs past its deadline.
+var ErrTimeout = errors.New("timed out")
+
+// CommandError is a command that ran and exited non-zero.
+type CommandError struct {
+	Argv     []string
+	ExitCode int
+	Stderr   string
+}
+
+func (e *CommandError) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if msg == "" {
+		msg = "no message"
+	}
+	return fmt.Sprintf("%s exited with status %d: %s", e.Argv[0], e.ExitCode, msg)
+}
+
+// Run executes argv and returns its standard output.
+func (r Runner) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	return r.RunTimeout(ctx, r.timeout(), argv...)
+}
+
+// RunTimeout is Run with an explicit deadline for commands that legitimately
+// take longer than the default (e.g. qm set on a busy node).
+func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("runner: empty command")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.WaitDelay = time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("%s: %w after %s", argv[0], ErrTimeout, timeout)
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return stdout.Bytes(), &CommandError{Argv: argv, ExitCode: ee.ExitCode(), Stderr: stderr.String()}
+		}
+		return nil, fmt.Errorf("%s: %w", argv[0], err)
+	}
+	return stdout.Bytes(), nil
+}
+
+func (r Runner) timeout() time.Duration {
+	if r.Timeout <= 0 {
+		return 5 * time.Second
+	}
+	return r.Timeout
+}

@@ -1,0 +1,112 @@
+package qemuserver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corpusDir is Proxmox's own cfg2cmd cases, shared beside the repository and
+// read at test time (never copied in).
+func corpusDir(t *testing.T) string {
+	dir := os.Getenv("PVE_CFG2CMD_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "pve-cfg2cmd")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("conformance corpus %s is missing", dir)
+		}
+		t.Skipf("conformance corpus %s is absent: skipping Proxmox conformance", dir)
+	}
+	return dir
+}
+
+// TestCfg2CmdConformance predicts every disk of every case from NAME.conf and
+// storage.cfg and compares it with what NAME.conf.cmd (qemu-server's output)
+// says. Zero differences is the bar: any would be a false "drift" report.
+func TestCfg2CmdConformance(t *testing.T) {
+	dir := corpusDir(t)
+	st, err := LoadStorages(filepath.Join(dir, "storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	confs, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
+	if len(confs) < 40 {
+		t.Fatalf("only %d cases in %s", len(confs), dir)
+	}
+	disks := 0
+	for _, conf := range confs {
+		name := strings.TrimSuffix(filepath.Base(conf), ".conf")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(conf, 8006)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmdText, err := os.ReadFile(conf + ".cmd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			argv, err := SplitShell(string(cmdText))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := ParseCmdline(argv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm := VMDefaultsFor(cfg.Main)
+			for _, key := range DiskKeys(cfg.Main) {
+				d, err := ParseDrive(key, cfg.Main[key])
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				if d.Bus == "tpmstate" {
+					continue // swtpm, not a QEMU block device
+				}
+				run, ok := cl.Disks[key]
+				if d.IsNone() && (vm.Blockdev || d.Bus == "efidisk") {
+					if ok {
+						t.Errorf("%s: empty drive has a block node on the command line", key)
+					}
+					continue
+				}
+				if !ok {
+					if d.Bus == "efidisk" && !vm.Blockdev {
+						continue // legacy pflash drive, not modelled
+					}
+					t.Fatalf("%s: not found on the command line (blockdev predicted %v)", key, vm.Blockdev)
+				}
+				pred, err := Predict(d, st, vm, func(p string) bool { return strings.HasPrefix(p, "/dev/") })
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				disks++
+				if pred.Blockdev != run.Blockdev {
+					t.Errorf("%s: generation: predicted blockdev=%v, cmd blockdev=%v", key, pred.Blockdev, run.Blockdev)
+				}
+				for _, diff := range Diff(pred, *run) {
+					t.Errorf("%s: %s", key, diff)
+				}
+				if pred.Path != run.Path && run.Driver != "rbd" && run.Driver != "iscsi" {
+					t.Errorf("%s: path: predicted %q, cmd %q", key, pred.Path, run.Path)
+				}
+				if key != "efidisk0" || vm.Blockdev {
+					if pred.Controller != run.Controller {
+						t.Errorf("%s: controller: predicted %q, cmd %q", key, pred.Controller, run.Controller)
+					}
+					if pred.Device != run.Device {
+						t.Errorf("%s: device: predicted %q, cmd %q", key, pred.Device, run.Device)
+					}
+				}
+				if run.Blockdev && !d.Bool("scsiblock") {
+					if pred.NodeFile != run.NodeFile || pred.NodeFormat != run.NodeFormat {
+						t.Errorf("%s: node names: predicted %s/%s, cmd %s/%s", key, pred.NodeFormat, pred.NodeFile, run.NodeFormat, run.NodeFile)
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d cases, %d disks compared", len(confs), disks)
+}

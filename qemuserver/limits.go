@@ -1,0 +1,156 @@
+package qemuserver
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// Limits are I/O limits in QEMU's ThrottleLimits names ("bps-write", ...):
+// bytes/s for bps-*, ops/s for iops-*, seconds for *-max-length. Only non-zero
+// values are kept, so two Limits compare equal when QEMU throttles the same.
+type Limits map[string]int64
+
+// LimitKey maps a Proxmox drive key to QEMU's name and scale.
+type LimitKey struct {
+	Proxmox string // mbps_wr
+	QEMU    string // bps-write
+	Scale   float64
+}
+
+// MiB is Proxmox's "MB" for limits: mbps_wr=20 is 20*1024*1024 B/s.
+const MiB = 1024 * 1024
+
+// LimitKeys lists every Proxmox limit key in qemu-server's order.
+var LimitKeys = func() []LimitKey {
+	var out []LimitKey
+	for _, t := range [][2]string{{"", "-total"}, {"_rd", "-read"}, {"_wr", "-write"}} {
+		dir, q := t[0], t[1]
+		out = append(out,
+			LimitKey{"mbps" + dir, "bps" + q, MiB},
+			LimitKey{"mbps" + dir + "_max", "bps" + q + "-max", MiB},
+			LimitKey{"bps" + dir + "_max_length", "bps" + q + "-max-length", 1},
+			LimitKey{"iops" + dir, "iops" + q, 1},
+			LimitKey{"iops" + dir + "_max", "iops" + q + "-max", 1},
+			LimitKey{"iops" + dir + "_max_length", "iops" + q + "-max-length", 1},
+		)
+	}
+	return out
+}()
+
+// QEMULimitNames lists the 18 ThrottleLimits fields qemu-server sets.
+func QEMULimitNames() []string {
+	out := make([]string, len(LimitKeys))
+	for i, k := range LimitKeys {
+		out[i] = k.QEMU
+	}
+	return out
+}
+
+// Limits converts the drive's limit options into QEMU values, as
+// generate_throttle_group does (int(v*1024*1024) for MiB/s).
+func (d *Drive) Limits() Limits {
+	l := Limits{}
+	for _, k := range LimitKeys {
+		v, ok := d.Opts[k.Proxmox]
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f == 0 {
+			continue
+		}
+		l[k.QEMU] = int64(math.Trunc(f * k.Scale))
+	}
+	return l
+}
+
+// LimitProblems returns what Proxmox's parse_drive rejects about the limit
+// options: mbps with mbps_rd/mbps_wr (and iops alike), a *_max without its
+// rate, a *_max_length without its *_max.
+func (d *Drive) LimitProblems() []string {
+	return LimitProblems(d.Opts)
+}
+
+// LimitProblems checks a set of Proxmox limit options.
+func LimitProblems(opts map[string]string) []string {
+	set := func(k string) bool {
+		v, ok := opts[k]
+		if !ok {
+			return false
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		return err == nil && f != 0
+	}
+	var out []string
+	for _, r := range [][2]string{
+		{"mbps_max", "mbps"}, {"mbps_rd_max", "mbps_rd"}, {"mbps_wr_max", "mbps_wr"},
+		{"iops_max", "iops"}, {"iops_rd_max", "iops_rd"}, {"iops_wr_max", "iops_wr"},
+		{"bps_max_length", "mbps_max"}, {"bps_rd_max_length", "mbps_rd_max"}, {"bps_wr_max_length", "mbps_wr_max"},
+		{"iops_max_length", "iops_max"}, {"iops_rd_max_length", "iops_rd_max"}, {"iops_wr_max_length", "iops_wr_max"},
+	} {
+		if set(r[0]) && !set(r[1]) {
+			out = append(out, fmt.Sprintf("%s requires %s", r[0], r[1]))
+		}
+	}
+	for _, p := range [][2]string{{"mbps", "mbps_rd"}, {"mbps", "mbps_wr"}, {"iops", "iops_rd"}, {"iops", "iops_wr"}} {
+		if set(p[0]) && set(p[1]) {
+			out = append(out, fmt.Sprintf("%s cannot be combined with %s", p[0], p[1]))
+		}
+	}
+	return out
+}
+
+// Equal compares two limit sets; *-max-length of 1 equals unset (qemu-server
+// sends 1 for unset lengths and QEMU reports 1 as its default).
+func (l Limits) Equal(o Limits) bool {
+	return l.normal().String() == o.normal().String()
+}
+
+func (l Limits) normal() Limits {
+	n := Limits{}
+	for k, v := range l {
+		if v == 0 || (isLength(k) && v == 1) {
+			continue
+		}
+		n[k] = v
+	}
+	return n
+}
+
+// Normal drops zero values and default burst lengths.
+func (l Limits) Normal() Limits { return l.normal() }
+
+func isLength(k string) bool { return len(k) > 11 && k[len(k)-11:] == "-max-length" }
+
+// String prints limits sorted by name: "bps-write=20971520 iops-read=500".
+func (l Limits) String() string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += " "
+		}
+		s += k + "=" + strconv.FormatInt(l[k], 10)
+	}
+	return s
+}
+
+// Full returns all 18 fields the way qemu-server sends them live: unset rates
+// as 0, unset burst lengths as 1.
+func (l Limits) Full() map[string]int64 {
+	out := map[string]int64{}
+	for _, k := range LimitKeys {
+		v := l[k.QEMU]
+		if v == 0 && isLength(k.QEMU) {
+			v = 1
+		}
+		out[k.QEMU] = v
+	}
+	return out
+}

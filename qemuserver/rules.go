@@ -1,0 +1,277 @@
+package qemuserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+// DiskSettings is what QEMU runs a disk with: predicted from a config by
+// Predict, or read from a command line by ParseCmdline. Both sides use the
+// same fields so drift is a field-by-field comparison.
+type DiskSettings struct {
+	ID         string `json:"id"`
+	Blockdev   bool   `json:"blockdev"`   // -blockdev generation (machine >= 10.0)
+	Controller string `json:"controller"` // virtio-scsi-single, virtio-scsi-pci, lsi, megasas, pvscsi, virtio-blk, sata, ide, efi
+	Device     string `json:"device"`     // scsi-hd, virtio-blk-pci, ide-hd, ide-cd, ...
+	CDROM      bool   `json:"cdrom"`
+	Path       string `json:"path"`
+	Driver     string `json:"driver"` // protocol driver: file, host_device, rbd, iscsi, nbd
+	Format     string `json:"format"`
+	// CacheDirect and CacheNoFlush are the format/protocol nodes' cache options.
+	CacheDirect  bool `json:"cache_direct"`
+	CacheNoFlush bool `json:"cache_no_flush"`
+	// WriteCache is the effective device write cache, "on" or "off": the
+	// device's write-cache under -blockdev, the cache= mode under -drive.
+	WriteCache   string `json:"write_cache"`
+	AIO          string `json:"aio"`           // threads, native, io_uring; "" where the driver has none
+	Discard      string `json:"discard"`       // unmap or ignore
+	DetectZeroes string `json:"detect_zeroes"` // on, off, unmap
+	IOThread     bool   `json:"iothread"`
+	ReadOnly     bool   `json:"read_only"`
+	Limits       Limits `json:"limits"`
+	NodeTop      string `json:"-"` // drive-<id>
+	NodeFormat   string `json:"-"`
+	NodeFile     string `json:"-"`
+}
+
+// CacheMode names the Proxmox cache mode for a flag triple, following the
+// table in qemu-server (cache.direct, cache.no-flush, device write-cache).
+func CacheMode(direct, noFlush bool, writeCache string) string {
+	wce := writeCache != "off"
+	switch {
+	case noFlush && !direct && wce:
+		return "unsafe"
+	case noFlush:
+		return "custom"
+	case direct && wce:
+		return "none"
+	case direct && !wce:
+		return "directsync"
+	case !direct && wce:
+		return "writeback"
+	default:
+		return "writethrough"
+	}
+}
+
+// Mode returns the Proxmox cache mode these settings amount to.
+func (s DiskSettings) Mode() string { return CacheMode(s.CacheDirect, s.CacheNoFlush, s.WriteCache) }
+
+// CacheFlags returns cache.direct, cache.no-flush and the device write cache
+// for a Proxmox cache mode name.
+func CacheFlags(mode string) (direct, noFlush bool, writeCache string) {
+	switch mode {
+	case "none":
+		return true, false, "on"
+	case "writethrough":
+		return false, false, "off"
+	case "directsync":
+		return true, false, "off"
+	case "unsafe":
+		return false, true, "on"
+	}
+	return false, false, "on" // writeback
+}
+
+// VMDefaults are the VM-level settings disk prediction needs.
+type VMDefaults struct {
+	SCSIHW   string // "" means Proxmox's default lsi
+	Blockdev bool
+	Template bool
+}
+
+// SCSIHW returns the SCSI controller model with Proxmox's default.
+func SCSIHW(conf map[string]string) string {
+	if v := conf["scsihw"]; v != "" {
+		return v
+	}
+	return "lsi"
+}
+
+// Controller names the controller a drive sits on.
+func Controller(bus, scsihw string) string {
+	switch bus {
+	case "scsi":
+		if scsihw == "" {
+			return "lsi"
+		}
+		return scsihw
+	case "virtio":
+		return "virtio-blk"
+	case "efidisk":
+		return "efi"
+	}
+	return bus
+}
+
+// UsesCacheDirect is drive_uses_cache_direct: an explicit cache mode decides;
+// otherwise everything but CD-ROMs and btrfs without nocow opens O_DIRECT.
+func UsesCacheDirect(d *Drive, s *Storage) bool {
+	if c := d.Opts["cache"]; c != "" {
+		return c == "none" || c == "directsync" || c == "off"
+	}
+	if d.IsCDROM() {
+		return false
+	}
+	if s != nil && s.Type == "btrfs" && !s.Bool("nocow") {
+		return false
+	}
+	return true
+}
+
+// AIO is aio_cmdline_option: an explicit aio wins; else io_uring unless the
+// storage forbids it, then native with O_DIRECT and threads without.
+func AIO(d *Drive, s *Storage, direct bool) string {
+	if a := d.Opts["aio"]; a != "" {
+		return a
+	}
+	if storageAllowsIOUring(s, direct) {
+		return "io_uring"
+	}
+	if direct {
+		return "native"
+	}
+	return "threads"
+}
+
+func storageAllowsIOUring(s *Storage, direct bool) bool {
+	if s == nil {
+		return true
+	}
+	if s.Type == "rbd" && s.Bool("krbd") && !direct {
+		return false
+	}
+	return s.Type != "lvm" && s.Type != "cifs"
+}
+
+// DetectZeroes is detect_zeroes_cmdline_option.
+func DetectZeroes(d *Drive) string {
+	if v, ok := d.Opts["detect_zeroes"]; ok && v == "0" {
+		return "off"
+	}
+	if v, ok := d.Opts["discard"]; ok {
+		if v == "on" {
+			return "unmap"
+		}
+		return "on"
+	}
+	return "on"
+}
+
+// NodeName is qemu-server's get_node_name for the file ("e") and format
+// ("f") nodes: a hash of drive id and volume id.
+func NodeName(prefix, driveID, volid string) string {
+	sum := sha256.Sum256([]byte("drive=" + driveID + ",volid=" + volid))
+	return prefix + hex.EncodeToString(sum[:])[:30]
+}
+
+// Predict computes what qemu-server would start a drive with. isBlock tells
+// whether an absolute path is a block device. CD-ROMs get CDROM set and no
+// discard/detect-zeroes; a "none" CD-ROM has no path.
+func Predict(d *Drive, st Storages, vm VMDefaults, isBlock func(string) bool) (DiskSettings, error) {
+	s := DiskSettings{
+		ID:         d.Key,
+		Blockdev:   vm.Blockdev,
+		Controller: Controller(d.Bus, vm.SCSIHW),
+		CDROM:      d.IsCDROM(),
+		NodeTop:    "drive-" + d.Key,
+		ReadOnly:   d.Bool("ro") || d.IsCDROM() || vm.Template,
+	}
+	var stor *Storage
+	if sid := d.StorageID(); sid != "" {
+		stor = st[sid]
+	}
+	if d.Volume == "cdrom" {
+		s.Path, s.Driver, s.Format = "/dev/cdrom", "host_cdrom", "raw"
+	} else if !d.IsNone() {
+		v, err := ResolveVolume(st, d, isBlock)
+		if err != nil {
+			return s, err
+		}
+		s.Path, s.Driver, s.Format = v.Path, v.Driver, v.Format
+		if f := d.Opts["format"]; f != "" && d.StorageID() == "" {
+			s.Format = f
+		}
+		if s.CDROM && s.Driver == "host_device" {
+			s.Driver = "host_cdrom"
+		}
+	}
+	drv := d
+	if d.Bus == "efidisk" && vm.Blockdev && d.Opts["cache"] == "" {
+		// Since -blockdev, EFI vars disks get writeback explicitly (OVMF.pm).
+		drv = d.Clone()
+		drv.Opts["cache"] = "writeback"
+	}
+	s.CacheDirect = UsesCacheDirect(drv, stor)
+	s.CacheNoFlush = drv.Opts["cache"] == "unsafe"
+	if s.Driver == "rbd" && d.Bus == "efidisk" {
+		s.CacheDirect, s.CacheNoFlush = false, false
+	}
+	s.WriteCache = "on"
+	if c := drv.Opts["cache"]; c == "writethrough" || c == "directsync" {
+		s.WriteCache = "off"
+	}
+	if !vm.Blockdev || s.Driver == "file" || s.Driver == "host_device" || s.Driver == "host_cdrom" || s.Driver == "" {
+		s.AIO = AIO(d, stor, s.CacheDirect)
+	}
+	if !s.CDROM {
+		s.Discard = "ignore"
+		if d.Opts["discard"] == "on" {
+			s.Discard = "unmap"
+		}
+		s.DetectZeroes = DetectZeroes(d)
+	}
+	switch d.Bus {
+	case "virtio":
+		s.IOThread = d.Bool("iothread")
+		s.Device = "virtio-blk-pci"
+	case "scsi":
+		s.IOThread = d.Bool("iothread") && vm.SCSIHW == "virtio-scsi-single"
+		s.Device = "scsi-hd"
+		if s.CDROM {
+			s.Device = "scsi-cd"
+		}
+		// scsiblock=1 gives scsi-block only when the kernel says the path is
+		// a SCSI disk (an ioctl qemu-server makes at start); we predict
+		// scsi-hd and do not compare the device type.
+	case "sata", "ide":
+		s.Device = "ide-hd"
+		if s.CDROM || vm.Template {
+			s.Device = "ide-cd"
+		}
+	}
+	if !d.IsNone() {
+		s.NodeFormat = NodeName("f", d.Key, d.Volume)
+		s.NodeFile = NodeName("e", d.Key, d.Volume)
+	}
+	if !(vm.Blockdev && d.Bool("scsiblock")) {
+		s.Limits = d.Limits()
+	}
+	return s, nil
+}
+
+// Diff lists the fields in which running differs from predicted, as
+// "field: predicted -> running". Paths are not compared (storage layers may
+// present the same volume under another name).
+func Diff(pred, run DiskSettings) []string {
+	var out []string
+	add := func(field string, a, b any) {
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			out = append(out, fmt.Sprintf("%s: config %v, running %v", field, a, b))
+		}
+	}
+	add("cache_direct", pred.CacheDirect, run.CacheDirect)
+	add("cache_no_flush", pred.CacheNoFlush, run.CacheNoFlush)
+	add("write_cache", pred.WriteCache, run.WriteCache)
+	if !(pred.Blockdev && run.Blockdev && pred.Driver != run.Driver) {
+		add("aio", pred.AIO, run.AIO)
+	}
+	add("discard", pred.Discard, run.Discard)
+	add("detect_zeroes", pred.DetectZeroes, run.DetectZeroes)
+	add("iothread", pred.IOThread, run.IOThread)
+	if !pred.Limits.Equal(run.Limits) {
+		out = append(out, fmt.Sprintf("limits: config {%s}, running {%s}", pred.Limits.Normal(), run.Limits.Normal()))
+	}
+	return out
+}
