@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// Exit codes, the same for every command (README "Exit codes").
+const (
+	exitOK          = 0 // ran and found nothing wrong
+	exitProblem     = 1 // ran and found a problem (failed check or verification)
+	exitUsage       = 2 // bad input or usage
+	exitUnreachable = 3 // could not reach what it needs (VM not running, socket busy, timeout, permission)
+)
+
+// exitError carries an exit code through urfave/cli; msg "" prints nothing.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{exitUsage, fmt.Sprintf(format, a...)}
+}
+func unreachable(format string, a ...any) error {
+	return &exitError{exitUnreachable, fmt.Sprintf(format, a...)}
+}
+
+// problemFound ends a command that ran fine but found something wrong.
+var problemFound = &exitError{code: exitProblem}
+
+const exitCodesHelp = `EXIT CODES
+   0  ran and found nothing wrong
+   1  ran and found a problem (a failed check or verification)
+   2  bad input or usage
+   3  could not reach what it needs (VM not running, socket busy, timeout, permission)`
+
+// commands lists every subcommand; each file adds its own in init().
+var commands []*cli.Command
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:    "pvediskcheck",
+		Usage:   "what a Proxmox VE VM's disks really run with, proven by measurement",
+		Version: version,
+		Description: `pvediskcheck reads a VM's config, the running QEMU's command line, its QMP and
+guest agent sockets, lvs/pvesm/qm and host counters, and answers from the node:
+which cache mode each disk really runs with, whether flushes are honoured, whether
+trimmed space went back to the thin pool, whether I/O limits hold.
+
+Nothing is changed on a VM unless the command's job is to change it (limit with
+values, discard --trim, flush --trigger); every such command says what it changed.
+
+` + exitCodesHelp,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"PVEDISKCHECK_ROOT"}, Usage: "node filesystem root; every host path derives from it (a copied support bundle works)"},
+			&cli.StringFlag{Name: "proc", Usage: "procfs mount (default ROOT/proc)"},
+			&cli.StringFlag{Name: "sys", Usage: "sysfs mount (default ROOT/sys)"},
+			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "deadline for every socket exchange and external command"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
+			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
+		},
+		Commands: commands,
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+			return usageErr("%v", err)
+		},
+	}
+	for _, c := range app.Commands {
+		if c.OnUsageError == nil {
+			c.OnUsageError = app.OnUsageError
+		}
+		for _, s := range c.Subcommands {
+			if s.OnUsageError == nil {
+				s.OnUsageError = app.OnUsageError
+			}
+		}
+	}
+	return app
+}
+
+// run is main without os.Exit, for tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "pvediskcheck: "+ee.msg)
+		}
+		return ee.code
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "pvediskcheck: interrupted")
+		return exitUnreachable
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "flag provided but not defined") || strings.Contains(msg, "invalid value") || strings.Contains(msg, "Required flag") {
+		fmt.Fprintln(stderr, "pvediskcheck: "+msg)
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, "pvediskcheck: "+msg)
+	return exitUnreachable
+}
+
+// env is what every command needs from the global flags.
+type env struct {
+	c       *cli.Context
+	paths   node.Paths
+	runner  node.Runner
+	timeout time.Duration
+	json    bool
+	out     io.Writer
+	errOut  io.Writer
+	color   bool
+}
+
+func newEnv(c *cli.Context) *env {
+	e := &env{
+		c:       c,
+		paths:   node.NewPaths(c.String("root"), c.String("proc"), c.String("sys")),
+		timeout: c.Duration("timeout"),
+		json:    c.Bool("json"),
+		out:     c.App.Writer,
+		errOut:  c.App.ErrWriter,
+	}
+	if e.timeout <= 0 {
+		e.timeout = 5 * time.Second
+	}
+	e.runner = node.Runner{Timeout: e.timeout}
+	e.color = !c.Bool("no-color") && isTerminal(e.out)
+	return e
+}
+
+func (e *env) ctx() context.Context { return e.c.Context }
+
+// printJSON writes v indented, with a trailing newline.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// vmidArg parses the first argument as a VMID (exit 2 when bad).
+func vmidArg(c *cli.Context) (int, error) {
+	if c.NArg() < 1 {
+		return 0, usageErr("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
+	}
+	id, err := qemuserver.ParseVMID(c.Args().First())
+	if err != nil {
+		return 0, usageErr("%v", err)
+	}
+	return id, nil
+}
