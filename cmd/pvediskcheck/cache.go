@@ -1,0 +1,333 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+func init() { commands = append(commands, cacheCommand()) }
+
+func cacheCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cache",
+		Usage:     "show the cache mode each disk really runs with, and what a host crash loses",
+		ArgsUsage: "VMID [DISK...]",
+		Description: `For each disk of the VM: the controller, the storage and volume, the cache mode
+in the config (and whether it is Proxmox's default), the mode the running QEMU
+really uses (read from the format and protocol block nodes over QMP, not from
+query-block's throttle node, plus the device's write-cache), the mode the next
+start applies when [PENDING] changes it, aio and iothread as running, where a
+write sits when the guest gets its acknowledgement and what a host crash loses.
+A disk whose running mode differs from its config is marked DRIFT.
+
+With --verify, disks whose mode keeps data in host RAM (writeback, unsafe) are
+watched for the flush window (see 'pvediskcheck flush') and the verdict is added.
+
+Changes nothing on the VM. Reads /etc/pve/qemu-server/VMID.conf, storage.cfg,
+/proc/PID/cmdline and the QMP socket (one short exchange).
+
+EXAMPLES
+   pvediskcheck cache 370
+   pvediskcheck cache 370 scsi1 --json
+
+` + exitCodesHelp + `
+   A stopped VM prints its configured values and exits 3.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (writeback/unsafe disks; takes --for)"},
+			&cli.DurationFlag{Name: "for", Value: flushDefaultWindow, Usage: "measurement window for --verify"},
+			&cli.BoolFlag{Name: "trigger", Usage: "with --verify: run sync in the guest through the guest agent at the start"},
+		},
+		Action: cacheAction,
+	}
+}
+
+// cacheJSON is the stable --json schema of `cache` (README "JSON schemas").
+type cacheJSON struct {
+	VMID     int             `json:"vmid"`
+	Running  bool            `json:"running"`
+	Blockdev bool            `json:"blockdev"`
+	Disks    []cacheDiskJSON `json:"disks"`
+	Notes    []string        `json:"notes,omitempty"`
+}
+
+type cacheDiskJSON struct {
+	ID          string        `json:"id"`
+	Controller  string        `json:"controller"`
+	Volume      string        `json:"volume"`
+	Storage     string        `json:"storage"`
+	Cache       cacheModeJSON `json:"cache"`
+	AIO         string        `json:"aio"`
+	IOThread    bool          `json:"iothread"`
+	AckedDataIn string        `json:"acked_data_in"`
+	CrashLoses  string        `json:"crash_loses"`
+	Drift       []string      `json:"drift"`
+	Flush       *flushVerdict `json:"flush,omitempty"`
+}
+
+type cacheModeJSON struct {
+	Configured        string  `json:"configured"`
+	ConfiguredDefault bool    `json:"configured_default"`
+	Effective         *string `json:"effective"`
+	Pending           *string `json:"pending"`
+	Direct            *bool   `json:"direct"`
+	NoFlush           *bool   `json:"no_flush"`
+	WriteCache        *string `json:"write_cache"`
+	GuestWriteCache   *bool   `json:"guest_write_cache"`
+}
+
+// modeFacts are the two sentences per mode from the lab's cache table.
+var modeFacts = map[string][2]string{
+	"none":         {"storage's own write cache (O_DIRECT, no node page cache) until the guest flushes", "what the guest has not flushed yet, as with a physical disk with a write cache"},
+	"writethrough": {"on the storage: acknowledged only once stable (node page cache serves reads only)", "nothing that was acknowledged"},
+	"writeback":    {"node RAM (page cache) until the guest flushes or the node writes it back", "everything the guest has not flushed: can be GiBs held in node RAM"},
+	"directsync":   {"on the storage: acknowledged only once stable (O_DIRECT)", "nothing that was acknowledged"},
+	"unsafe":       {"node RAM, and guest flushes are ignored", "even data the guest believes is safe (flushed): everything still dirty in node RAM"},
+	"custom":       {"node RAM or storage, flushes ignored (not a Proxmox mode)", "data the guest believes is safe"},
+}
+
+func cacheAction(c *cli.Context) error {
+	e := newEnv(c)
+	vmid, err := vmidArg(c)
+	if err != nil {
+		return err
+	}
+	v, err := loadVM(e, vmid)
+	if err != nil {
+		return err
+	}
+	disks, err := selectDisks(v, c.Args().Tail())
+	if err != nil {
+		return err
+	}
+	var liveErr error
+	if v.Running {
+		liveErr = v.FetchLive(e.ctx(), e.timeout)
+	}
+	out := cacheJSON{VMID: vmid, Running: v.Running, Blockdev: v.Blockdev, Disks: []cacheDiskJSON{}}
+	if !v.Running {
+		out.Notes = append(out.Notes, fmt.Sprintf("VM %d is not running: showing the configured values", vmid))
+	} else if liveErr != nil {
+		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
+	}
+	for _, d := range disks {
+		if d.Drive == nil && d.Running == nil {
+			continue
+		}
+		if d.Drive != nil && d.Drive.IsCDROM() {
+			continue // CD-ROMs have no write path
+		}
+		out.Disks = append(out.Disks, cacheDisk(v, d))
+	}
+	if c.Bool("verify") && v.Running {
+		if err := addFlushVerdicts(e, v, &out, c.Duration("for"), c.Bool("trigger")); err != nil {
+			return err
+		}
+	}
+	if e.json {
+		if err := e.printJSON(out); err != nil {
+			return err
+		}
+	} else {
+		printCache(e, out)
+	}
+	if !v.Running {
+		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d is not running", vmid)}
+	}
+	if liveErr != nil {
+		return &exitError{code: exitUnreachable, msg: qmpErrMsg(vmid, liveErr)}
+	}
+	for _, d := range out.Disks {
+		if d.Flush != nil && d.Flush.Verdict == "ignored" {
+			return problemFound
+		}
+	}
+	return nil
+}
+
+func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
+	j := cacheDiskJSON{ID: d.ID, Drift: []string{}}
+	var base *qemuserver.DiskSettings
+	switch {
+	case d.Configured != nil:
+		base = d.Configured
+	case d.Running != nil:
+		base = d.Running
+	}
+	if base != nil {
+		j.Controller = base.Controller
+	}
+	if d.Drive != nil {
+		j.Volume = d.Drive.Volume
+		j.Storage = d.Drive.StorageID()
+		j.Cache.Configured = d.Drive.Opts["cache"]
+		if j.Cache.Configured == "" {
+			j.Cache.ConfiguredDefault = true
+			if d.Configured != nil {
+				j.Cache.Configured = d.Configured.Mode()
+			} else {
+				j.Cache.Configured = "none"
+			}
+		}
+	}
+	if d.Pending != nil {
+		m := d.Pending.Mode()
+		if m != j.Cache.Configured || d.PendingDrive.Opts["cache"] != d.Drive.Opts["cache"] {
+			j.Cache.Pending = &m
+		}
+	}
+	mode := j.Cache.Configured
+	if d.Running != nil {
+		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
+		direct, noFlush, wc := d.Running.CacheDirect, d.Running.CacheNoFlush, d.Running.WriteCache
+		if d.Live != nil && d.Live.Inserted {
+			direct, noFlush, wc = d.Live.Format.Direct, d.Live.Format.NoFlush, d.Live.WriteCache
+			g := d.Live.GuestWriteCache
+			j.Cache.GuestWriteCache = &g
+		}
+		mode = qemuserver.CacheMode(direct, noFlush, wc)
+		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
+		if d.Configured != nil {
+			run := *d.Running
+			run.CacheDirect, run.CacheNoFlush, run.WriteCache = direct, noFlush, wc
+			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, run)...)
+		} else if d.Drive == nil {
+			j.Drift = append(j.Drift, "disk is attached to the running VM but not in the config")
+		}
+	} else if d.Configured != nil {
+		j.AIO, j.IOThread = d.Configured.AIO, d.Configured.IOThread
+	}
+	if v.Running && d.Running == nil && d.Drive != nil && !d.Drive.IsNone() {
+		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
+	}
+	facts := modeFacts[mode]
+	j.AckedDataIn, j.CrashLoses = facts[0], facts[1]
+	return j
+}
+
+func printCache(e *env, out cacheJSON) {
+	state := e.paint(green, "running")
+	if !out.Running {
+		state = e.paint(yellow, "not running")
+	}
+	gen := "-blockdev"
+	if !out.Blockdev {
+		gen = "-drive (machine < 10.0)"
+	}
+	fmt.Fprintf(e.out, "VM %d: %s, %s\n", out.VMID, state, gen)
+	t := newTable(e.out, "DISK", "CONTROLLER", "VOLUME", "CONFIG", "RUNNING", "NEXT START", "AIO", "IOTHREAD")
+	for _, d := range out.Disks {
+		cfg := d.Cache.Configured
+		if d.Cache.ConfiguredDefault {
+			cfg += " (default)"
+		}
+		run := "-"
+		if d.Cache.Effective != nil {
+			run = *d.Cache.Effective
+			if *d.Cache.Effective == "unsafe" {
+				run += " (ignores flushes)"
+			}
+		}
+		next := "-"
+		if d.Cache.Pending != nil {
+			next = *d.Cache.Pending + " (pending)"
+		}
+		t.row(d.ID, orDash(d.Controller), orDash(d.Volume), cfg, run, next, orDash(d.AIO), onOff(d.IOThread))
+	}
+	t.flush()
+	fmt.Fprintln(e.out)
+	for _, d := range out.Disks {
+		mode := d.Cache.Configured
+		if d.Cache.Effective != nil {
+			mode = *d.Cache.Effective
+		}
+		color := ""
+		switch mode {
+		case "unsafe", "custom":
+			color = red
+		case "writeback":
+			color = yellow
+		}
+		fmt.Fprintf(e.out, "%s (%s):\n", d.ID, e.paint(color, mode))
+		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", d.AckedDataIn)
+		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", d.CrashLoses)
+		if d.Cache.GuestWriteCache != nil && d.Cache.WriteCache != nil && (*d.Cache.WriteCache == "on") != *d.Cache.GuestWriteCache {
+			fmt.Fprintf(e.out, "  note: the guest has turned the write cache %s at runtime (configured %s)\n", onOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache)
+		}
+		for _, dr := range d.Drift {
+			fmt.Fprintf(e.out, "  %s %s\n", e.paint(red, "DRIFT"), dr)
+		}
+		if len(d.Drift) > 0 && d.Cache.Effective != nil {
+			fmt.Fprintf(e.out, "  config says %s, VM still runs %s: restart the VM to apply\n", d.Cache.Configured, *d.Cache.Effective)
+		}
+		if d.Cache.Pending != nil {
+			fmt.Fprintf(e.out, "  pending: the next start runs %s\n", *d.Cache.Pending)
+		}
+		if d.Flush != nil {
+			printFlushVerdictLine(e, d.Flush)
+		}
+	}
+	for _, n := range out.Notes {
+		fmt.Fprintln(e.out, "note: "+n)
+	}
+}
+
+// loadVM loads a VM, mapping errors to exit codes.
+func loadVM(e *env, vmid int) (*vm.VM, error) {
+	v, err := vm.Load(e.paths, vmid)
+	if err != nil {
+		if errors.Is(err, vm.ErrNoConfig) {
+			return nil, usageErr("%v", err)
+		}
+		if errors.Is(err, qemuserver.ErrParse) {
+			return nil, usageErr("%v", err)
+		}
+		return nil, unreachable("VM %d: %v", vmid, err)
+	}
+	return v, nil
+}
+
+// selectDisks returns the disks named in args (all when none), exit 2 for an
+// unknown disk.
+func selectDisks(v *vm.VM, args []string) ([]*vm.Disk, error) {
+	if len(args) == 0 {
+		for _, d := range v.Disks {
+			if d.ParseError != nil {
+				return nil, usageErr("%v", d.ParseError)
+			}
+		}
+		return v.Disks, nil
+	}
+	var out []*vm.Disk
+	for _, a := range args {
+		d := v.Disk(a)
+		if d == nil {
+			var ids []string
+			for _, d := range v.Disks {
+				ids = append(ids, d.ID)
+			}
+			return nil, usageErr("VM %d has no disk %q (disks: %s)", v.VMID, a, strings.Join(ids, ", "))
+		}
+		if d.ParseError != nil {
+			return nil, usageErr("%v", d.ParseError)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func qmpErrMsg(vmid int, err error) string {
+	switch {
+	case errors.Is(err, qmp.ErrBusy):
+		return fmt.Sprintf("VM %d: %v", vmid, err)
+	case errors.Is(err, qmp.ErrNoSocket):
+		return fmt.Sprintf("VM %d: %v (is the VM running?)", vmid, err)
+	}
+	return fmt.Sprintf("VM %d: QMP: %v", vmid, err)
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+var fiveModes = []string{"none", "writethrough", "writeback", "directsync", "unsafe"}
+
+// TestCacheAllModesControllersGenerations starts one real QEMU per command-line
+// generation with the five cache modes on VirtIO SCSI, VirtIO Block and SATA,
+// and checks that the effective mode read over QMP is the configured one.
+func TestCacheAllModesControllersGenerations(t *testing.T) {
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			var cfg strings.Builder
+			cfg.WriteString("scsihw: virtio-scsi-pci\n")
+			for i, m := range fiveModes {
+				for _, bus := range []string{"scsi", "virtio", "sata"} {
+					vol := sf("vm-371-%s-%d", bus, i)
+					storage := "local"
+					if bus == "virtio" {
+						storage = "local-lvm" // loop device: host_device
+					} else {
+						vol = "371/" + vol + ".raw"
+					}
+					n.MustVolume(t, storage, vol, 64<<20)
+					cfg.WriteString(sf("%s%d: %s:%s,cache=%s,size=64M\n", bus, i+1, storage, vol, m))
+				}
+			}
+			if err := n.WriteConfig(371, cfg.String()); err != nil {
+				t.Fatal(err)
+			}
+			n.MustStart(t, 371, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
+			var out cacheJSON
+			errs, code := runJSON(t, n, &out, "cache", "371")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if !out.Running || out.Blockdev != (gen == "blockdev") {
+				t.Fatalf("running=%v blockdev=%v", out.Running, out.Blockdev)
+			}
+			if len(out.Disks) != 15 {
+				t.Fatalf("%d disks, want 15", len(out.Disks))
+			}
+			want := map[string]string{"scsi": "virtio-scsi-pci", "virtio": "virtio-blk", "sata": "sata"}
+			for _, d := range out.Disks {
+				bus, idx, _ := qemuserver.SplitDiskKey(d.ID)
+				mode := fiveModes[idx-1]
+				if d.Cache.Effective == nil || *d.Cache.Effective != mode {
+					t.Errorf("%s: effective %v, want %s", d.ID, d.Cache.Effective, mode)
+				}
+				if d.Cache.Configured != mode || d.Cache.ConfiguredDefault {
+					t.Errorf("%s: configured %q default=%v", d.ID, d.Cache.Configured, d.Cache.ConfiguredDefault)
+				}
+				direct, noFlush, wc := qemuserver.CacheFlags(mode)
+				if *d.Cache.Direct != direct || *d.Cache.NoFlush != noFlush || *d.Cache.WriteCache != wc {
+					t.Errorf("%s: flags direct=%v no_flush=%v write_cache=%v, want %v %v %v", d.ID, *d.Cache.Direct, *d.Cache.NoFlush, *d.Cache.WriteCache, direct, noFlush, wc)
+				}
+				if d.Controller != want[bus] {
+					t.Errorf("%s: controller %q, want %q", d.ID, d.Controller, want[bus])
+				}
+				if len(d.Drift) != 0 {
+					t.Errorf("%s: drift on a VM started from its own config: %v", d.ID, d.Drift)
+				}
+				if d.CrashLoses != modeFacts[mode][1] {
+					t.Errorf("%s: crash sentence %q", d.ID, d.CrashLoses)
+				}
+			}
+		})
+	}
+}
+
+// TestCacheLab370 checks the lab VM's layout, default cache, aio and iothread.
+func TestCacheLab370(t *testing.T) {
+	n := fakenode.NewT(t)
+	lab370(t, n, "")
+	n.MustStart(t, 370, fakenode.ArgvOptions{})
+	var out cacheJSON
+	if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := map[string][3]string{ // controller, aio, iothread
+		"scsi0":   {"virtio-scsi-single", "io_uring", "true"},
+		"scsi1":   {"virtio-scsi-single", "io_uring", "true"},
+		"virtio1": {"virtio-blk", "io_uring", "true"},
+		"sata1":   {"sata", "io_uring", "false"},
+	}
+	if len(out.Disks) != len(want) {
+		t.Fatalf("%d disks: %+v", len(out.Disks), out.Disks)
+	}
+	for _, d := range out.Disks {
+		w := want[d.ID]
+		if d.Controller != w[0] || d.AIO != w[1] || sf("%v", d.IOThread) != w[2] {
+			t.Errorf("%s: controller=%s aio=%s iothread=%v, want %v", d.ID, d.Controller, d.AIO, d.IOThread, w)
+		}
+		if !d.Cache.ConfiguredDefault || d.Cache.Configured != "none" || *d.Cache.Effective != "none" {
+			t.Errorf("%s: cache %+v", d.ID, d.Cache)
+		}
+		if d.Storage != "local-lvm" {
+			t.Errorf("%s: storage %q", d.ID, d.Storage)
+		}
+	}
+	// Human output: a table plus the two sentences per disk.
+	stdout, _, code := runCLI(t, "--root", n.Root, "cache", "370")
+	if code != 0 || !strings.Contains(stdout, "virtio-scsi-single") || !strings.Contains(stdout, "a host crash loses") || strings.Contains(stdout, "\x1b[") {
+		t.Errorf("human output (exit %d):\n%s", code, stdout)
+	}
+}
+
+// TestCachePendingAndDrift: a [PENDING] cache change is shown as next start,
+// and a main-section edit the running VM never applied is drift.
+func TestCachePendingAndDrift(t *testing.T) {
+	n := fakenode.NewT(t)
+	lab370(t, n, "")
+	n.MustStart(t, 370, fakenode.ArgvOptions{})
+	cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+	edited := strings.Replace(string(cfg), "sata1: local-lvm:vm-370-disk-3,size=256M", "sata1: local-lvm:vm-370-disk-3,cache=writeback,size=256M", 1)
+	edited += "\n[PENDING]\nscsi1: local-lvm:vm-370-disk-1,iothread=1,cache=unsafe,size=256M\n"
+	if err := os.WriteFile(n.Paths.VMConfig(370), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out cacheJSON
+	if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, d := range out.Disks {
+		switch d.ID {
+		case "scsi1":
+			if d.Cache.Pending == nil || *d.Cache.Pending != "unsafe" || *d.Cache.Effective != "none" || len(d.Drift) != 0 {
+				t.Errorf("scsi1: pending %v effective %v drift %v", d.Cache.Pending, *d.Cache.Effective, d.Drift)
+			}
+		case "sata1":
+			if d.Cache.Configured != "writeback" || *d.Cache.Effective != "none" || len(d.Drift) == 0 {
+				t.Errorf("sata1: configured %s effective %s drift %v", d.Cache.Configured, *d.Cache.Effective, d.Drift)
+			}
+		default:
+			if d.Cache.Pending != nil || len(d.Drift) != 0 {
+				t.Errorf("%s: pending %v drift %v", d.ID, d.Cache.Pending, d.Drift)
+			}
+		}
+	}
+	stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "370")
+	if !strings.Contains(stdout, "config says writeback, VM still runs none: restart") {
+		t.Errorf("no restart advice:\n%s", stdout)
+	}
+}
+
+// TestCacheStoppedBusyAndBadInput covers the exit codes 2 and 3.
+func TestCacheStoppedBusyAndBadInput(t *testing.T) {
+	n := fakenode.NewT(t)
+	lab370(t, n, "")
+	// Stopped: configured values, exit 3.
+	var out cacheJSON
+	errs, code := runJSON(t, n, &out, "cache", "370")
+	if code != 3 || out.Running || len(out.Disks) != 4 || out.Disks[0].Cache.Effective != nil || !strings.Contains(errs, "not running") {
+		t.Errorf("stopped: exit %d running=%v disks=%d stderr=%q", code, out.Running, len(out.Disks), errs)
+	}
+	// A stale pid file of a dead process is not a running VM.
+	os.WriteFile(n.Paths.PidFile(370), []byte("999999\n"), 0o644)
+	if _, code := runJSON(t, n, &out, "cache", "370"); code != 3 || out.Running {
+		t.Errorf("stale pid: exit %d running %v", code, out.Running)
+	}
+
+	vm := n.MustStart(t, 370, fakenode.ArgvOptions{})
+	_ = vm
+	// Busy: another client holds the QMP socket; exit 3 within the timeout.
+	c, err := net.Dial("unix", n.Paths.QMPSocket(370))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	c.Read(buf) // greeting: we now hold the socket
+	start := time.Now()
+	_, errs, code = runCLI(t, "--root", n.Root, "--timeout", "1s", "cache", "370")
+	if code != 3 || !strings.Contains(errs, "busy") || time.Since(start) > 10*time.Second {
+		t.Errorf("busy socket: exit %d after %s, stderr %q", code, time.Since(start), errs)
+	}
+	c.Close()
+	if _, errs, code := runCLI(t, "--root", n.Root, "cache", "370"); code != 0 {
+		t.Errorf("after release: exit %d %s", code, errs)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cache", "abc"}, "invalid VMID"},
+		{[]string{"cache", "99"}, "out of range"},
+		{[]string{"cache", "1000000000"}, "out of range"},
+		{[]string{"cache", "4242"}, "no such VM"},
+		{[]string{"cache"}, "missing VMID"},
+		{[]string{"cache", "370", "scsi9"}, "has no disk"},
+		{[]string{"cache", "--bogus", "370"}, "flag provided but not defined"},
+	} {
+		_, errs, code := runCLI(t, append([]string{"--root", n.Root}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("%v: exit %d stderr %q, want exit 2 and one line with %q", tc.args, code, errs, tc.want)
+		}
+	}
+	// Malformed config line: names file, line and key.
+	os.WriteFile(n.Paths.VMConfig(372), []byte("name: x\nscsi0: local-lvm:vm-372-disk-0,cache=sometimes\n"), 0o644)
+	_, errs, code = runCLI(t, "--root", n.Root, "cache", "372")
+	if code != 2 || !strings.Contains(errs, "372.conf line 2") || !strings.Contains(errs, "cache") {
+		t.Errorf("malformed: exit %d stderr %q", code, errs)
+	}
+	os.WriteFile(n.Paths.VMConfig(373), []byte("name: x\nthis is not a config line\n"), 0o644)
+	_, errs, code = runCLI(t, "--root", n.Root, "cache", "373")
+	if code != 2 || !strings.Contains(errs, "373.conf line 2") {
+		t.Errorf("garbage line: exit %d stderr %q", code, errs)
+	}
+}

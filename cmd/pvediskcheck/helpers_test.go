@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+)
+
+// runCLI runs the command in-process and returns stdout, stderr and the exit code.
+func runCLI(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, append([]string{"pvediskcheck"}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// runJSON runs a command with --json against the node and decodes stdout.
+func runJSON(t testing.TB, n *fakenode.Node, v any, args ...string) (string, int) {
+	t.Helper()
+	out, errs, code := runCLI(t, append([]string{"--root", n.Root, "--json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("pvediskcheck %s: exit %d, stdout is not JSON: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, err, out, errs)
+	}
+	return errs, code
+}
+
+// lab370 is Lab 37's VM 370: a system disk plus scsi1 (VirtIO SCSI single,
+// iothread), virtio1 (VirtIO Block, iothread) and sata1, on local-lvm.
+func lab370(t testing.TB, n *fakenode.Node, extra string) {
+	t.Helper()
+	for _, v := range []string{"vm-370-disk-0", "vm-370-disk-1", "vm-370-disk-2", "vm-370-disk-3"} {
+		n.MustVolume(t, "local-lvm", v, 256<<20)
+	}
+	cfg := `boot: order=scsi0
+cores: 2
+memory: 2048
+name: lab37
+ostype: l26
+scsihw: virtio-scsi-single
+scsi0: local-lvm:vm-370-disk-0,iothread=1,size=256M
+scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M
+virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M
+sata1: local-lvm:vm-370-disk-3,size=256M
+` + extra
+	if err := n.WriteConfig(370, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func qemuName(t testing.TB) string {
+	v, err := fakenode.QEMUVersion(fakenode.QEMUBinary())
+	if err != nil {
+		t.Fatalf("QEMU version: %v", err)
+	}
+	return "qemu-" + v
+}
+
+func sf(format string, a ...any) string { return fmt.Sprintf(format, a...) }

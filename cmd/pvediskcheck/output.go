@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// table prints aligned columns; colour codes are added only when e.color.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
+func (t *table) flush()              { t.tw.Flush() }
+
+const (
+	red    = "\x1b[31m"
+	yellow = "\x1b[33m"
+	green  = "\x1b[32m"
+	bold   = "\x1b[1m"
+	reset  = "\x1b[0m"
+)
+
+// paint colours s on a terminal. tabwriter counts escape bytes, so colour is
+// only used on text outside aligned tables or at the end of a row.
+func (e *env) paint(color, s string) string {
+	if !e.color || s == "" {
+		return s
+	}
+	return color + s + reset
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1024*1024)) }

@@ -1,0 +1,247 @@
+package qmp
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// BlockNode is one node of the block graph as QEMU runs it.
+type BlockNode struct {
+	Name     string
+	Driver   string // throttle, raw, qcow2, file, host_device, ...
+	Filename string
+	Direct   bool // cache.direct
+	NoFlush  bool // cache.no-flush
+	ReadOnly bool
+}
+
+// DriveChain is the live graph under drive-<id>: the top node (throttle under
+// -blockdev, the format node under -drive), the format node and the protocol
+// node. Throttle nodes carry no cache options, so the real flags are read from
+// Format and Protocol.
+type DriveChain struct {
+	Top, Format, Protocol BlockNode
+}
+
+// BlockDevice is one query-block entry, keyed by the config disk id.
+type BlockDevice struct {
+	ID       string // config key: scsi1, virtio0 (from qdev)
+	QdevPath string
+	Device   string // BlockBackend name: empty under -blockdev, drive-<id> under -drive
+	Inserted bool
+	NodeName string // top node
+	// GuestWriteCache is the write cache the guest negotiated at runtime
+	// (inserted.cache.writeback), not the configuration.
+	GuestWriteCache bool
+	// Legacy (BlockBackend) throttling, bytes/s and ops/s.
+	BackendLimits map[string]int64
+	Raw           gjson.Result
+}
+
+// QdevToDiskID maps a qdev path to the Proxmox disk key, as qemu-server's
+// qdev_id_to_drive_id does.
+func QdevToDiskID(qdev string) string {
+	if strings.HasPrefix(qdev, "/machine/peripheral/") {
+		rest := strings.TrimPrefix(qdev, "/machine/peripheral/")
+		id, _, _ := strings.Cut(rest, "/")
+		return id
+	}
+	switch qdev {
+	case "/machine/system.flash1", "/machine/virt.flash1":
+		return "efidisk0"
+	}
+	return qdev
+}
+
+// ParseQueryBlock parses query-block's return value.
+func ParseQueryBlock(ret gjson.Result) []BlockDevice {
+	var out []BlockDevice
+	for _, b := range ret.Array() {
+		d := BlockDevice{QdevPath: b.Get("qdev").String(), Device: b.Get("device").String(), Raw: b}
+		d.ID = QdevToDiskID(d.QdevPath)
+		if d.ID == "" {
+			d.ID = strings.TrimPrefix(d.Device, "drive-")
+		}
+		in := b.Get("inserted")
+		d.Inserted = in.Exists()
+		if d.Inserted {
+			d.NodeName = in.Get("node-name").String()
+			d.GuestWriteCache = in.Get("cache.writeback").Bool()
+			d.BackendLimits = map[string]int64{}
+			for _, k := range []string{"bps", "bps_rd", "bps_wr", "iops", "iops_rd", "iops_wr",
+				"bps_max", "bps_rd_max", "bps_wr_max", "iops_max", "iops_rd_max", "iops_wr_max",
+				"bps_max_length", "bps_rd_max_length", "bps_wr_max_length", "iops_max_length", "iops_rd_max_length", "iops_wr_max_length"} {
+				if v := in.Get(k); v.Exists() {
+					d.BackendLimits[k] = v.Int()
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// BackendToQEMULimitName maps query-block's legacy limit field names (bps_wr)
+// to ThrottleLimits names (bps-write).
+func BackendToQEMULimitName(k string) string {
+	k = strings.ReplaceAll(k, "_", "-")
+	base, rest, _ := strings.Cut(k, "-")
+	dir := "-total"
+	switch {
+	case strings.HasPrefix(rest, "rd"):
+		dir, rest = "-read", strings.TrimPrefix(strings.TrimPrefix(rest, "rd"), "-")
+	case strings.HasPrefix(rest, "wr"):
+		dir, rest = "-write", strings.TrimPrefix(strings.TrimPrefix(rest, "wr"), "-")
+	}
+	if rest != "" {
+		return base + dir + "-" + rest
+	}
+	return base + dir
+}
+
+// Graph is the node graph: nodes by name and each node's children by role.
+type Graph struct {
+	Nodes    map[string]BlockNode
+	Children map[string]map[string]string // parent -> child role ("file", "backing") -> child node
+}
+
+// ParseNamedBlockNodes reads query-named-block-nodes (flat=false or true).
+// From QEMU 10.1 each node lists its children; older versions need
+// AddDebugGraph for the edges.
+func ParseNamedBlockNodes(ret gjson.Result) *Graph {
+	g := &Graph{Nodes: map[string]BlockNode{}, Children: map[string]map[string]string{}}
+	for _, n := range ret.Array() {
+		name := n.Get("node-name").String()
+		g.Nodes[name] = BlockNode{
+			Name:     name,
+			Driver:   n.Get("drv").String(),
+			Filename: n.Get("file").String(),
+			Direct:   n.Get("cache.direct").Bool(),
+			NoFlush:  n.Get("cache.no-flush").Bool(),
+			ReadOnly: n.Get("ro").Bool(),
+		}
+		if ch := n.Get("children"); ch.Exists() {
+			m := map[string]string{}
+			for _, c := range ch.Array() {
+				m[c.Get("child").String()] = c.Get("node-name").String()
+			}
+			g.Children[name] = m
+		}
+	}
+	return g
+}
+
+// HasEdges reports whether the graph knows any parent/child edge.
+func (g *Graph) HasEdges() bool { return len(g.Children) > 0 }
+
+// AddDebugGraph adds edges from x-debug-query-block-graph (QEMU < 10.1).
+func (g *Graph) AddDebugGraph(ret gjson.Result) {
+	names := map[int64]string{}
+	for _, n := range ret.Get("nodes").Array() {
+		if n.Get("type").String() == "block-driver" {
+			names[n.Get("id").Int()] = n.Get("name").String()
+		}
+	}
+	for _, e := range ret.Get("edges").Array() {
+		p, okp := names[e.Get("parent").Int()]
+		c, okc := names[e.Get("child").Int()]
+		if !okp || !okc {
+			continue
+		}
+		if g.Children[p] == nil {
+			g.Children[p] = map[string]string{}
+		}
+		g.Children[p][e.Get("name").String()] = c
+	}
+}
+
+// Chain walks down from the top node through "file" children to the
+// protocol node, skipping filter nodes (throttle, zeroinit, alloc-track).
+func (g *Graph) Chain(top string) (DriveChain, bool) {
+	t, ok := g.Nodes[top]
+	if !ok {
+		return DriveChain{}, false
+	}
+	c := DriveChain{Top: t, Format: t, Protocol: t}
+	cur := t
+	formatSet := !isFilter(t.Driver)
+	for i := 0; i < 8; i++ {
+		child, ok := g.Children[cur.Name]["file"]
+		if !ok {
+			break
+		}
+		n, ok := g.Nodes[child]
+		if !ok {
+			break
+		}
+		if !formatSet && !isFilter(n.Driver) {
+			c.Format = n
+			formatSet = true
+		}
+		c.Protocol = n
+		cur = n
+	}
+	return c, true
+}
+
+func isFilter(drv string) bool {
+	return drv == "throttle" || drv == "zeroinit" || drv == "alloc-track" || drv == "copy-before-write"
+}
+
+// BlockStats is a device's or node's counters from query-blockstats.
+type BlockStats struct {
+	ID                string // config disk id (device entries) or node name (node entries)
+	NodeName          string
+	RdBytes, WrBytes  int64
+	RdOps, WrOps      int64
+	FlushOps          int64
+	FlushTotalTimeNs  int64
+	RdTotalTimeNs     int64
+	WrTotalTimeNs     int64
+	UnmapOps          int64
+	UnmapBytes        int64
+	DiscardNbOK       int64 // protocol node driver-specific: discards the storage accepted
+	DiscardNbFailed   int64
+	DiscardBytesOK    int64
+	HasDriverSpecific bool
+	Timestamp         int64 // caller-filled, ns
+}
+
+// ParseBlockstats parses query-blockstats (device entries, or node entries
+// with query-nodes=true). Entries nest their children under "parent"/"backing"
+// only for device queries; node queries are flat.
+func ParseBlockstats(ret gjson.Result) []BlockStats {
+	var out []BlockStats
+	for _, e := range ret.Array() {
+		s := e.Get("stats")
+		b := BlockStats{
+			NodeName:         e.Get("node-name").String(),
+			RdBytes:          s.Get("rd_bytes").Int(),
+			WrBytes:          s.Get("wr_bytes").Int(),
+			RdOps:            s.Get("rd_operations").Int(),
+			WrOps:            s.Get("wr_operations").Int(),
+			FlushOps:         s.Get("flush_operations").Int(),
+			FlushTotalTimeNs: s.Get("flush_total_time_ns").Int(),
+			RdTotalTimeNs:    s.Get("rd_total_time_ns").Int(),
+			WrTotalTimeNs:    s.Get("wr_total_time_ns").Int(),
+			UnmapOps:         s.Get("unmap_operations").Int(),
+			UnmapBytes:       s.Get("unmap_bytes").Int(),
+		}
+		if q := e.Get("qdev").String(); q != "" {
+			b.ID = QdevToDiskID(q)
+		} else if dev := e.Get("device").String(); dev != "" {
+			b.ID = strings.TrimPrefix(dev, "drive-")
+		} else {
+			b.ID = b.NodeName
+		}
+		if ds := e.Get("driver-specific"); ds.Exists() {
+			b.HasDriverSpecific = true
+			b.DiscardNbOK = ds.Get("discard-nb-ok").Int()
+			b.DiscardNbFailed = ds.Get("discard-nb-failed").Int()
+			b.DiscardBytesOK = ds.Get("discard-bytes-ok").Int()
+		}
+		out = append(out, b)
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+// Package qmp talks to a running QEMU through its QMP socket and to the guest
+// through the guest agent socket. Both sockets are shared with Proxmox's own
+// daemons and serve one client at a time, so every use here is one short
+// exchange: connect, ask, close.
+package qmp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	goqmp "github.com/digitalocean/go-qemu/qmp"
+	"github.com/tidwall/gjson"
+)
+
+// Monitor is go-qemu's four-method seam; SocketMonitor implements it.
+type Monitor = goqmp.Monitor
+
+// ErrBusy means another client holds the QMP socket: QEMU accepted the
+// connection but sent no greeting before the deadline.
+var ErrBusy = errors.New("QMP socket busy (another client, e.g. pvestatd, holds it)")
+
+// ErrNoSocket means the socket does not exist or nobody listens on it.
+var ErrNoSocket = errors.New("no QMP socket")
+
+// Error is an error reply from QEMU; Class is QMP's error class
+// (GenericError, DeviceNotFound, CommandNotFound, ...).
+type Error struct {
+	Class string
+	Desc  string
+}
+
+func (e *Error) Error() string { return e.Desc + " (" + e.Class + ")" }
+
+// SocketMonitor is a QMP client on a unix socket. Unlike go-qemu's, it reads
+// replies of any size (no 64 KiB line limit) and skips events that arrive
+// between the handshake and a reply.
+type SocketMonitor struct {
+	Path    string
+	Timeout time.Duration // dial, greeting and each reply
+
+	mu   sync.Mutex
+	conn net.Conn
+	rd   *bufio.Reader
+	// Greeting is QEMU's banner ({"QMP": {"version": ...}}).
+	Greeting []byte
+}
+
+var _ Monitor = (*SocketMonitor)(nil)
+
+// NewSocketMonitor returns an unconnected monitor.
+func NewSocketMonitor(path string, timeout time.Duration) *SocketMonitor {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &SocketMonitor{Path: path, Timeout: timeout}
+}
+
+// Connect dials, reads the greeting and negotiates capabilities.
+func (m *SocketMonitor) Connect() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := net.Dialer{Timeout: m.Timeout}
+	c, err := d.Dial("unix", m.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("%w at %s: %v", ErrNoSocket, m.Path, err)
+		}
+		return fmt.Errorf("QMP %s: %w", m.Path, err)
+	}
+	m.conn = c
+	m.rd = bufio.NewReaderSize(c, 64*1024)
+	_ = c.SetDeadline(time.Now().Add(m.Timeout))
+	line, err := m.rd.ReadBytes('\n')
+	if err != nil {
+		c.Close()
+		m.conn = nil
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("%w: %s sent no greeting within %s", ErrBusy, m.Path, m.Timeout)
+		}
+		return fmt.Errorf("QMP %s: reading greeting: %w", m.Path, err)
+	}
+	if !gjson.GetBytes(line, "QMP").Exists() {
+		c.Close()
+		m.conn = nil
+		return fmt.Errorf("QMP %s: unexpected greeting %.80q", m.Path, line)
+	}
+	m.Greeting = line
+	if _, err := m.runLocked([]byte(`{"execute":"qmp_capabilities"}`)); err != nil {
+		c.Close()
+		m.conn = nil
+		return err
+	}
+	return nil
+}
+
+// Disconnect closes the connection (idempotent).
+func (m *SocketMonitor) Disconnect() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conn == nil {
+		return nil
+	}
+	err := m.conn.Close()
+	m.conn = nil
+	return err
+}
+
+// Run sends one command and returns its whole reply object. An error reply
+// becomes *Error.
+func (m *SocketMonitor) Run(cmd []byte) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runLocked(cmd)
+}
+
+func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
+	if m.conn == nil {
+		return nil, fmt.Errorf("QMP %s: not connected", m.Path)
+	}
+	_ = m.conn.SetDeadline(time.Now().Add(m.Timeout))
+	if _, err := m.conn.Write(append(cmd, '\n')); err != nil {
+		return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+	}
+	for {
+		line, err := m.rd.ReadBytes('\n')
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), m.Timeout)
+			}
+			return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+		}
+		r := gjson.ParseBytes(line)
+		if r.Get("event").Exists() {
+			continue // asynchronous event, not our reply
+		}
+		if e := r.Get("error"); e.Exists() {
+			return nil, &Error{Class: e.Get("class").String(), Desc: e.Get("desc").String()}
+		}
+		if r.Get("return").Exists() {
+			return line, nil
+		}
+	}
+}
+
+// Events is not supported: pvediskcheck never holds the socket long enough.
+func (m *SocketMonitor) Events(context.Context) (<-chan goqmp.Event, error) {
+	return nil, goqmp.ErrEventsNotSupported
+}
+
+// Session is one connected exchange with typed helpers.
+type Session struct{ M Monitor }
+
+// Exec runs a command with arguments and returns the "return" value.
+func (s Session) Exec(name string, args any) (gjson.Result, error) {
+	req := map[string]any{"execute": name}
+	if args != nil {
+		req["arguments"] = args
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return gjson.Result{}, err
+	}
+	out, err := s.M.Run(b)
+	if err != nil {
+		return gjson.Result{}, err
+	}
+	return gjson.GetBytes(out, "return"), nil
+}
+
+// Do connects to the socket, runs fn and disconnects: one exchange, so the
+// socket is free again for Proxmox's daemons as soon as fn returns.
+func Do(ctx context.Context, path string, timeout time.Duration, fn func(Session) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m := NewSocketMonitor(path, timeout)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < m.Timeout {
+		m.Timeout = time.Until(dl)
+	}
+	if err := m.Connect(); err != nil {
+		return err
+	}
+	defer m.Disconnect()
+	return fn(Session{M: m})
+}
+
+// DoRetry is Do for samplers: a briefly busy socket (another client's short
+// exchange) is retried until patience runs out; only then is ErrBusy returned.
+func DoRetry(ctx context.Context, path string, timeout, patience time.Duration, fn func(Session) error) error {
+	deadline := time.Now().Add(patience)
+	backoff := 50 * time.Millisecond
+	for {
+		attempt := timeout
+		if left := time.Until(deadline); left < attempt && left > 100*time.Millisecond {
+			attempt = left
+		}
+		err := Do(ctx, path, attempt, fn)
+		if err == nil || !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 400*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}

@@ -1,0 +1,294 @@
+// Package vm assembles what is known about one VM on this node: its config
+// (main section and [PENDING]), what the running QEMU was started with, and
+// what QEMU reports live over QMP, per disk.
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// ErrNoConfig means the VMID has no config on this node.
+var ErrNoConfig = errors.New("no such VM on this node")
+
+// VM is one VM as far as this node can tell.
+type VM struct {
+	VMID     int
+	Config   *qemuserver.Config
+	Storages qemuserver.Storages
+	Running  bool
+	Pid      int
+	Cmdline  *qemuserver.Cmdline // nil when not running
+	Disks    []*Disk
+	// Blockdev is the generation the VM runs (or, stopped, would start) with.
+	Blockdev bool
+	paths    node.Paths
+}
+
+// Disk is one disk slot: configured, pending, running and live views.
+type Disk struct {
+	ID            string
+	Drive         *qemuserver.Drive // main section; nil if only pending or only running
+	ParseError    error             // the main-section line did not parse
+	Configured    *qemuserver.DiskSettings
+	PendingDrive  *qemuserver.Drive
+	Pending       *qemuserver.DiskSettings // next start, when [PENDING] changes this disk
+	PendingDelete bool
+	Running       *qemuserver.DiskSettings // from the running command line
+	Live          *Live                    // from QMP; nil when not asked or not running
+}
+
+// Live is what QMP says about a running disk.
+type Live struct {
+	Inserted bool
+	TopNode  string
+	Format   qmp.BlockNode
+	Protocol qmp.BlockNode
+	// WriteCacheProp is the device's configured write-cache (qom-get):
+	// on/off under -blockdev, auto under -drive.
+	WriteCacheProp string
+	// GuestWriteCache is what the guest negotiated (query-block
+	// inserted.cache.writeback); it can differ from the configuration.
+	GuestWriteCache bool
+	WriteCache      string // effective configured write cache: on/off
+	Mode            string // Proxmox mode name the live flags amount to
+}
+
+// Load reads the config and storage.cfg and finds out whether the VM runs.
+func Load(p node.Paths, vmid int) (*VM, error) {
+	v := &VM{VMID: vmid, paths: p}
+	cfgPath := p.VMConfig(vmid)
+	cfg, err := qemuserver.LoadConfig(cfgPath, vmid)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("VM %d: %w (no %s)", vmid, ErrNoConfig, cfgPath)
+		}
+		return nil, err
+	}
+	v.Config = cfg
+	if v.Storages, err = qemuserver.LoadStorages(p.StorageCfg()); err != nil {
+		return nil, err
+	}
+	v.Pid, v.Cmdline = runningProcess(p, vmid)
+	v.Running = v.Cmdline != nil
+	v.Blockdev = qemuserver.UsesBlockdev(cfg.Main)
+	if v.Running {
+		v.Blockdev = v.Cmdline.Blockdev || len(v.Cmdline.Disks) == 0 && v.Blockdev
+	}
+	v.buildDisks()
+	return v, nil
+}
+
+// runningProcess does what qemu-server's check_running does: the pid from
+// the pid file is alive and its command line has -pidfile for this VM.
+func runningProcess(p node.Paths, vmid int) (int, *qemuserver.Cmdline) {
+	b, err := os.ReadFile(p.PidFile(vmid))
+	if err != nil {
+		return 0, nil
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, nil
+	}
+	raw, err := os.ReadFile(filepath.Join(p.ProcPid(pid), "cmdline"))
+	if err != nil || len(raw) == 0 {
+		return 0, nil
+	}
+	argv := qemuserver.SplitNUL(raw)
+	cl, err := qemuserver.ParseCmdline(argv)
+	if err != nil {
+		return 0, nil
+	}
+	want := "/var/run/qemu-server/" + strconv.Itoa(vmid) + ".pid"
+	if cl.Pidfile != want && cl.Pidfile != p.PidFile(vmid) && cl.Pidfile != "/run/qemu-server/"+strconv.Itoa(vmid)+".pid" {
+		return 0, nil
+	}
+	return pid, cl
+}
+
+// IsBlockDevice stats a disk path the way the running QEMU sees it (through
+// /proc/<pid>/root when running), falling back to the node root.
+func (v *VM) IsBlockDevice(path string) bool {
+	st, err := os.Stat(v.HostPath(path))
+	return err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
+}
+
+// HostPath maps a path from the VM's command line to one this process can
+// open: through /proc/<pid>/root for a running QEMU (a chroot or another
+// mount namespace sees its own files), else below the node root.
+func (v *VM) HostPath(path string) string {
+	if v.Running && v.Pid > 0 {
+		return filepath.Join(v.paths.ProcPid(v.Pid), "root", path)
+	}
+	return v.paths.Join(path)
+}
+
+func (v *VM) buildDisks() {
+	cfg := v.Config
+	next := cfg.Next()
+	ids := map[string]string{}
+	for _, k := range qemuserver.DiskKeys(cfg.Main) {
+		ids[k] = ""
+	}
+	for _, k := range qemuserver.DiskKeys(next) {
+		ids[k] = ""
+	}
+	if v.Cmdline != nil {
+		for k := range v.Cmdline.Disks {
+			ids[k] = ""
+		}
+	}
+	vmMain := qemuserver.VMDefaultsFor(cfg.Main)
+	vmMain.Blockdev = v.Blockdev
+	vmNext := qemuserver.VMDefaultsFor(next)
+	for _, id := range qemuserver.DiskKeys(ids) {
+		if strings.HasPrefix(id, "tpmstate") {
+			continue // swtpm state, not a QEMU disk
+		}
+		d := &Disk{ID: id}
+		if line, ok := cfg.Main[id]; ok {
+			drv, err := qemuserver.ParseDrive(id, line)
+			if err != nil {
+				d.ParseError = fmt.Errorf("%s line %d: %w", cfg.Path, cfg.Lines[id], err)
+			} else {
+				d.Drive = drv
+				if s, err := qemuserver.Predict(drv, v.Storages, vmMain, v.IsBlockDevice); err == nil {
+					d.Configured = &s
+				} else {
+					d.ParseError = err
+				}
+			}
+		}
+		nline, inNext := next[id]
+		if !inNext && d.Drive != nil {
+			d.PendingDelete = true
+		} else if inNext && (d.Drive == nil || nline != cfg.Main[id] || vmNext.SCSIHW != vmMain.SCSIHW) {
+			if drv, err := qemuserver.ParseDrive(id, nline); err == nil {
+				if s, err := qemuserver.Predict(drv, v.Storages, vmNext, v.IsBlockDevice); err == nil {
+					if d.Configured == nil || nline != cfg.Main[id] || qemuserver.Diff(*d.Configured, s) != nil {
+						d.PendingDrive, d.Pending = drv, &s
+					}
+				}
+			}
+		}
+		if v.Cmdline != nil {
+			d.Running = v.Cmdline.Disks[id]
+		}
+		v.Disks = append(v.Disks, d)
+	}
+}
+
+// Disk returns the disk with id, or nil.
+func (v *VM) Disk(id string) *Disk {
+	for _, d := range v.Disks {
+		if d.ID == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// QMPSocket is the VM's QMP socket path: the one on the command line (mapped
+// below the root) or Proxmox's default.
+func (v *VM) QMPSocket() string {
+	return v.paths.QMPSocket(v.VMID)
+}
+
+// QGASocket is the guest agent socket.
+func (v *VM) QGASocket() string { return v.paths.QGASocket(v.VMID) }
+
+// Paths returns the node paths the VM was loaded with.
+func (v *VM) Paths() node.Paths { return v.paths }
+
+// FetchLive asks QEMU, in one QMP exchange, for each disk's block graph,
+// configured write-cache and negotiated write cache.
+func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
+	if !v.Running {
+		return errors.New("not running")
+	}
+	var blocks []qmp.BlockDevice
+	var graph *qmp.Graph
+	wc := map[string]string{}
+	err := qmp.Do(ctx, v.QMPSocket(), timeout, func(s qmp.Session) error {
+		ret, err := s.Exec("query-block", nil)
+		if err != nil {
+			return err
+		}
+		blocks = qmp.ParseQueryBlock(ret)
+		nodes, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+		if err != nil {
+			return err
+		}
+		graph = qmp.ParseNamedBlockNodes(nodes)
+		if !graph.HasEdges() {
+			// QEMU < 10.1 lists no children: take the edges from the debug graph.
+			dg, err := s.Exec("x-debug-query-block-graph", nil)
+			if err != nil {
+				return err
+			}
+			graph.AddDebugGraph(dg)
+		}
+		for _, b := range blocks {
+			if !b.Inserted || !strings.HasPrefix(b.QdevPath, "/machine/peripheral/") {
+				continue
+			}
+			path := "/machine/peripheral/" + b.ID
+			r, err := s.Exec("qom-get", map[string]any{"path": path, "property": "write-cache"})
+			var qe *qmp.Error
+			if errors.As(err, &qe) {
+				continue // device without write-cache (scsi-block, cd)
+			} else if err != nil {
+				return err
+			}
+			wc[b.ID] = r.String()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, b := range blocks {
+		d := v.Disk(b.ID)
+		if d == nil {
+			continue
+		}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID]}
+		if b.Inserted {
+			if ch, ok := graph.Chain(b.NodeName); ok {
+				l.Format, l.Protocol = ch.Format, ch.Protocol
+			}
+			l.WriteCache = l.WriteCacheProp
+			if l.WriteCache != "on" && l.WriteCache != "off" {
+				// -drive: the device follows the BlockBackend's cache mode
+				// from the command line.
+				l.WriteCache = "on"
+				if d.Running != nil {
+					l.WriteCache = d.Running.WriteCache
+				}
+			}
+			l.Mode = qemuserver.CacheMode(l.Format.Direct, l.Format.NoFlush, l.WriteCache)
+		}
+		d.Live = l
+	}
+	return nil
+}
+
+// ProcCmdline is exposed for tests that need the raw argv.
+func ProcCmdline(p node.Paths, pid int) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(p.ProcPid(pid), "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	return qemuserver.SplitNUL(bytes.TrimSpace(raw)), nil
+}
