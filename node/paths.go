@@ -53,10 +53,14 @@ func (p Paths) RunDir() string { return p.Join("/var/run/qemu-server") }
 func (p Paths) PidFile(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".pid") }
 
 // QMPSocket is the VM's QMP socket (one client at a time).
-func (p Paths) QMPSocket(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qmp") }
+func (p Paths) QMPSocket(vmid int) string {
+	return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qmp")
+}
 
 // QGASocket is the VM's guest agent socket (agent: 1).
-func (p Paths) QGASocket(vmid int) string { return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qga") }
+func (p Paths) QGASocket(vmid int) string {
+	return filepath.Join(p.RunDir(), strconv.Itoa(vmid)+".qga")
+}
 
 // ProcPid is /proc/<pid>.
 func (p Paths) ProcPid(pid int) string { return filepath.Join(p.Proc, strconv.Itoa(pid)) }

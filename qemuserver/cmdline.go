@@ -127,7 +127,7 @@ func SplitQemuOpts(s, implied string) (map[string]string, []string) {
 // ParseCmdline reads the disks out of a QEMU argv of either generation.
 func ParseCmdline(argv []string) (*Cmdline, error) {
 	c := &Cmdline{Argv: argv, Disks: map[string]*DiskSettings{}, Devices: map[string]map[string]string{}}
-	groups := map[string]Limits{}           // throttle-group id -> limits
+	groups := map[string]Limits{}                 // throttle-group id -> limits
 	controllers := map[string]map[string]string{} // controller id -> opts
 	type devLine struct {
 		opts map[string]string

@@ -26,10 +26,10 @@ const (
 )
 
 type optSpec struct {
-	kind  int
-	enum  []string
-	buses string // "" = all disk buses, else space separated list
-	min   float64
+	kind   int
+	enum   []string
+	buses  string // "" = all disk buses, else space separated list
+	min    float64
 	hasMin bool
 }
 

@@ -77,7 +77,7 @@ values, discard --trim, flush --trigger); every such command says what it change
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},
-		Commands: commands,
+		Commands:       commands,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return usageErr("%v", err)

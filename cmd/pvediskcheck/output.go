@@ -19,7 +19,7 @@ func newTable(w io.Writer, header ...string) *table {
 }
 
 func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
-func (t *table) flush()              { t.tw.Flush() }
+func (t *table) flush()             { t.tw.Flush() }
 
 const (
 	red    = "\x1b[31m"

@@ -92,7 +92,9 @@ func (n *Node) WriteStorageCfg(extra string) error {
 }
 
 // Storages parses the node's storage.cfg.
-func (n *Node) Storages() (qemuserver.Storages, error) { return qemuserver.LoadStorages(n.Paths.StorageCfg()) }
+func (n *Node) Storages() (qemuserver.Storages, error) {
+	return qemuserver.LoadStorages(n.Paths.StorageCfg())
+}
 
 // WriteConfig writes /etc/pve/qemu-server/<vmid>.conf.
 func (n *Node) WriteConfig(vmid int, text string) error {
