@@ -110,8 +110,10 @@ func runningProcess(p node.Paths, vmid int) (int, *qemuserver.Cmdline) {
 	if err != nil {
 		return 0, nil
 	}
-	want := "/var/run/qemu-server/" + strconv.Itoa(vmid) + ".pid"
-	if cl.Pidfile != want && cl.Pidfile != p.PidFile(vmid) && cl.Pidfile != "/run/qemu-server/"+strconv.Itoa(vmid)+".pid" {
+	// qemu-server compares -pidfile with its own path; a copied tree (or a
+	// test node below another root) keeps the original absolute path, so
+	// accept any path ending in qemu-server/<vmid>.pid.
+	if cl.Pidfile != p.PidFile(vmid) && !strings.HasSuffix(cl.Pidfile, "/qemu-server/"+strconv.Itoa(vmid)+".pid") {
 		return 0, nil
 	}
 	return pid, cl

@@ -75,6 +75,16 @@ func New(root string) (*Node, error) {
 			return nil, err
 		}
 	}
+	// Storage paths in storage.cfg are real absolute paths (QEMU opens
+	// them), yet the tool reads node files below --root. A link from
+	// ROOT/ROOT to ROOT makes both views of a storage path the same file.
+	self := filepath.Join(root, root)
+	if err := os.MkdirAll(filepath.Dir(self), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Symlink(root, self); err != nil && !os.IsExist(err) {
+		return nil, err
+	}
 	if err := n.WriteStorageCfg(""); err != nil {
 		return nil, err
 	}
