@@ -64,3 +64,5 @@ func qemuName(t testing.TB) string {
 }
 
 func sf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// TestConformanceThroughCLI runs `check` on a copied tree per Proxmox cfg2cmd
+// case: the config and storage.cfg, and a "running" process whose
+// /proc/<pid>/cmdline is exactly what qemu-server generated. A correct model
+// reports zero drift on every case.
+func TestConformanceThroughCLI(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "pve-cfg2cmd")
+	if d := os.Getenv("PVE_CFG2CMD_DIR"); d != "" {
+		dir = d
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("corpus %s missing", dir)
+		}
+		t.Skipf("Proxmox cfg2cmd corpus not found at %s", dir)
+	}
+	confs, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
+	for _, conf := range confs {
+		name := strings.TrimSuffix(filepath.Base(conf), ".conf")
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			copyFile(t, filepath.Join(dir, "storage.cfg"), filepath.Join(root, "etc/pve/storage.cfg"))
+			copyFile(t, conf, filepath.Join(root, "etc/pve/qemu-server/8006.conf"))
+			cmd, _ := os.ReadFile(conf + ".cmd")
+			argv, err := qemuserver.SplitShell(string(cmd))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(filepath.Join(root, "var/run/qemu-server"), 0o755)
+			os.WriteFile(filepath.Join(root, "var/run/qemu-server/8006.pid"), []byte("4242\n"), 0o644)
+			os.MkdirAll(filepath.Join(root, "proc/4242"), 0o755)
+			os.WriteFile(filepath.Join(root, "proc/4242/cmdline"), []byte(strings.Join(argv, "\x00")+"\x00"), 0o644)
+			out, errs, _ := runCLI(t, "--root", root, "--json", "check", "8006")
+			var res checkJSON
+			if err := jsonUnmarshal(out, &res); err != nil {
+				t.Fatalf("%v: %s %s", err, out, errs)
+			}
+			v := res.VMs[0]
+			if !v.Running {
+				t.Fatalf("not seen as running: %+v", v)
+			}
+			for _, f := range v.Findings {
+				if f.Code == "drift" || f.Code == "config-invalid" {
+					t.Errorf("%+v", f)
+				}
+			}
+		})
+	}
+}
