@@ -73,6 +73,12 @@ func (m *SocketMonitor) Connect() error {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("%w at %s: %v", ErrNoSocket, m.Path, err)
 		}
+		if errors.Is(err, syscall.EAGAIN) {
+			// QEMU listens with a backlog of 1: one client connected and
+			// one waiting for its greeting fill it, and a third connect()
+			// fails at once. That is a busy socket, not a missing one.
+			return fmt.Errorf("%w: %s: %v", ErrBusy, m.Path, err)
+		}
 		return fmt.Errorf("QMP %s: %w", m.Path, err)
 	}
 	m.conn = c
