@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// buildBinary builds the CLI once into a temp dir (what admins run).
+func buildBinary(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "pvediskcheck")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkCache15Disks: the built binary's `cache --json` on a running VM
+// with 15 disks, next to the bare QMP exchange it makes, measured side by
+// side in the same run. Target: within 3x the QMP time and under 25 ms.
+func BenchmarkCache15Disks(b *testing.B) {
+	n := fakenode.NewT(b)
+	var cfg strings.Builder
+	cfg.WriteString("scsihw: virtio-scsi-single\n")
+	for i := 0; i < 15; i++ {
+		bus, idx := "scsi", i
+		if i >= 10 {
+			bus, idx = "virtio", i-10
+		}
+		vol := sf("vm-390-disk-%d", i)
+		n.MustVolume(b, "local-lvm", vol, 16<<20)
+		cfg.WriteString(sf("%s%d: local-lvm:%s,iothread=1,size=16M\n", bus, idx, vol))
+	}
+	n.WriteConfig(390, cfg.String())
+	n.MustStart(b, 390, fakenode.ArgvOptions{})
+	bin := buildBinary(b)
+	sock := n.Paths.QMPSocket(390)
+	var tool, bare []time.Duration
+	for i := 0; i < b.N+5; i++ {
+		t0 := time.Now()
+		out, err := exec.Command(bin, "--root", n.Root, "--json", "cache", "390").Output()
+		if err != nil || !strings.Contains(string(out), `"effective": "none"`) {
+			b.Fatalf("cache: %v %s", err, out)
+		}
+		tool = append(tool, time.Since(t0))
+		t0 = time.Now()
+		err = qmp.Do(context.Background(), sock, 5*time.Second, func(s qmp.Session) error {
+			if _, err := s.Exec("query-block", nil); err != nil {
+				return err
+			}
+			g, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(g.Raw, `"children"`) {
+				if _, err := s.Exec("x-debug-query-block-graph", nil); err != nil {
+					return err
+				}
+			}
+			for j := 0; j < 15; j++ {
+				id := sf("scsi%d", j)
+				if j >= 10 {
+					id = sf("virtio%d", j-10)
+				}
+				if _, err := s.Exec("qom-get", map[string]any{"path": "/machine/peripheral/" + id, "property": "write-cache"}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, time.Since(t0))
+	}
+	mt, mq := median(tool[5:]), median(bare[5:])
+	b.ReportMetric(float64(mt.Microseconds())/1000, "tool-ms")
+	b.ReportMetric(float64(mq.Microseconds())/1000, "qmp-ms")
+	b.ReportMetric(float64(mt)/float64(mq), "ratio")
+	b.Logf("%s: cache --json median %s, its QMP exchange alone %s, ratio %.2f (target <= 3, < 25 ms)", qemuName(b), mt, mq, float64(mt)/float64(mq))
+}

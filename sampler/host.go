@@ -1,0 +1,128 @@
+// Package sampler reads host counters (procfs, sysfs) and QEMU's block
+// statistics over a window, and turns them into rates.
+package sampler
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// Host reads the node's counters below one procfs and sysfs root.
+type Host struct {
+	Proc string // e.g. /proc
+	Sys  string // e.g. /sys
+}
+
+// Memory is the node's page-cache state, bytes.
+type Memory struct {
+	DirtyBytes     int64 // /proc/meminfo Dirty: written, not yet sent to storage
+	WritebackBytes int64 // /proc/meminfo Writeback: being written to storage now
+}
+
+// Memory reads Dirty and Writeback from /proc/meminfo.
+func (h Host) Memory() (Memory, error) {
+	fs, err := procfs.NewFS(h.Proc)
+	if err != nil {
+		return Memory{}, err
+	}
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return Memory{}, fmt.Errorf("%s/meminfo: %w", h.Proc, err)
+	}
+	var m Memory
+	if mi.DirtyBytes != nil {
+		m.DirtyBytes = int64(*mi.DirtyBytes)
+	} else if mi.Dirty != nil {
+		m.DirtyBytes = int64(*mi.Dirty) * 1024
+	}
+	if mi.WritebackBytes != nil {
+		m.WritebackBytes = int64(*mi.WritebackBytes)
+	} else if mi.Writeback != nil {
+		m.WritebackBytes = int64(*mi.Writeback) * 1024
+	}
+	return m, nil
+}
+
+// ProcessWriteBytes is /proc/<pid>/io write_bytes: bytes the process caused
+// to be sent to storage, accounted when it dirties page cache (buffered) or
+// submits I/O (O_DIRECT). Write-zeroes and discards do not count, which is
+// how zero data is told apart from real data.
+func (h Host) ProcessWriteBytes(pid int) (int64, error) {
+	fs, err := procfs.NewFS(h.Proc)
+	if err != nil {
+		return 0, err
+	}
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	io, err := p.IO()
+	if err != nil {
+		return 0, fmt.Errorf("%s/%d/io: %w", h.Proc, pid, err)
+	}
+	return int64(io.WriteBytes), nil
+}
+
+// BlockStat is a block device's counters from /sys/class/block/<dev>/stat
+// (Documentation/block/stat.rst): sectors are 512 bytes.
+type BlockStat struct {
+	Device         string
+	WriteIOs       int64
+	WriteSectors   int64
+	DiscardIOs     int64
+	DiscardSectors int64
+	FlushIOs       int64 // kernel 5.5+
+}
+
+// BlockDeviceStat reads the stat file of the block device at devPath
+// (following symlinks such as /dev/<vg>/<lv>).
+func (h Host) BlockDeviceStat(devPath string) (BlockStat, error) {
+	real, err := filepath.EvalSymlinks(devPath)
+	if err != nil {
+		return BlockStat{}, err
+	}
+	name := filepath.Base(real)
+	b, err := os.ReadFile(filepath.Join(h.Sys, "class", "block", name, "stat"))
+	if err != nil {
+		return BlockStat{}, err
+	}
+	return parseBlockStat(name, string(b))
+}
+
+func parseBlockStat(name, s string) (BlockStat, error) {
+	f := strings.Fields(s)
+	if len(f) < 11 {
+		return BlockStat{}, fmt.Errorf("%s stat: %d fields, want at least 11", name, len(f))
+	}
+	n := func(i int) int64 {
+		if i >= len(f) {
+			return 0
+		}
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		return v
+	}
+	return BlockStat{Device: name, WriteIOs: n(4), WriteSectors: n(6), DiscardIOs: n(11), DiscardSectors: n(13), FlushIOs: n(15)}, nil
+}
+
+// Slaves lists the block devices under a device-mapper or md device
+// (/sys/class/block/<dev>/slaves), so LVM volumes resolve to their disks.
+func (h Host) Slaves(devPath string) []string {
+	real, err := filepath.EvalSymlinks(devPath)
+	if err != nil {
+		return nil
+	}
+	ents, err := os.ReadDir(filepath.Join(h.Sys, "class", "block", filepath.Base(real), "slaves"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, "/dev/"+e.Name())
+	}
+	return out
+}
