@@ -1,0 +1,362 @@
+// Package clidoc renders a urfave/cli App's own help text as a man page and a
+// bash completion script, so that --help, the man page and the completion
+// never disagree: all three come from the same Usage, ArgsUsage, Description
+// and Flags fields.
+package clidoc
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// ManOptions are the parts of a man page that are not in the App.
+type ManOptions struct {
+	Section string    // "8" for a system administration command
+	Date    time.Time // the page's date; from SOURCE_DATE_EPOCH for reproducible builds
+	Manual  string    // centre header, e.g. "System Administration"
+	SeeAlso []string  // e.g. "qm(1)"
+}
+
+// Man writes app's manual page in man(7) roff: NAME, SYNOPSIS, DESCRIPTION
+// (the App's Description), GLOBAL OPTIONS, COMMANDS (one line each), then a
+// section per command and subcommand with its Description and OPTIONS, and
+// SEE ALSO. Hidden commands and flags are left out, as --help leaves them out.
+func Man(w io.Writer, app *cli.App, o ManOptions) error {
+	r := &roff{}
+	name := app.Name
+	r.printf(".\\\" Generated from %s's --help text by %s gen-man; do not edit.\n", name, name)
+	r.printf(".TH %s %s %s %s %s\n", quote(strings.ToUpper(name)), o.Section,
+		quote(o.Date.UTC().Format("2006-01-02")), quote(name+" "+app.Version), quote(o.Manual))
+	// Left-aligned and unhyphenated: option names and codes (aio-native-needs-direct)
+	// must not be split or stretched.
+	r.line(".ad l")
+	r.line(".nh")
+
+	r.sh("NAME")
+	r.printf("%s \\- %s\n", escape(name), escape(app.Usage))
+
+	r.sh("SYNOPSIS")
+	cmds := visibleCommands(app.Commands, nil)
+	r.synopsis(name, []string{"GLOBAL OPTIONS"}, "COMMAND", "COMMAND OPTIONS", "ARGUMENTS...")
+	for _, c := range cmds {
+		r.synopsis(name, nil, strings.Join(c.path, " "), "OPTIONS", c.cmd.ArgsUsage)
+	}
+
+	if app.Description != "" {
+		r.sh("DESCRIPTION")
+		r.text(app.Description)
+	}
+
+	if flags := app.VisibleFlags(); len(flags) > 0 {
+		r.sh("GLOBAL OPTIONS")
+		r.line("Global options go before the command name.")
+		r.flags(flags)
+	}
+
+	if len(cmds) > 0 {
+		r.sh("COMMANDS")
+		r.line("Each command has a section of its own below.")
+		for _, c := range cmds {
+			r.line(".TP")
+			r.printf("\\fB%s\\fR\n", escape(strings.Join(c.path, " ")))
+			r.line(escape(c.cmd.Usage))
+		}
+	}
+
+	for _, c := range cmds {
+		cmd := c.cmd
+		r.sh(strings.ToUpper(strings.Join(c.path, " ")))
+		r.synopsisIn(name, c.path, cmd.ArgsUsage, len(cmd.VisibleFlags()) > 0)
+		if cmd.Usage != "" {
+			r.line(".PP")
+			r.line(escape(sentence(cmd.Usage)))
+		}
+		if len(cmd.Aliases) > 0 {
+			r.line(".PP")
+			r.line("Also called: " + escape(strings.Join(cmd.Aliases, ", ")) + ".")
+		}
+		if cmd.Description != "" {
+			r.line(".PP")
+			r.text(cmd.Description)
+		}
+		if flags := cmd.VisibleFlags(); len(flags) > 0 {
+			r.ss("OPTIONS")
+			r.flags(flags)
+		}
+	}
+
+	if len(o.SeeAlso) > 0 {
+		r.sh("SEE ALSO")
+		refs := make([]string, len(o.SeeAlso))
+		for i, s := range o.SeeAlso {
+			if m := manRef.FindStringSubmatch(s); m != nil {
+				refs[i] = "\\fB" + escape(m[1]) + "\\fR(" + m[2] + ")"
+			} else {
+				refs[i] = escape(s)
+			}
+		}
+		r.line(strings.Join(refs, ",\n"))
+	}
+	_, err := io.WriteString(w, r.b.String())
+	return err
+}
+
+var manRef = regexp.MustCompile(`^([^()]+)\(([0-9a-z]+)\)$`)
+
+// command is a visible command with its full name below the App.
+type command struct {
+	path []string // e.g. ["limit", "clear"]
+	cmd  *cli.Command
+}
+
+func visibleCommands(cs []*cli.Command, parent []string) []command {
+	var out []command
+	for _, c := range cs {
+		if c.Hidden {
+			continue
+		}
+		path := append(append([]string{}, parent...), c.Name)
+		out = append(out, command{path, c})
+		out = append(out, visibleCommands(c.Subcommands, path)...)
+	}
+	return out
+}
+
+type roff struct{ b strings.Builder }
+
+func (r *roff) printf(format string, a ...any) { fmt.Fprintf(&r.b, format, a...) }
+func (r *roff) line(s string)                  { r.b.WriteString(s + "\n") }
+func (r *roff) sh(title string)                { r.line(".SH " + quote(escape(title))) }
+func (r *roff) ss(title string)                { r.line(".SS " + quote(escape(title))) }
+
+// synopsis writes one synopsis line: the program in bold, the rest italic.
+func (r *roff) synopsis(name string, before []string, cmd, opts, args string) {
+	r.line(".PP")
+	var b strings.Builder
+	b.WriteString("\\fB" + escape(name) + "\\fR")
+	for _, x := range before {
+		b.WriteString(" [\\fI" + escape(x) + "\\fR]")
+	}
+	if cmd == "COMMAND" {
+		b.WriteString(" \\fICOMMAND\\fR")
+	} else {
+		b.WriteString(" \\fB" + escape(cmd) + "\\fR")
+	}
+	b.WriteString(" [\\fI" + escape(opts) + "\\fR]")
+	if args != "" {
+		b.WriteString(" " + argsUsage(args))
+	}
+	r.line(b.String())
+}
+
+func (r *roff) synopsisIn(name string, path []string, args string, hasFlags bool) {
+	var b strings.Builder
+	b.WriteString("\\fB" + escape(name+" "+strings.Join(path, " ")) + "\\fR")
+	if hasFlags {
+		b.WriteString(" [\\fIOPTIONS\\fR]")
+	}
+	if args != "" {
+		b.WriteString(" " + argsUsage(args))
+	}
+	r.line(b.String())
+}
+
+// argsUsage sets the metasyntactic words of ArgsUsage (VMID, DISK...) in
+// italics and keeps brackets and literals roman.
+func argsUsage(s string) string {
+	return metaWord.ReplaceAllStringFunc(escape(s), func(w string) string { return "\\fI" + w + "\\fR" })
+}
+
+var metaWord = regexp.MustCompile(`[A-Z][A-Z0-9_]+`)
+
+// flags writes one tagged paragraph per flag, with exactly the text --help
+// prints for it (cli.FlagStringer), the names in bold.
+func (r *roff) flags(flags []cli.Flag) {
+	for _, f := range flags {
+		tag, body, _ := strings.Cut(cli.FlagStringer(f), "\t")
+		r.line(".TP")
+		r.line(flagTag(tag))
+		r.line(escape(strings.TrimSpace(body)))
+	}
+}
+
+// flagTag turns "--for value" or "--help, -h" into roff: names bold, the
+// value placeholder italic.
+func flagTag(tag string) string {
+	words := strings.Fields(tag)
+	for i, w := range words {
+		name, comma := strings.CutSuffix(w, ",")
+		s := escape(name)
+		if strings.HasPrefix(name, "-") {
+			s = "\\fB" + s + "\\fR"
+		} else {
+			s = "\\fI" + s + "\\fR"
+		}
+		if comma {
+			s += ","
+		}
+		words[i] = s
+	}
+	return strings.Join(words, " ")
+}
+
+var (
+	// A heading inside a Description: a line in capitals, e.g. "EXAMPLES".
+	headingLine = regexp.MustCompile(`^[A-Z][A-Z0-9 /()-]*[A-Z)]$`)
+	// A definition: indented term, two or more spaces, text ("   0  ran and ...").
+	definitionLine = regexp.MustCompile(`^(\s+)(\S+)(\s{2,})(\S.*)$`)
+)
+
+// text renders a help text written for a terminal: unindented lines are
+// filled paragraphs (a blank line separates them), a line in capitals is a
+// subsection heading, indented "term  text" lines are tagged paragraphs,
+// and other indented lines (examples) are kept verbatim.
+func (r *roff) text(s string) {
+	lines := strings.Split(strings.Trim(s, "\n"), "\n")
+	const (
+		none = iota
+		para
+		verbatim
+		defs
+	)
+	state := none
+	defCol := -1 // column where the current definition's text starts
+	width := 0   // tag width of the current run of definitions
+	closeBlock := func() {
+		switch state {
+		case verbatim:
+			r.line(".fi")
+			r.line(".RE")
+		case defs:
+			r.line(".PD")
+			r.line(".RE")
+		}
+		state = none
+		defCol = -1
+	}
+	started := false
+	for i := 0; i < len(lines); i++ {
+		ln := strings.TrimRight(lines[i], " \t")
+		trimmed := strings.TrimLeft(ln, " \t")
+		indent := len(ln) - len(trimmed)
+		switch {
+		case trimmed == "":
+			if state != none {
+				closeBlock()
+			}
+			state = none
+			started = true
+		case indent == 0 && headingLine.MatchString(trimmed) && len(trimmed) > 2:
+			closeBlock()
+			r.ss(trimmed)
+			started = false
+		case state == defs && indent == defCol:
+			// a definition's text wrapped onto the next line
+			r.line(escape(trimmed))
+		case indent > 0 && definitionLine.MatchString(ln):
+			m := definitionLine.FindStringSubmatch(ln)
+			if state != defs {
+				closeBlock()
+				r.line(".RS 3")
+				r.line(".PD 0")
+				width = defWidth(lines[i:])
+				state = defs
+			}
+			defCol = len(m[1]) + len(m[2]) + len(m[3])
+			r.line(".TP " + fmt.Sprint(width) + "n")
+			r.line("\\fB" + escape(m[2]) + "\\fR")
+			r.line(escape(m[4]))
+		case indent > 0:
+			if state != verbatim {
+				closeBlock()
+				r.line(".RS 3")
+				r.line(".nf")
+				state = verbatim
+			}
+			r.line(escapeVerbatim(trimmed))
+		default:
+			if state != para {
+				closeBlock()
+				if started {
+					r.line(".PP")
+				}
+				state = para
+			}
+			r.line(escape(trimmed))
+			started = true
+		}
+	}
+	closeBlock()
+}
+
+// defWidth is the tag width for a run of definition lines: the longest term
+// plus two, so that the texts line up as they do in --help.
+func defWidth(lines []string) int {
+	w := 0
+	for _, l := range lines {
+		m := definitionLine.FindStringSubmatch(strings.TrimRight(l, " \t"))
+		if m == nil {
+			break
+		}
+		w = max(w, len(m[2]))
+	}
+	return w + 2
+}
+
+// sentence capitalises a one-line usage and ends it with a full stop.
+func sentence(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}
+
+// escape makes text safe for roff: backslashes, a leading dot or quote, and
+// hyphens that start an option or a command-line word (so --json prints as
+// two ASCII minus signs and can be copied), while hyphens inside words
+// (write-cache) stay hyphens.
+func escape(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\e`)
+	var b strings.Builder
+	prevDash := false
+	for i, c := range s {
+		if c == '-' {
+			startOfWord := i == 0 || strings.ContainsRune(" \t[(=,|'\"", rune(s[i-1]))
+			if startOfWord || prevDash {
+				b.WriteString(`\-`)
+				prevDash = true
+				continue
+			}
+		}
+		prevDash = false
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if strings.HasPrefix(out, ".") || strings.HasPrefix(out, "'") {
+		out = `\&` + out
+	}
+	return out
+}
+
+// escapeVerbatim is escape for example lines: every hyphen is a minus sign,
+// since these lines are meant to be copied into a shell.
+func escapeVerbatim(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\e`), "-", `\-`)
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
+		s = `\&` + s
+	}
+	return s
+}
+
+// quote makes a roff macro argument of s.
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\(dq`) + `"` }
