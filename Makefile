@@ -6,8 +6,12 @@ GO      ?= go
 GOFLAGS ?= -trimpath
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/pvediskcheck
+# The man page's date: the changelog's, so the page is reproducible.
+SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
+export SOURCE_DATE_EPOCH
 
-.PHONY: all build test test-host test-qemu11 lint demo install clean help deps qemu11
+.PHONY: bench all build test test-host test-qemu11 lint demo install clean help deps qemu11
+.PHONY: man completion vendor deb deb-test
 
 all: build
 
@@ -18,6 +22,11 @@ help:
 	@echo "lint     go vet + gofmt check"
 	@echo "qemu11   build (once) the cached Debian trixie chroot with QEMU 11.1.3 for the tests"
 	@echo "install  install into DESTDIR/PREFIX"
+	@echo "man      generate bin/man/pvediskcheck.8 from the --help text"
+	@echo "completion  generate the bash completion bin/completion/pvediskcheck"
+	@echo "vendor   go mod vendor (the one step that may download; run before dpkg-buildpackage)"
+	@echo "deb      build bin/deb/pvediskcheck_VERSION_amd64.deb (installs debhelper, lintian... when missing) and run lintian"
+	@echo "deb-test build the .deb, install it into a scratch root and run it against a VM of the harness"
 
 build:
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pvediskcheck
@@ -40,6 +49,10 @@ test-qemu11:
 	@echo "== real-QEMU integration suite, QEMU 11.1: $$(scripts/qemu-11.1 --version | head -n1)"
 	PVEDISKCHECK_QEMU=$(CURDIR)/scripts/qemu-11.1 $(GO) test -count=1 -timeout 40m $(QEMU_PKGS)
 
+# bench prints the speed targets measured side by side in one run (README "Speed").
+bench: deps build
+	$(GO) test -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
+
 # qemu11: QEMU 11.1.3, the version on the labs' Proxmox VE 9.2, from Debian
 # trixie-backports in a chroot cached at $(PVEDISKCHECK_CACHE)/trixie-qemu11 (default
 # /var/cache/pvediskcheck): ~40 s and ~270 MB the first time, instant afterwards.
@@ -54,6 +67,39 @@ lint:
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/sbin/pvediskcheck
+
+# man and completion come from the built binary's own help text (hidden
+# commands gen-man, gen-bash-completion), so they never disagree with --help.
+man: build
+	@mkdir -p bin/man
+	$(BIN) gen-man > bin/man/pvediskcheck.8
+
+completion: build
+	@mkdir -p bin/completion
+	$(BIN) gen-bash-completion > bin/completion/pvediskcheck
+
+# vendor fills the git-ignored vendor/ from the module cache or the Go module
+# proxy; dpkg-buildpackage then builds offline with -mod=vendor. Note: while
+# ./vendor exists, every go build/test in this tree uses it (Go's default), so
+# `make deb` vendors into its own build copy instead (VENDOR_DIR).
+VENDOR_DIR ?= vendor
+vendor:
+	$(GO) mod vendor -o $(VENDOR_DIR)
+
+# deb: debian/ packaging, built in bin/deb/ (see scripts/deb.sh), then lintian.
+deb:
+	@scripts/deb.sh
+
+# deb-test: the .deb installed into a scratch root (never onto this machine),
+# its --version and `cache 370 --json` run against Lab 37's VM 370 started by
+# the harness (needs root and QEMU, like the tests).
+deb-test: deb deps
+	@scripts/deb-test.sh
+
+# demo: a scratch VM shaped like Lab 37's VM 370 and the tool's commands run
+# against it, one line of explanation per step; cleans up even on Ctrl-C.
+demo: deps build
+	@scripts/demo.sh
 
 clean:
 	rm -rf bin

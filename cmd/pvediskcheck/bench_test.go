@@ -94,3 +94,62 @@ func BenchmarkCache15Disks(b *testing.B) {
 	b.ReportMetric(float64(mt)/float64(mq), "ratio")
 	b.Logf("%s: cache --json median %s, its QMP exchange alone %s, ratio %.2f (target <= 3, < 25 ms)", qemuName(b), mt, mq, float64(mt)/float64(mq))
 }
+
+// BenchmarkCheckAll50VMs: `check --all --json` on a node with 50 running VMs
+// of 4 disks each (real QEMU processes), next to the sum of the QMP
+// exchanges it makes done one after another. Target: under 1 s.
+func BenchmarkCheckAll50VMs(b *testing.B) {
+	n := fakenode.NewT(b)
+	const vms = 50
+	for i := 0; i < vms; i++ {
+		id := 500 + i
+		var cfg strings.Builder
+		cfg.WriteString("ostype: l26\nscsihw: virtio-scsi-single\n")
+		for d := 0; d < 4; d++ {
+			vol := sf("%d/vm-%d-disk-%d.raw", id, id, d)
+			n.MustVolume(b, "local", vol, 16<<20)
+			cfg.WriteString(sf("scsi%d: local:%s,iothread=1,discard=on,size=16M\n", d, vol))
+		}
+		n.WriteConfig(id, cfg.String())
+		n.MustStart(b, id, fakenode.ArgvOptions{})
+	}
+	bin := buildBinary(b)
+	var tool, bare []time.Duration
+	for i := 0; i < b.N+2; i++ {
+		t0 := time.Now()
+		out, err := exec.Command(bin, "--root", n.Root, "--json", "check", "--all").Output()
+		if err != nil || !strings.Contains(string(out), `"vms": 50`) {
+			b.Fatalf("check: %v %.300s", err, out)
+		}
+		tool = append(tool, time.Since(t0))
+		var sum time.Duration
+		for v := 0; v < vms; v++ {
+			t0 := time.Now()
+			err := qmp.Do(context.Background(), n.Paths.QMPSocket(500+v), 5*time.Second, func(s qmp.Session) error {
+				for _, c := range []string{"query-block", "x-debug-query-block-graph"} {
+					if _, err := s.Exec(c, nil); err != nil {
+						return err
+					}
+				}
+				if _, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true}); err != nil {
+					return err
+				}
+				for d := 0; d < 4; d++ {
+					if _, err := s.Exec("qom-get", map[string]any{"path": sf("/machine/peripheral/scsi%d", d), "property": "write-cache"}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += time.Since(t0)
+		}
+		bare = append(bare, sum)
+	}
+	mt, mq := median(tool[2:]), median(bare[2:])
+	b.ReportMetric(float64(mt.Microseconds())/1000, "tool-ms")
+	b.ReportMetric(float64(mq.Microseconds())/1000, "qmp-sum-ms")
+	b.Logf("%s: check --all --json on %d VMs x 4 disks: median %s; the QMP exchanges one after another: %s (target < 1 s)", qemuName(b), vms, mt, mq)
+}
