@@ -63,6 +63,9 @@ type Live struct {
 	GuestWriteCache bool
 	WriteCache      string // effective configured write cache: on/off
 	Mode            string // Proxmox mode name the live flags amount to
+	// Limits are the I/O limits QEMU applies now (a live change such as
+	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
+	Limits qemuserver.Limits
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
@@ -222,6 +225,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	var blocks []qmp.BlockDevice
 	var graph *qmp.Graph
 	wc := map[string]string{}
+	limits := map[string]qemuserver.Limits{}
 	err := qmp.Do(ctx, v.QMPSocket(), timeout, func(s qmp.Session) error {
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
@@ -255,6 +259,28 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 			}
 			wc[b.ID] = r.String()
 		}
+		for _, b := range blocks {
+			d := v.Disk(b.ID)
+			if !b.Inserted || d == nil || d.Running == nil {
+				continue
+			}
+			if !v.Blockdev {
+				l := qemuserver.Limits{}
+				for k, val := range b.BackendLimits {
+					l[qmp.BackendToQEMULimitName(k)] = val
+				}
+				limits[b.ID] = l.Normal()
+				continue
+			}
+			if d.Drive != nil && d.Drive.Bool("scsiblock") {
+				continue // no throttle group
+			}
+			l, err := s.ReadThrottleLimits(b.ID, true)
+			if err != nil {
+				continue // hot-plugged disk without a group
+			}
+			limits[b.ID] = qemuserver.Limits(l).Normal()
+		}
 		return nil
 	})
 	if err != nil {
@@ -265,7 +291,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 		if d == nil {
 			continue
 		}
-		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID]}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID]}
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol
@@ -284,6 +310,22 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 		d.Live = l
 	}
 	return nil
+}
+
+// RunningNow is the running settings with what QMP reports live (cache flags,
+// write-cache, limits) in place of the command line's.
+func (d *Disk) RunningNow() *qemuserver.DiskSettings {
+	if d.Running == nil {
+		return nil
+	}
+	r := *d.Running
+	if d.Live != nil && d.Live.Inserted {
+		r.CacheDirect, r.CacheNoFlush, r.WriteCache = d.Live.Format.Direct, d.Live.Format.NoFlush, d.Live.WriteCache
+		if d.Live.Limits != nil {
+			r.Limits = d.Live.Limits
+		}
+	}
+	return &r
 }
 
 // ProcCmdline is exposed for tests that need the raw argv.

@@ -194,9 +194,7 @@ func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
 		mode = qemuserver.CacheMode(direct, noFlush, wc)
 		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
 		if d.Configured != nil {
-			run := *d.Running
-			run.CacheDirect, run.CacheNoFlush, run.WriteCache = direct, noFlush, wc
-			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, run)...)
+			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, *d.RunningNow())...)
 		} else if d.Drive == nil {
 			j.Drift = append(j.Drift, "disk is attached to the running VM but not in the config")
 		}

@@ -262,12 +262,9 @@ func checkOne(e *env, vmid int, nextStart bool) checkVM {
 		return s
 	}
 	for _, d := range v.Disks {
-		cd := checkDisk{ID: d.ID, Configured: values(d.Configured), Running: values(d.Running)}
+		cd := checkDisk{ID: d.ID, Configured: values(d.Configured), Running: values(d.RunningNow())}
 		if d.Pending != nil {
 			cd.NextStart = values(d.Pending)
-		}
-		if d.Running != nil && d.Live != nil && d.Live.Inserted {
-			cd.Running.CacheDirect, cd.Running.CacheNoFlush, cd.Running.WriteCache = d.Live.Format.Direct, d.Live.Format.NoFlush, d.Live.WriteCache
 		}
 		out.Disks = append(out.Disks, cd)
 		if d.ParseError != nil {
@@ -362,11 +359,7 @@ func checkOne(e *env, vmid int, nextStart bool) checkVM {
 			if d.Configured == nil || d.Running == nil {
 				continue
 			}
-			run := *d.Running
-			if d.Live != nil && d.Live.Inserted {
-				run.CacheDirect, run.CacheNoFlush, run.WriteCache = d.Live.Format.Direct, d.Live.Format.NoFlush, d.Live.WriteCache
-			}
-			if diffs := qemuserver.Diff(*d.Configured, run); len(diffs) > 0 {
+			if diffs := qemuserver.Diff(*d.Configured, *d.RunningNow()); len(diffs) > 0 {
 				add("warning", "drift", d.ID, "the running VM differs from its config: "+strings.Join(diffs, "; "), "qm reboot "+strconv.Itoa(vmid)+" (applies the config)")
 			}
 		}

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -201,5 +206,30 @@ func copyFile(t *testing.T, from, to string) {
 	os.MkdirAll(filepath.Dir(to), 0o755)
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckLiveLimitDrift: a limit set live over QMP (not saved) is drift,
+// in both generations.
+func TestCheckLiveLimitDrift(t *testing.T) {
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			lab370(t, n, "")
+			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
+			full := qemuserver.Limits{"bps-write": 20 * qemuserver.MiB}.Full()
+			err := qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, func(s qmp.Session) error {
+				return s.SetThrottleLimits("scsi1", gen == "blockdev", full)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out checkJSON
+			runJSON(t, n, &out, "check", "370")
+			d := findingsByCode(out.VMs[0])["drift"]
+			if len(d) != 1 || d[0].Disk != "scsi1" || !strings.Contains(d[0].Message, "running {bps-write=20971520}") {
+				t.Errorf("drift findings: %+v", d)
+			}
+		})
 	}
 }
