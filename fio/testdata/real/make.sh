@@ -1,12 +1,13 @@
 #!/bin/bash
 # make.sh: how the fixtures in this directory were produced (see README.md).
-# Runs fio on image files under /tmp, never on a device. Takes about 3 minutes.
+# Runs fio on image files under /tmp, never on a device. Takes about 3 minutes; replaces lab19/, pitfalls/ and bad/.
 # Usage: fio/testdata/real/make.sh [OUTDIR]   (default: the directory of this script)
 set -eu
 out=${1:-$(cd "$(dirname "$0")" && pwd)}
 work=/tmp/pvediskcheck-fio
 fio=/usr/bin/fio
-rm -rf "$work" && mkdir -p "$work" "$out/lab19" "$out/pitfalls" "$out/bad"
+rm -rf "$work" "$out/lab19" "$out/pitfalls" "$out/bad"
+mkdir -p "$work" "$out/lab19" "$out/pitfalls" "$out/bad"
 area=256M
 
 # Lab 19's method on two labels, one per ioengine; libaio writes json, io_uring json+.
@@ -43,7 +44,7 @@ $fio --name=buffered --filename="$work/libaio.img" --rw=randread --bs=4k --iodep
 # psync with iodepth=8: fio prints a "note:" line before the JSON on stdout.
 $fio --name=preamble --filename="$work/libaio.img" --rw=randwrite --bs=4k --iodepth=8 --size=$area \
 	--direct=1 --ioengine=psync --time_based --runtime=2 --ramp_time=1 \
-	--output-format=json >"$out/pitfalls/psync-preamble.json"
+	--output-format=json >"$out/pitfalls/with-note.json"
 $fio --name=mixed --filename="$work/libaio.img" --rw=randrw --rwmixread=70 --bs=4k --iodepth=16 --size=$area \
 	--direct=1 --ioengine=libaio --time_based --runtime=3 --ramp_time=1 \
 	--output-format=json --output="$out/pitfalls/rwmix.json" >/dev/null
@@ -51,6 +52,15 @@ $fio --name=mixed --filename="$work/libaio.img" --rw=randrw --rwmixread=70 --bs=
 $fio --name=twojobs --filename="$work/libaio.img" --rw=randread --bs=4k --iodepth=16 --numjobs=2 --size=$area \
 	--direct=1 --ioengine=libaio --time_based --runtime=3 --ramp_time=1 \
 	--output-format=json --output="$out/pitfalls/numjobs2.json" >/dev/null
+
+# Percentiles of the total latency only (clat_percentiles=0 lat_percentiles=1).
+$fio --name=latpct --filename="$work/libaio.img" --rw=randread --bs=4k --iodepth=16 --size=$area \
+	--direct=1 --ioengine=libaio --time_based --runtime=3 --ramp_time=1 --clat_percentiles=0 --lat_percentiles=1 \
+	--output-format=json --output="$out/pitfalls/lat-percentiles.json" >/dev/null
+# Both output formats: fio's header lines, the JSON, then the normal report.
+$fio --name=both --filename="$work/libaio.img" --rw=randwrite --bs=4k --iodepth=16 --size=$area \
+	--direct=1 --ioengine=libaio --time_based --runtime=3 --ramp_time=1 \
+	--output-format=normal,json >"$out/pitfalls/normal-and-json.json"
 
 # Broken files, cut from or shaped like the real ones.
 : >"$out/bad/empty.json"
