@@ -1,0 +1,398 @@
+// Command qm is the fake node's stand-in for Proxmox's `qm set`, enough for
+// the tools that persist a disk change (pvediskcheck limit --persist). It does
+// what qemu-server 9 does for `qm set VMID --scsiN <drive line>`, on real
+// state:
+//
+//   - the drive line is checked as Proxmox checks it (schema, and mbps with
+//     mbps_rd, a *_max without its rate: "400 Parameter verification failed.");
+//   - the VM is stopped: the line is written to the config's main section;
+//   - the VM runs and only I/O limits changed: the new limits are applied to
+//     the running QEMU first, through QMP, as vmconfig_update_disk and
+//     qemu_block_set_io_throttle do (every one of the 18 fields, unset rates
+//     as 0 and unset burst lengths as 1; qom-set of throttle-drive-<id>'s
+//     limits under -blockdev, block_set_io_throttle on drive-<id> under
+//     -drive), then the line goes to the main section;
+//   - the VM runs and anything else changed: the line goes to [PENDING]
+//     (qemu-server's "skip" for options that need a restart).
+//
+// It prints "update VM <vmid>: -<key> <value>" as qm does.
+//
+// Node state, below $PVEDISKCHECK_FAKENODE_ROOT (default /):
+//
+//	etc/pve/qemu-server/<vmid>.conf    the config it rewrites
+//	var/run/qemu-server/<vmid>.pid     how it finds a running VM (and .qmp)
+//	var/log/qm-double.log              one JSON array per call: its argv
+//	var/lib/qm-double/fault            optional "exit CODE MESSAGE..." (fail
+//	                                   like qm does, change nothing)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func root() string {
+	if r := os.Getenv("PVEDISKCHECK_FAKENODE_ROOT"); r != "" {
+		return r
+	}
+	return "/"
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	r := root()
+	record(r, args)
+	if b, err := os.ReadFile(filepath.Join(r, "var/lib/qm-double/fault")); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) >= 2 && f[0] == "exit" {
+			code, _ := strconv.Atoi(f[1])
+			fmt.Fprintln(stderr, strings.Join(f[2:], " "))
+			return code
+		}
+	}
+	if len(args) < 2 || args[0] != "set" {
+		fmt.Fprintln(stderr, "qm (test double): only 'qm set VMID --KEY VALUE...' is implemented")
+		return 255
+	}
+	vmid, err := strconv.Atoi(args[1])
+	if err != nil {
+		fmt.Fprintf(stderr, "400 Parameter verification failed.\nvmid: invalid format - value does not look like a valid VM ID\n")
+		return 255
+	}
+	changes, order, err := parseOpts(args[2:])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 255
+	}
+	cfgPath := filepath.Join(r, "etc/pve/qemu-server", strconv.Itoa(vmid)+".conf")
+	text, err := os.ReadFile(cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "Configuration file 'nodes/localhost/qemu-server/%d.conf' does not exist\n", vmid)
+		return 2
+	}
+	cfg := parseConfig(string(text))
+	blockdev, running := runningVM(r, vmid)
+	var summary []string
+	for _, key := range order {
+		val := changes[key]
+		summary = append(summary, "-"+key+" "+val)
+		if _, _, isDisk := qemuserver.SplitDiskKey(key); !isDisk {
+			cfg.set("", key, val)
+			continue
+		}
+		drv, err := qemuserver.ParseDrive(key, val)
+		if err != nil {
+			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: %v\n", key, err)
+			return 255
+		}
+		if p := drv.LimitProblems(); len(p) > 0 {
+			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: %s\n", key, strings.Join(p, "; "))
+			return 255
+		}
+		oldLine, had := cfg.get("", key)
+		if !running || !had {
+			if running {
+				cfg.set("PENDING", key, val) // hotplugging a new disk is not emulated
+			} else {
+				cfg.set("", key, val)
+			}
+			continue
+		}
+		old, err := qemuserver.ParseDrive(key, oldLine)
+		if err != nil {
+			fmt.Fprintf(stderr, "unable to parse old %s: %v\n", key, err)
+			return 255
+		}
+		if !onlyLimitsDiffer(old, drv) {
+			cfg.set("PENDING", key, val)
+			continue
+		}
+		if limitsDiffer(old, drv) {
+			if err := applyLive(r, vmid, key, drv, blockdev); err != nil {
+				fmt.Fprintf(stderr, "VM %d qmp command failed - %v\n", vmid, err)
+				return 255
+			}
+		}
+		cfg.set("", key, val)
+		cfg.unsetPending(key)
+	}
+	fmt.Fprintf(stdout, "update VM %d: %s\n", vmid, strings.Join(summary, " "))
+	if err := os.WriteFile(cfgPath+".tmp", []byte(cfg.String()), 0o644); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 255
+	}
+	if err := os.Rename(cfgPath+".tmp", cfgPath); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 255
+	}
+	return 0
+}
+
+func record(r string, args []string) {
+	p := filepath.Join(r, "var/log/qm-double.log")
+	_ = os.MkdirAll(filepath.Dir(p), 0o755)
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	b, _ := json.Marshal(args)
+	fmt.Fprintf(f, "%s\n", b)
+}
+
+func parseOpts(args []string) (map[string]string, []string, error) {
+	m := map[string]string{}
+	var order []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return nil, nil, fmt.Errorf("400 too many arguments: %q", a)
+		}
+		k, v, hasEq := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasEq {
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("400 Parameter verification failed.\n%s: missing value", k)
+			}
+			i++
+			v = args[i]
+		}
+		if _, dup := m[k]; dup {
+			return nil, nil, fmt.Errorf("400 Parameter verification failed.\n%s: duplicate parameter", k)
+		}
+		m[k] = v
+		order = append(order, k)
+	}
+	if len(order) == 0 {
+		return nil, nil, fmt.Errorf("400 no options specified")
+	}
+	return m, order, nil
+}
+
+// limitOpts are qemu-server's iothrottle keys.
+var limitOpts = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range qemuserver.LimitKeys {
+		m[k.Proxmox] = true
+	}
+	return m
+}()
+
+func onlyLimitsDiffer(a, b *qemuserver.Drive) bool {
+	if a.Volume != b.Volume {
+		return false
+	}
+	for k, v := range a.Opts {
+		if !limitOpts[k] && b.Opts[k] != v {
+			return false
+		}
+	}
+	for k, v := range b.Opts {
+		if !limitOpts[k] && a.Opts[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func num(d *qemuserver.Drive, k string) float64 {
+	f, _ := strconv.ParseFloat(d.Opts[k], 64)
+	return f
+}
+
+// limitsDiffer is qemu-server's chain of safe_num_ne over the iothrottle keys.
+func limitsDiffer(a, b *qemuserver.Drive) bool {
+	for k := range limitOpts {
+		if num(a, k) != num(b, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// applyLive sends what qemu_block_set_io_throttle sends, written out field
+// by field from qemu-server's vmconfig_update_disk (not through the code
+// under test, so the test proves the tool against an independent client).
+func applyLive(r string, vmid int, key string, d *qemuserver.Drive, blockdev bool) error {
+	mb := func(k string) int64 { return int64(math.Trunc(num(d, k) * 1024 * 1024)) }
+	n := func(k string) int64 { return int64(num(d, k)) }
+	length := func(k string) int64 {
+		if v := n(k); v != 0 {
+			return v
+		}
+		return 1
+	}
+	sock := filepath.Join(r, "var/run/qemu-server", strconv.Itoa(vmid)+".qmp")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return qmp.DoRetry(ctx, sock, 5*time.Second, 20*time.Second, func(s qmp.Session) error {
+		if blockdev {
+			_, err := s.Exec("qom-set", map[string]any{
+				"path": "throttle-drive-" + key, "property": "limits",
+				"value": map[string]int64{
+					"bps-total": mb("mbps"), "bps-read": mb("mbps_rd"), "bps-write": mb("mbps_wr"),
+					"iops-total": n("iops"), "iops-read": n("iops_rd"), "iops-write": n("iops_wr"),
+					"bps-total-max": mb("mbps_max"), "bps-read-max": mb("mbps_rd_max"), "bps-write-max": mb("mbps_wr_max"),
+					"iops-total-max": n("iops_max"), "iops-read-max": n("iops_rd_max"), "iops-write-max": n("iops_wr_max"),
+					"bps-total-max-length": length("bps_max_length"), "bps-read-max-length": length("bps_rd_max_length"), "bps-write-max-length": length("bps_wr_max_length"),
+					"iops-total-max-length": length("iops_max_length"), "iops-read-max-length": length("iops_rd_max_length"), "iops-write-max-length": length("iops_wr_max_length"),
+				},
+			})
+			return err
+		}
+		_, err := s.Exec("block_set_io_throttle", map[string]any{
+			"device": "drive-" + key,
+			"bps":    mb("mbps"), "bps_rd": mb("mbps_rd"), "bps_wr": mb("mbps_wr"),
+			"iops": n("iops"), "iops_rd": n("iops_rd"), "iops_wr": n("iops_wr"),
+			"bps_max": mb("mbps_max"), "bps_rd_max": mb("mbps_rd_max"), "bps_wr_max": mb("mbps_wr_max"),
+			"iops_max": n("iops_max"), "iops_rd_max": n("iops_rd_max"), "iops_wr_max": n("iops_wr_max"),
+			"bps_max_length": length("bps_max_length"), "bps_rd_max_length": length("bps_rd_max_length"), "bps_wr_max_length": length("bps_wr_max_length"),
+			"iops_max_length": length("iops_max_length"), "iops_rd_max_length": length("iops_rd_max_length"), "iops_wr_max_length": length("iops_wr_max_length"),
+		})
+		return err
+	})
+}
+
+// runningVM is check_running: the pid file's process is alive and runs with
+// -pidfile of this VM. blockdev tells the command-line generation.
+func runningVM(r string, vmid int) (blockdev, ok bool) {
+	pidFile := filepath.Join(r, "var/run/qemu-server", strconv.Itoa(vmid)+".pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return false, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return false, false
+	}
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return false, false
+	}
+	argv := strings.Split(string(raw), "\x00")
+	hasPidfile := false
+	for i, a := range argv {
+		if a == "-blockdev" {
+			blockdev = true
+		}
+		if a == "-pidfile" && i+1 < len(argv) && (argv[i+1] == pidFile || strings.HasSuffix(argv[i+1], "/"+strconv.Itoa(vmid)+".pid")) {
+			hasPidfile = true
+		}
+	}
+	return blockdev, hasPidfile
+}
+
+// config keeps the file's lines so untouched lines are written back as they were.
+type config struct {
+	sections []section // [0] is the main section (name "")
+}
+
+type section struct {
+	name  string
+	lines []string
+}
+
+func parseConfig(text string) *config {
+	c := &config{sections: []section{{name: ""}}}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+			c.sections = append(c.sections, section{name: strings.Trim(t, "[]")})
+			continue
+		}
+		s := &c.sections[len(c.sections)-1]
+		s.lines = append(s.lines, l)
+	}
+	return c
+}
+
+func (c *config) section(name string, create bool) *section {
+	for i := range c.sections {
+		if c.sections[i].name == name {
+			return &c.sections[i]
+		}
+	}
+	if !create {
+		return nil
+	}
+	// [PENDING] comes right after the main section.
+	c.sections = append(c.sections[:1], append([]section{{name: name}}, c.sections[1:]...)...)
+	return &c.sections[1]
+}
+
+func (c *config) get(sec, key string) (string, bool) {
+	s := c.section(sec, false)
+	if s == nil {
+		return "", false
+	}
+	for _, l := range s.lines {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+func (c *config) set(sec, key, val string) {
+	s := c.section(sec, true)
+	for i, l := range s.lines {
+		if k, _, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == key {
+			s.lines[i] = key + ": " + val
+			return
+		}
+	}
+	// Before trailing blank lines.
+	i := len(s.lines)
+	for i > 0 && strings.TrimSpace(s.lines[i-1]) == "" {
+		i--
+	}
+	s.lines = append(s.lines[:i], append([]string{key + ": " + val}, s.lines[i:]...)...)
+}
+
+func (c *config) unsetPending(key string) {
+	s := c.section("PENDING", false)
+	if s == nil {
+		return
+	}
+	out := s.lines[:0]
+	for _, l := range s.lines {
+		if k, _, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == key {
+			continue
+		}
+		out = append(out, l)
+	}
+	s.lines = out
+}
+
+func (c *config) String() string {
+	var b strings.Builder
+	for i, s := range c.sections {
+		if i > 0 {
+			if s.name == "PENDING" && len(s.lines) == 0 {
+				continue
+			}
+			b.WriteString("\n[" + s.name + "]\n")
+		}
+		lines := s.lines
+		for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+			lines = lines[:len(lines)-1]
+		}
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,315 @@
+// Package sampler samples host and QEMU counters over a window and turns them
+// into rates. Every sample is its own short exchange, so the sockets it reads
+// stay free for Proxmox's daemons between samples.
+package sampler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// Sample is one query-blockstats answer.
+type Sample struct {
+	// Time is when QEMU produced the counters: the midpoint between sending
+	// query-blockstats and reading its reply (connect time excluded, so a
+	// socket that was briefly busy does not shift the timestamp).
+	Time  time.Time
+	Stats map[string]qmp.BlockStats // by disk id (scsi1, virtio0)
+}
+
+// Blockstats samples query-blockstats for a VM's disks at a fixed rate.
+type Blockstats struct {
+	Socket   string        // the VM's QMP socket
+	Disks    []string      // disk ids to keep; empty keeps every device
+	Interval time.Duration // between samples; 0 means 500 ms (2 Hz)
+	Timeout  time.Duration // dial, greeting and reply of one exchange; 0 means 2 s
+	// Patience is how long one sample retries a busy socket (another
+	// client's exchange) before that tick is given up; 0 means Interval.
+	// The last sample of a window waits at least 2 s.
+	Patience time.Duration
+	// OnSample, when set, is called after each sample (progress display).
+	OnSample func(s Sample, elapsed, window time.Duration)
+}
+
+// Series is the result of one sampling run.
+type Series struct {
+	Samples []Sample
+	// Missed counts ticks given up because the socket stayed busy for
+	// longer than Patience; the series simply has a gap there.
+	Missed int
+	// Busy counts samples that had to wait for another client.
+	Busy int
+}
+
+// ErrTooFewSamples means a window produced fewer than two samples.
+var ErrTooFewSamples = errors.New("too few samples")
+
+// Take reads one sample now.
+func (b *Blockstats) Take(ctx context.Context) (Sample, error) {
+	s, _, err := b.take(ctx, b.patience())
+	return s, err
+}
+
+func (b *Blockstats) take(ctx context.Context, patience time.Duration) (Sample, time.Duration, error) {
+	timeout := b.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	var s Sample
+	start := time.Now()
+	var waited time.Duration
+	err := qmp.DoRetry(ctx, b.Socket, timeout, patience, func(sess qmp.Session) error {
+		waited = time.Since(start)
+		t0 := time.Now()
+		ret, err := sess.Exec("query-blockstats", nil)
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		s = Sample{Time: t0.Add(t1.Sub(t0) / 2), Stats: map[string]qmp.BlockStats{}}
+		for _, st := range qmp.ParseBlockstats(ret) {
+			if b.keep(st.ID) {
+				st.Timestamp = s.Time.UnixNano()
+				s.Stats[st.ID] = st
+			}
+		}
+		return nil
+	})
+	return s, waited, err
+}
+
+func (b *Blockstats) patience() time.Duration {
+	if b.Patience > 0 {
+		return b.Patience
+	}
+	return b.interval()
+}
+
+func (b *Blockstats) interval() time.Duration {
+	if b.Interval <= 0 {
+		return 500 * time.Millisecond
+	}
+	return b.Interval
+}
+
+func (b *Blockstats) keep(id string) bool {
+	if len(b.Disks) == 0 {
+		return true
+	}
+	for _, d := range b.Disks {
+		if d == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Run samples for window: one sample at once, then one per Interval on a
+// fixed schedule (a slow sample does not shift the later ones), the last one
+// at the end of the window. A tick whose socket stays busy beyond Patience is
+// skipped; any other error ends the run.
+func (b *Blockstats) Run(ctx context.Context, window time.Duration) (*Series, error) {
+	iv := b.interval()
+	ser := &Series{}
+	start := time.Now()
+	ticks := int(window / iv)
+	for k := 0; k <= ticks; k++ {
+		due := start.Add(time.Duration(k) * iv)
+		if k == ticks {
+			due = start.Add(window)
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return ser, ctx.Err()
+			case <-time.After(d):
+			}
+		} else if k > 0 && k < ticks && -d > iv/2 {
+			ser.Missed++ // still late from the previous sample: skip this tick
+			continue
+		}
+		patience := b.patience()
+		if k == ticks {
+			// The last sample closes the window: worth waiting for.
+			patience = max(patience, 2*time.Second)
+		}
+		s, waited, err := b.take(ctx, patience)
+		if errors.Is(err, qmp.ErrBusy) {
+			ser.Missed++
+			continue
+		}
+		if err != nil {
+			return ser, err
+		}
+		if waited > 20*time.Millisecond {
+			ser.Busy++
+		}
+		ser.Samples = append(ser.Samples, s)
+		if b.OnSample != nil {
+			b.OnSample(s, time.Since(start), window)
+		}
+	}
+	if len(ser.Samples) < 2 {
+		return ser, fmt.Errorf("%w: %d of %d in %s (QMP socket busy?)", ErrTooFewSamples, len(ser.Samples), ticks+1, window)
+	}
+	return ser, nil
+}
+
+// Rates are a disk's throughput over part of a series.
+type Rates struct {
+	Disk     string
+	From, To time.Time // first and last sample used
+	Samples  int       // samples used
+	// Bytes and operations per second: the slope of a least-squares line
+	// through the counters (see Series.Rates).
+	ReadBytesPerSec, WriteBytesPerSec float64
+	ReadOpsPerSec, WriteOpsPerSec     float64
+	FlushOpsPerSec                    float64
+	// Mean latency of the requests that completed between From and To
+	// (rd_total_time_ns / rd_operations deltas); 0 when none completed.
+	ReadLatency, WriteLatency time.Duration
+	// Mean number of requests in flight (queued in the throttle included),
+	// by Little's law: completion rate x mean latency.
+	ReadQueueDepth, WriteQueueDepth float64
+}
+
+// Seconds is the length of the span the rates cover.
+func (r Rates) Seconds() float64 { return r.To.Sub(r.From).Seconds() }
+
+// Rates computes the disk's rates over the samples taken at least skip after
+// the first one.
+//
+// Why skip, and why a fit: a throttled queue admits a burst first, then
+// stalls until the bucket has leaked, and only then runs at the limit
+// (QEMU-FACTS "Live limits"; measured in sampler/blockstats_test.go and the
+// limit tests). The counters of that first part say nothing about the steady
+// rate, so they are dropped. Over the rest, the slope of a least-squares line
+// through all samples is used rather than last-minus-first: each counter is
+// read at a slightly jittered moment (the socket is shared), and a fit over
+// many points averages that jitter out where a two-point delta takes the
+// jitter of both ends in full.
+func (s *Series) Rates(disk string, skip time.Duration) (Rates, error) {
+	if len(s.Samples) == 0 {
+		return Rates{Disk: disk}, ErrTooFewSamples
+	}
+	// A sample due exactly at skip may be read a few ms early relative to
+	// the first one (each exchange waits a different time for the socket):
+	// allow 100 ms so the sample due there is kept.
+	from := s.Samples[0].Time.Add(skip)
+	if skip > 0 {
+		from = from.Add(-100 * time.Millisecond)
+	}
+	var use []Sample
+	for _, sm := range s.Samples {
+		if !sm.Time.Before(from) {
+			if _, ok := sm.Stats[disk]; !ok {
+				return Rates{Disk: disk}, fmt.Errorf("disk %s missing from query-blockstats at %s", disk, sm.Time.Format(time.RFC3339Nano))
+			}
+			use = append(use, sm)
+		}
+	}
+	return RatesOf(disk, use)
+}
+
+// RatesOf computes the disk's rates over exactly these samples (at least 2).
+func RatesOf(disk string, use []Sample) (Rates, error) {
+	r := Rates{Disk: disk, Samples: len(use)}
+	if len(use) < 2 {
+		return r, fmt.Errorf("%w: %d samples for %s", ErrTooFewSamples, len(use), disk)
+	}
+	sort.Slice(use, func(i, j int) bool { return use[i].Time.Before(use[j].Time) })
+	first, last := use[0], use[len(use)-1]
+	r.From, r.To = first.Time, last.Time
+	a, b := first.Stats[disk], last.Stats[disk]
+	if b.RdOps < a.RdOps || b.WrOps < a.WrOps || b.RdBytes < a.RdBytes || b.WrBytes < a.WrBytes {
+		return r, fmt.Errorf("%s: counters went backwards (VM restarted during the window?)", disk)
+	}
+	xs := make([]float64, len(use))
+	for i, sm := range use {
+		xs[i] = sm.Time.Sub(first.Time).Seconds()
+	}
+	fit := func(get func(qmp.BlockStats) int64) float64 {
+		ys := make([]float64, len(use))
+		for i, sm := range use {
+			ys[i] = float64(get(sm.Stats[disk]) - get(a))
+		}
+		return Slope(xs, ys)
+	}
+	r.ReadBytesPerSec = fit(func(b qmp.BlockStats) int64 { return b.RdBytes })
+	r.WriteBytesPerSec = fit(func(b qmp.BlockStats) int64 { return b.WrBytes })
+	r.ReadOpsPerSec = fit(func(b qmp.BlockStats) int64 { return b.RdOps })
+	r.WriteOpsPerSec = fit(func(b qmp.BlockStats) int64 { return b.WrOps })
+	r.FlushOpsPerSec = fit(func(b qmp.BlockStats) int64 { return b.FlushOps })
+	d := Diff(a, b)
+	if d.RdOps > 0 {
+		r.ReadLatency = time.Duration(d.RdTotalTimeNs / d.RdOps)
+		r.ReadQueueDepth = r.ReadLatency.Seconds() * float64(d.RdOps) / r.Seconds()
+	}
+	if d.WrOps > 0 {
+		r.WriteLatency = time.Duration(d.WrTotalTimeNs / d.WrOps)
+		r.WriteQueueDepth = r.WriteLatency.Seconds() * float64(d.WrOps) / r.Seconds()
+	}
+	return r, nil
+}
+
+// DeltaRates is the plain two-point rate between the first and last sample
+// of use, for comparison with the fit (and for callers that want it).
+func DeltaRates(disk string, a, b Sample) Rates {
+	r := Rates{Disk: disk, From: a.Time, To: b.Time, Samples: 2}
+	sec := b.Time.Sub(a.Time).Seconds()
+	if sec <= 0 {
+		return r
+	}
+	d := Diff(a.Stats[disk], b.Stats[disk])
+	r.ReadBytesPerSec = float64(d.RdBytes) / sec
+	r.WriteBytesPerSec = float64(d.WrBytes) / sec
+	r.ReadOpsPerSec = float64(d.RdOps) / sec
+	r.WriteOpsPerSec = float64(d.WrOps) / sec
+	r.FlushOpsPerSec = float64(d.FlushOps) / sec
+	return r
+}
+
+// Diff returns b - a for every counter (b taken after a).
+func Diff(a, b qmp.BlockStats) qmp.BlockStats {
+	return qmp.BlockStats{
+		ID: b.ID, NodeName: b.NodeName,
+		RdBytes: b.RdBytes - a.RdBytes, WrBytes: b.WrBytes - a.WrBytes,
+		RdOps: b.RdOps - a.RdOps, WrOps: b.WrOps - a.WrOps,
+		FlushOps: b.FlushOps - a.FlushOps, FlushTotalTimeNs: b.FlushTotalTimeNs - a.FlushTotalTimeNs,
+		RdTotalTimeNs: b.RdTotalTimeNs - a.RdTotalTimeNs, WrTotalTimeNs: b.WrTotalTimeNs - a.WrTotalTimeNs,
+		UnmapOps: b.UnmapOps - a.UnmapOps, UnmapBytes: b.UnmapBytes - a.UnmapBytes,
+		DiscardNbOK: b.DiscardNbOK - a.DiscardNbOK, DiscardNbFailed: b.DiscardNbFailed - a.DiscardNbFailed,
+		DiscardBytesOK:    b.DiscardBytesOK - a.DiscardBytesOK,
+		HasDriverSpecific: a.HasDriverSpecific && b.HasDriverSpecific,
+		Timestamp:         b.Timestamp - a.Timestamp,
+	}
+}
+
+// Slope is the least-squares slope of ys over xs (NaN when xs has no spread).
+func Slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	if len(xs) < 2 || len(xs) != len(ys) {
+		return math.NaN()
+	}
+	var sx, sy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+	}
+	mx, my := sx/n, sy/n
+	var num, den float64
+	for i := range xs {
+		num += (xs[i] - mx) * (ys[i] - my)
+		den += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if den == 0 {
+		return math.NaN()
+	}
+	return num / den
+}
