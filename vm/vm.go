@@ -226,7 +226,9 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	var graph *qmp.Graph
 	wc := map[string]string{}
 	limits := map[string]qemuserver.Limits{}
-	err := qmp.Do(ctx, v.QMPSocket(), timeout, func(s qmp.Session) error {
+	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
+	// give up with ErrBusy once the timeout has passed.
+	err := qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, func(s qmp.Session) error {
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err

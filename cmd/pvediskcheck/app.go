@@ -99,7 +99,7 @@ values, discard --trim, flush --trigger); every such command says what it change
 // run is main without os.Exit, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, interspersed(app, args))
 	if err == nil {
 		return exitOK
 	}

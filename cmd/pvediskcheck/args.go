@@ -1,0 +1,105 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// interspersed lets flags follow positional arguments, as operators type
+// them (`pvediskcheck limit 370 scsi1 --mbps-wr 20`): urfave/cli v2 stops
+// parsing flags at the first argument, so flags found after a command's
+// arguments are moved in front of them. "--" ends flag parsing as usual.
+func interspersed(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	i := 1
+	// Global flags, then the command name.
+	flags := app.Flags
+	var cmd *cli.Command
+	for i < len(args) {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && a != "-" && a != "--" {
+			out = append(out, a)
+			if takesValue(flags, a) && i+1 < len(args) {
+				out = append(out, args[i+1])
+				i++
+			}
+			i++
+			continue
+		}
+		break
+	}
+	cmds := app.Commands
+	for i < len(args) {
+		c := findCommand(cmds, args[i])
+		if c == nil {
+			break
+		}
+		cmd = c
+		out = append(out, args[i])
+		i++
+		cmds = c.Subcommands
+		if len(cmds) == 0 {
+			break
+		}
+	}
+	if cmd == nil {
+		return append(out, args[i:]...)
+	}
+	var fl, pos []string
+	for i < len(args) {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			fl = append(fl, a)
+			if takesValue(cmd.Flags, a) && i+1 < len(args) {
+				fl = append(fl, args[i+1])
+				i++
+			}
+			i++
+			continue
+		}
+		pos = append(pos, a)
+		i++
+	}
+	out = append(out, fl...)
+	return append(out, pos...)
+}
+
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.Name == name {
+			return c
+		}
+		for _, a := range c.Aliases {
+			if a == name {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// takesValue reports whether flag token a (without "=value") needs the next
+// argument as its value.
+func takesValue(flags []cli.Flag, a string) bool {
+	if strings.Contains(a, "=") {
+		return false
+	}
+	name := strings.TrimLeft(a, "-")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				_, isBool := f.(*cli.BoolFlag)
+				return !isBool
+			}
+		}
+	}
+	return false
+}
