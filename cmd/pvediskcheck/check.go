@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -151,6 +153,7 @@ func checkAction(c *cli.Context) error {
 			ids = append(ids, id)
 		}
 	}
+	thin := &thinCache{}
 	res := make([]checkVM, len(ids))
 	par := c.Int("parallel")
 	if par < 1 {
@@ -164,7 +167,7 @@ func checkAction(c *cli.Context) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res[i] = checkOne(e, id, c.Bool("next-start"))
+			res[i] = checkOne(e, id, c.Bool("next-start"), thin)
 		}(i, id)
 	}
 	wg.Wait()
@@ -229,7 +232,7 @@ func printCheck(e *env, out checkJSON) {
 const qemuNativeMsg = "aio=native was specified, but it requires cache.direct=on, which was not specified."
 
 // checkOne never fails: what cannot be read becomes a finding or a note.
-func checkOne(e *env, vmid int, nextStart bool) checkVM {
+func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 	out := checkVM{VMID: vmid, Disks: []checkDisk{}, Findings: []finding{}}
 	add := func(sev, code, disk, msg, fix string) {
 		out.Findings = append(out.Findings, finding{sev, code, disk, msg, fix})
@@ -364,11 +367,76 @@ func checkOne(e *env, vmid int, nextStart bool) checkVM {
 			}
 		}
 	}
+	checkThinPools(e, v, thin, &out)
 	if nextStart {
 		checkNextStart(e, v, &out)
 	}
 	return out
 }
+
+// thinCache runs lvs once per check run, whatever the number of VMs.
+type thinCache struct {
+	once sync.Once
+	rep  *lvm.Report
+	err  error
+}
+
+func (c *thinCache) get(e *env) (*lvm.Report, error) {
+	c.once.Do(func() { c.rep, c.err = lvm.List(e.ctx(), e.runner) })
+	return c.rep, c.err
+}
+
+// checkThinPools reports overcommitted or nearly full LVM-thin pools that
+// this VM's disks live on.
+func checkThinPools(e *env, v *vm.VM, thin *thinCache, out *checkVM) {
+	pools := map[string]*qemuserver.Storage{}
+	for _, d := range v.Disks {
+		if d.Drive == nil {
+			continue
+		}
+		if s := v.Storages[d.Drive.StorageID()]; s != nil && s.Type == "lvmthin" {
+			pools[s.Props["vgname"]+"/"+s.Props["thinpool"]] = s
+		}
+	}
+	if len(pools) == 0 {
+		return
+	}
+	rep, err := thin.get(e)
+	if err != nil {
+		out.Notes = append(out.Notes, "thin-overcommit not checked: "+err.Error())
+		return
+	}
+	for _, key := range qemuserver.SortedKeys(pools) {
+		s := pools[key]
+		vg, name := s.Props["vgname"], s.Props["thinpool"]
+		pool := rep.Find(vg, name)
+		if pool == nil {
+			out.Notes = append(out.Notes, fmt.Sprintf("thin pool %s of storage %s is not in lvs output", key, s.ID))
+			continue
+		}
+		var virt int64
+		for _, lv := range rep.Volumes(vg, name) {
+			virt += lv.SizeBytes
+		}
+		if pool.SizeBytes > 0 && virt > pool.SizeBytes {
+			out.Findings = append(out.Findings, finding{"warning", "thin-overcommit", "",
+				fmt.Sprintf("thin pool %s (storage %s): its volumes total %.1f GiB on a %.1f GiB pool (%.1fx): writes fail for every VM on it once the pool fills", key, s.ID, gib(virt), gib(pool.SizeBytes), float64(virt)/float64(pool.SizeBytes)),
+				fmt.Sprintf("lvextend -L +%.0fG %s (or move disks to other storage)", math.Ceil(gib(virt-pool.SizeBytes)), key)})
+		}
+		for _, p := range []struct {
+			what string
+			pct  *float64
+		}{{"data", pool.DataPercent}, {"metadata", pool.MetadataPercent}} {
+			if p.pct != nil && *p.pct >= 80 {
+				out.Findings = append(out.Findings, finding{"warning", "thin-overcommit", "",
+					fmt.Sprintf("thin pool %s (storage %s): %s at %.2f %% (warning from 80 %%)", key, s.ID, p.what, *p.pct),
+					fmt.Sprintf("lvextend --poolmetadatasize/-L %s, or fstrim guests with discard=on", key)})
+			}
+		}
+	}
+}
+
+func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 func cacheName(d *qemuserver.Drive, s *qemuserver.Storage) string {
 	if c := d.Opts["cache"]; c != "" {

@@ -233,3 +233,26 @@ func TestCheckLiveLimitDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckThinOvercommit: the lvs double reports the real allocation of the
+// local-lvm stand-in; 4 x 256 MiB volumes on a 512 MiB pool is 2x.
+func TestCheckThinOvercommit(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	lab370(t, n, "")
+	if err := n.SetThinPool(fakenode.ThinPool{SizeBytes: 512 << 20, MetadataPercent: 85}); err != nil {
+		t.Fatal(err)
+	}
+	var out checkJSON
+	runJSON(t, n, &out, "check", "370")
+	f := findingsByCode(out.VMs[0])["thin-overcommit"]
+	if len(f) != 2 || !strings.Contains(f[0].Message, "1.0 GiB on a 0.5 GiB pool (2.0x)") || !strings.Contains(f[1].Message, "metadata at 85.00 %") {
+		t.Errorf("findings %+v notes %v", f, out.VMs[0].Notes)
+	}
+	// lvs failing is a note, not a crash of the run.
+	n.SetLVSFault("exit 5 Volume group \"pve\" not found")
+	runJSON(t, n, &out, "check", "370")
+	if len(findingsByCode(out.VMs[0])["thin-overcommit"]) != 0 || len(out.VMs[0].Notes) == 0 || !strings.Contains(out.VMs[0].Notes[0], "exited with status 5") {
+		t.Errorf("with lvs failing: %+v %v", out.VMs[0].Findings, out.VMs[0].Notes)
+	}
+}
