@@ -240,11 +240,20 @@ func printCache(e *env, out cacheJSON) {
 	}
 	t.flush()
 	fmt.Fprintln(e.out)
+	// The two sentences once per mode, then what is particular to a disk.
+	byMode := map[string][]string{}
+	var modes []string
 	for _, d := range out.Disks {
 		mode := d.Cache.Configured
 		if d.Cache.Effective != nil {
 			mode = *d.Cache.Effective
 		}
+		if byMode[mode] == nil {
+			modes = append(modes, mode)
+		}
+		byMode[mode] = append(byMode[mode], d.ID)
+	}
+	for _, mode := range modes {
 		color := ""
 		switch mode {
 		case "unsafe", "custom":
@@ -252,20 +261,31 @@ func printCache(e *env, out cacheJSON) {
 		case "writeback":
 			color = yellow
 		}
-		fmt.Fprintf(e.out, "%s (%s):\n", d.ID, e.paint(color, mode))
-		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", d.AckedDataIn)
-		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", d.CrashLoses)
+		facts := modeFacts[mode]
+		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, mode), strings.Join(byMode[mode], ", "))
+		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", facts[0])
+		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", facts[1])
+	}
+	for _, d := range out.Disks {
+		var lines []string
 		if d.Cache.GuestWriteCache != nil && d.Cache.WriteCache != nil && (*d.Cache.WriteCache == "on") != *d.Cache.GuestWriteCache {
-			fmt.Fprintf(e.out, "  note: the guest has turned the write cache %s at runtime (configured %s)\n", onOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache)
+			lines = append(lines, fmt.Sprintf("the guest has turned the write cache %s at runtime (configured %s)", onOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache))
 		}
 		for _, dr := range d.Drift {
-			fmt.Fprintf(e.out, "  %s %s\n", e.paint(red, "DRIFT"), dr)
+			lines = append(lines, e.paint(red, "DRIFT")+" "+dr)
 		}
-		if len(d.Drift) > 0 && d.Cache.Effective != nil {
-			fmt.Fprintf(e.out, "  config says %s, VM still runs %s: restart the VM to apply\n", d.Cache.Configured, *d.Cache.Effective)
+		if len(d.Drift) > 0 && d.Cache.Effective != nil && *d.Cache.Effective != d.Cache.Configured {
+			lines = append(lines, fmt.Sprintf("config says %s, VM still runs %s: restart the VM to apply", d.Cache.Configured, *d.Cache.Effective))
 		}
 		if d.Cache.Pending != nil {
-			fmt.Fprintf(e.out, "  pending: the next start runs %s\n", *d.Cache.Pending)
+			lines = append(lines, "pending: the next start runs "+*d.Cache.Pending)
+		}
+		if len(lines) == 0 && d.Flush == nil {
+			continue
+		}
+		fmt.Fprintf(e.out, "%s:\n", d.ID)
+		for _, l := range lines {
+			fmt.Fprintln(e.out, "  "+l)
 		}
 		if d.Flush != nil {
 			printFlushVerdictLine(e, d.Flush)
