@@ -301,6 +301,9 @@ func limitAction(c *cli.Context) error {
 		if d.Drive.IsCDROM() || d.Drive.IsNone() {
 			return usageErr("limit: %s is a CD-ROM drive", d.ID)
 		}
+		if d.Drive.Bool("scsiblock") {
+			return usageErr("limit: %s is passed through with scsiblock=1: QEMU has no throttle node for it", d.ID)
+		}
 		if persist && (d.PendingDrive != nil || d.PendingDelete) {
 			return usageErr("limit: %s has a pending change in [PENDING]; qm set would replace it: apply it (restart) or revert it first (qm pending %d)", d.ID, vmid)
 		}
@@ -323,8 +326,8 @@ func limitAction(c *cli.Context) error {
 	if v.Running {
 		liveErr = qmp.Do(e.ctx(), v.QMPSocket(), e.timeout, func(s qmp.Session) error {
 			for _, d := range disks {
-				if d.Running == nil {
-					continue
+				if d.Running == nil || (d.Drive != nil && (d.Drive.Bool("scsiblock") || d.Drive.IsCDROM())) {
+					continue // no throttling on pass-through disks and CD-ROMs
 				}
 				l, err := s.ReadThrottleLimits(d.ID, v.Blockdev)
 				if err != nil {
