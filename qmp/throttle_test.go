@@ -1,0 +1,159 @@
+package qmp_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+func TestLimitNameMapping(t *testing.T) {
+	if len(qmp.ThrottleLimitNames) != 18 {
+		t.Fatalf("%d names", len(qmp.ThrottleLimitNames))
+	}
+	if !reflect.DeepEqual(qmp.ThrottleLimitNames, qemuserver.QEMULimitNames()) {
+		t.Errorf("qmp and qemuserver disagree on the 18 fields:\n%v\n%v", qmp.ThrottleLimitNames, qemuserver.QEMULimitNames())
+	}
+	for q, b := range map[string]string{
+		"bps-total": "bps", "bps-read": "bps_rd", "bps-write": "bps_wr", "iops-total": "iops",
+		"iops-total-max": "iops_max", "bps-write-max": "bps_wr_max", "bps-total-max-length": "bps_max_length",
+		"iops-read-max-length": "iops_rd_max_length", "bps-write-max-length": "bps_wr_max_length",
+	} {
+		if got := qmp.QEMUToBackendLimitName(q); got != b {
+			t.Errorf("QEMUToBackendLimitName(%s) = %s, want %s", q, got, b)
+		}
+	}
+	for _, n := range qmp.ThrottleLimitNames {
+		if got := qmp.BackendToQEMULimitName(qmp.QEMUToBackendLimitName(n)); got != n {
+			t.Errorf("round trip of %s gives %s", n, got)
+		}
+	}
+}
+
+func TestThrottleCommand(t *testing.T) {
+	full := qemuserver.Limits{"bps-write": 20 << 20, "iops-read": 500}.Full()
+	name, args, err := qmp.ThrottleCommand("scsi1", true, full)
+	if err != nil || name != "qom-set" || args["path"] != "throttle-drive-scsi1" || args["property"] != "limits" {
+		t.Fatalf("blockdev: %s %v %v", name, args, err)
+	}
+	if v := args["value"].(map[string]any); len(v) != 18 || v["bps-write"] != int64(20<<20) || v["bps-read-max-length"] != int64(1) || v["iops-total"] != int64(0) {
+		t.Errorf("qom-set value %v", v)
+	}
+	name, args, err = qmp.ThrottleCommand("scsi1", false, full)
+	if err != nil || name != "block_set_io_throttle" || args["device"] != "drive-scsi1" || len(args) != 19 || args["bps_wr"] != int64(20<<20) || args["iops_rd"] != int64(500) || args["iops_wr_max_length"] != int64(1) {
+		t.Errorf("drive: %s %v %v", name, args, err)
+	}
+	delete(full, "iops-write-max-length")
+	if _, _, err := qmp.ThrottleCommand("scsi1", true, full); err == nil || !strings.Contains(err.Error(), "iops-write-max-length") {
+		t.Errorf("a missing field must be refused (qom-set merges: it would keep its old value): %v", err)
+	}
+}
+
+// TestThrottleRealQEMU sets limits and reads them back in both generations,
+// then clears them: every field is sent, so zeros really clear.
+func TestThrottleRealQEMU(t *testing.T) {
+	v, _ := fakenode.QEMUVersion(fakenode.QEMUBinary())
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run("qemu-"+v+"/"+gen, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			n.MustVolume(t, "local-lvm", "vm-370-disk-1", 64<<20)
+			if err := n.WriteConfig(370, "scsihw: virtio-scsi-single\nscsi1: local-lvm:vm-370-disk-1,iothread=1,size=64M\n"); err != nil {
+				t.Fatal(err)
+			}
+			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
+			bd := gen == "blockdev"
+			do := func(fn func(qmp.Session) error) {
+				t.Helper()
+				if err := qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, fn); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got map[string]int64
+			do(func(s qmp.Session) (err error) { got, err = s.ReadThrottleLimits("scsi1", bd); return })
+			if l := qemuserver.Limits(got).Normal(); len(l) != 0 {
+				t.Fatalf("fresh disk runs limits %v", l)
+			}
+			want := qemuserver.Limits{"bps-write": 20 << 20, "bps-write-max": 40 << 20, "bps-write-max-length": 5, "iops-read": 500}
+			do(func(s qmp.Session) error { return s.SetThrottleLimits("scsi1", bd, want.Full()) })
+			do(func(s qmp.Session) (err error) { got, err = s.ReadThrottleLimits("scsi1", bd); return })
+			if !qemuserver.Limits(got).Equal(want) {
+				t.Errorf("read back %v, want %v", qemuserver.Limits(got).Normal(), want)
+			}
+			if bd && len(got) < 18 {
+				t.Errorf("qom-get limits has %d fields", len(got))
+			}
+			do(func(s qmp.Session) error { return s.SetThrottleLimits("scsi1", bd, qemuserver.Limits{}.Full()) })
+			do(func(s qmp.Session) (err error) { got, err = s.ReadThrottleLimits("scsi1", bd); return })
+			if l := qemuserver.Limits(got).Normal(); len(l) != 0 {
+				t.Errorf("after clearing: %v", l)
+			}
+			// QEMU's own rule: a burst below its rate is refused, with the class kept.
+			bad := qemuserver.Limits{"bps-write": 20 << 20, "bps-write-max": 10 << 20}.Full()
+			err := qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, func(s qmp.Session) error { return s.SetThrottleLimits("scsi1", bd, bad) })
+			var qe *qmp.Error
+			if !errors.As(err, &qe) || qe.Class != "GenericError" {
+				t.Errorf("burst below rate: %v", err)
+			}
+			err = qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, func(s qmp.Session) error { _, err := s.ReadThrottleLimits("scsi9", bd); return err })
+			if err == nil {
+				t.Errorf("no error for a disk the VM does not have")
+			}
+		})
+	}
+}
+
+// TestConnectFullBacklogIsBusy: QEMU listens with a backlog of 1, so with one
+// client connected and one waiting, a third connect() fails at once with
+// EAGAIN. That is a busy socket (retried by DoRetry), not a missing one.
+func TestConnectFullBacklogIsBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.qmp")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil { // never accepts
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	var busy error
+	for i := 0; i < 4 && busy == nil; i++ {
+		m := qmp.NewSocketMonitor(path, 200*time.Millisecond)
+		err := m.Connect()
+		if !errors.Is(err, qmp.ErrBusy) {
+			t.Fatalf("connect %d: %v, want ErrBusy", i, err)
+		}
+		if strings.Contains(err.Error(), "temporarily unavailable") {
+			busy = err
+		}
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			held = append(held, c)
+		}
+	}
+	if busy == nil {
+		t.Fatalf("never saw a full backlog")
+	}
+	start := time.Now()
+	err = qmp.DoRetry(context.Background(), path, 100*time.Millisecond, 500*time.Millisecond, func(qmp.Session) error { return nil })
+	if !errors.Is(err, qmp.ErrBusy) || time.Since(start) < 400*time.Millisecond || time.Since(start) > 3*time.Second {
+		t.Errorf("DoRetry on a full backlog: %v after %s", err, time.Since(start))
+	}
+}

@@ -1,0 +1,156 @@
+package sampler
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+func TestSlope(t *testing.T) {
+	if s := Slope([]float64{0, 1, 2, 3}, []float64{5, 7, 9, 11}); s != 2 {
+		t.Errorf("slope %v", s)
+	}
+	// Symmetric noise around a line does not move the slope.
+	if s := Slope([]float64{0, 1, 2, 3, 4}, []float64{0, 11, 19, 31, 39}); math.Abs(s-9.8) > 1e-9 {
+		t.Errorf("noisy slope %v", s)
+	}
+	if s := Slope([]float64{1, 1}, []float64{1, 2}); !math.IsNaN(s) {
+		t.Errorf("no spread: %v", s)
+	}
+}
+
+// series builds samples every 500 ms with timestamps jittered by up to
+// ±40 ms, as a shared socket makes them, and counters from f(seconds).
+func series(n int, f func(sec float64) qmp.BlockStats) *Series {
+	t0 := time.Unix(1000, 0)
+	jit := []time.Duration{0, 30, -20, 40, -40, 10, -30, 20}
+	s := &Series{}
+	for i := 0; i < n; i++ {
+		at := t0.Add(time.Duration(i)*500*time.Millisecond + jit[i%len(jit)]*time.Millisecond)
+		s.Samples = append(s.Samples, Sample{Time: at, Stats: map[string]qmp.BlockStats{"scsi1": f(at.Sub(t0).Seconds())}})
+	}
+	return s
+}
+
+func TestRatesSteadyPartAndLittlesLaw(t *testing.T) {
+	// A queue that starts with a 40 MiB burst, stalls until t=2.5 s, then
+	// runs at 20 MiB/s in 1 MiB writes with 8 in flight (400 ms each), and
+	// 500 reads/s of 4 KiB with 32 in flight (64 ms each).
+	s := series(21, func(sec float64) qmp.BlockStats {
+		wr := 40.0
+		if sec > 2.5 {
+			wr += 20 * (sec - 2.5)
+		}
+		ops := int64(wr)
+		rd := int64(500 * sec)
+		return qmp.BlockStats{ID: "scsi1", WrBytes: int64(wr * (1 << 20)), WrOps: ops, WrTotalTimeNs: ops * 400e6,
+			RdBytes: rd * 4096, RdOps: rd, RdTotalTimeNs: rd * 64e6}
+	})
+	r, err := s.Rates("scsi1", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r.WriteBytesPerSec/(1<<20)-20) > 0.2 || math.Abs(r.ReadOpsPerSec-500) > 1 {
+		t.Errorf("steady: write %.3f MiB/s read %.1f IOPS", r.WriteBytesPerSec/(1<<20), r.ReadOpsPerSec)
+	}
+	if r.WriteLatency != 400*time.Millisecond || r.ReadLatency != 64*time.Millisecond {
+		t.Errorf("latency %s %s", r.WriteLatency, r.ReadLatency)
+	}
+	if math.Abs(r.WriteQueueDepth-8) > 0.5 || math.Abs(r.ReadQueueDepth-32) > 0.5 {
+		t.Errorf("queue depth %.2f %.2f", r.WriteQueueDepth, r.ReadQueueDepth)
+	}
+	if r.Seconds() < 6.8 || r.Samples != 15 {
+		t.Errorf("steady part %.2f s, %d samples", r.Seconds(), r.Samples)
+	}
+	// Over the whole window the burst and stall bias the rate.
+	all, _ := s.Rates("scsi1", 0)
+	if math.Abs(all.WriteBytesPerSec/(1<<20)-20) < 1 {
+		t.Errorf("whole window %.2f MiB/s: the synthetic burst should bias it", all.WriteBytesPerSec/(1<<20))
+	}
+}
+
+func TestRatesErrors(t *testing.T) {
+	s := series(4, func(sec float64) qmp.BlockStats { return qmp.BlockStats{WrOps: int64(100 - 10*sec)} })
+	if _, err := s.Rates("scsi1", 0); err == nil {
+		t.Errorf("counters going backwards (a restarted VM) must be an error")
+	}
+	if _, err := s.Rates("scsi1", 10*time.Second); !errors.Is(err, ErrTooFewSamples) {
+		t.Errorf("skip past the end: %v", err)
+	}
+	if _, err := s.Rates("virtio0", 0); err == nil {
+		t.Errorf("unknown disk: no error")
+	}
+}
+
+// TestBlockstatsRealQEMU samples a throttled disk under a deep queue started
+// at the beginning of the window, while a third client holds the QMP socket
+// for a while: the sampler must wait it out, and the steady part must give
+// the limit within 3 %.
+func TestBlockstatsRealQEMU(t *testing.T) {
+	v, _ := fakenode.QEMUVersion(fakenode.QEMUBinary())
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run("qemu-"+v+"/"+gen, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			n.MustVolume(t, "local-lvm", "vm-370-disk-1", 256<<20)
+			if err := n.WriteConfig(370, "scsihw: virtio-scsi-single\nscsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M\n"); err != nil {
+				t.Fatal(err)
+			}
+			vm := n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
+			sock := n.Paths.QMPSocket(370)
+			ctx := context.Background()
+			lim := qemuserver.Limits{"bps-write": 20 << 20}
+			if err := qmp.Do(ctx, sock, 5*time.Second, func(s qmp.Session) error { return s.SetThrottleLimits("scsi1", gen == "blockdev", lim.Full()) }); err != nil {
+				t.Fatal(err)
+			}
+			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 48})
+			// A client that takes the socket for 1.2 s (a slow pvestatd).
+			time.AfterFunc(4*time.Second, func() {
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					return
+				}
+				time.Sleep(1200 * time.Millisecond)
+				c.Close()
+			})
+			b := &Blockstats{Socket: sock, Disks: []string{"scsi1"}}
+			ser, err := b.Run(ctx, 10*time.Second)
+			if st := load.Stop(); st.Err != nil {
+				t.Errorf("load: %v", st.Err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d samples, %d ticks missed, %d waited for the socket", len(ser.Samples), ser.Missed, ser.Busy)
+			if ser.Missed+ser.Busy == 0 {
+				t.Errorf("the held socket went unnoticed")
+			}
+			if len(ser.Samples) < 15 || ser.Samples[len(ser.Samples)-1].Time.Sub(ser.Samples[0].Time) < 9800*time.Millisecond {
+				t.Errorf("%d samples over %s", len(ser.Samples), ser.Samples[len(ser.Samples)-1].Time.Sub(ser.Samples[0].Time))
+			}
+			t0 := ser.Samples[0].Time
+			for i := 1; i < len(ser.Samples); i++ {
+				d := DeltaRates("scsi1", ser.Samples[i-1], ser.Samples[i])
+				t.Logf("t=%5.2f s  %6.2f MiB/s", ser.Samples[i].Time.Sub(t0).Seconds(), d.WriteBytesPerSec/(1<<20))
+			}
+			for _, skip := range []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second} {
+				r, err := ser.Rates("scsi1", skip)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := DeltaRates("scsi1", ser.Samples[len(ser.Samples)-r.Samples], ser.Samples[len(ser.Samples)-1])
+				t.Logf("skip %s: fit %.3f MiB/s (%+.2f %%), two-point %.3f MiB/s (%+.2f %%)", skip,
+					r.WriteBytesPerSec/(1<<20), (r.WriteBytesPerSec/(20<<20)-1)*100, d.WriteBytesPerSec/(1<<20), (d.WriteBytesPerSec/(20<<20)-1)*100)
+				if skip == 3*time.Second && math.Abs(r.WriteBytesPerSec/(20<<20)-1) > 0.03 {
+					t.Errorf("steady rate %.3f MiB/s, not within 3 %% of 20", r.WriteBytesPerSec/(1<<20))
+				}
+			}
+		})
+	}
+}
