@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
 func TestLimitNameMapping(t *testing.T) {
