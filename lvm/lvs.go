@@ -87,8 +87,9 @@ func (l *LV) AllocatedBytes() (int64, bool) {
 }
 
 // ResolutionBytes is how far AllocatedBytes can be off: half of 0.01 % of
-// the size, the rounding of data_percent.
-func (l *LV) ResolutionBytes() int64 { return l.SizeBytes / 20000 }
+// the size (lvs rounds data_percent to two decimals), plus the rounding to
+// 512-byte sectors.
+func (l *LV) ResolutionBytes() int64 { return l.SizeBytes/20000 + 512 }
 
 // Report is one lvs run.
 type Report struct {

@@ -92,7 +92,7 @@ func TestParseActive(t *testing.T) {
 	if want := int64(148605868); !ok || got-want > 512 || want-got > 512 {
 		t.Errorf("vm-370-disk-1 allocated %d, want about %d", got, want)
 	}
-	if v.ResolutionBytes() != 214748 {
+	if v.ResolutionBytes() != 214748+512 {
 		t.Errorf("resolution %d", v.ResolutionBytes())
 	}
 	if root := rep.Find("pve", "root"); root.IsThinPool() || root.IsThinVolume() {

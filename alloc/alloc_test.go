@@ -1,0 +1,187 @@
+package alloc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/lvm"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+func read(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// script answers each command by its first word.
+type script map[string]struct {
+	out []byte
+	err error
+}
+
+func (s script) Run(_ context.Context, argv ...string) ([]byte, error) {
+	k := argv[0]
+	if k == "zfs" {
+		k += " " + argv[len(argv)-1]
+	}
+	r, ok := s[k]
+	if !ok {
+		return nil, errors.New("unexpected command " + strings.Join(argv, " "))
+	}
+	return r.out, r.err
+}
+
+func lvmthin() *qemuserver.Storage {
+	return &qemuserver.Storage{ID: "local-lvm", Type: "lvmthin", Props: map[string]string{"vgname": "pve", "thinpool": "data"}}
+}
+
+func TestLVMThin(t *testing.T) {
+	m := NewMeter(script{"lvs": {out: read(t, "../lvm/testdata/format-lab370-active.json")}}, 0)
+	r, err := m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Method != "lvs" || *r.VirtualBytes != 8<<30 || r.AllocatedBytes == nil || r.Pool == nil {
+		t.Fatalf("%+v", r)
+	}
+	if r.Pool.Name != "pve/data" || r.Pool.Discards != "passdown" || r.Pool.ChunkSizeBytes != 65536 || *r.Pool.DataPercent != 65.69 {
+		t.Errorf("pool %+v", r.Pool)
+	}
+	if len(r.Snapshots) != 1 || r.Snapshots[0] != "snap_vm-370-disk-0_before" {
+		t.Errorf("snapshots %v", r.Snapshots)
+	}
+	// Missing volume: a clear error naming it, not a guess.
+	_, err = m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-9"})
+	var ae *Error
+	if !errors.As(err, &ae) || !errors.Is(err, ErrNotInReport) || !strings.Contains(err.Error(), "pve/vm-370-disk-9 (storage local-lvm) is not in lvs's report") {
+		t.Errorf("missing volume: %v", err)
+	}
+	// lvs failing: the meter does not hide it.
+	m = NewMeter(script{"lvs": {err: &node.CommandError{Argv: []string{"lvs"}, ExitCode: 5, Stderr: "  Volume group \"pve\" not found\n"}}}, 0)
+	_, err = m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-0"})
+	var le *lvm.Error
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "status 5") {
+		t.Errorf("lvs exit 5: %v", err)
+	}
+}
+
+// TestRawFile measures a real sparse file: st_blocks, not its size.
+func TestRawFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vm-370-disk-1.raw")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strings.Repeat("Z", 1<<20)), 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dir := &qemuserver.Storage{ID: "local", Type: "dir", Props: map[string]string{"path": "/var/lib/vz"}}
+	r, err := NewMeter(script{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "raw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Method != "st_blocks" || *r.VirtualBytes != 64<<20 || *r.AllocatedBytes != 1<<20 {
+		t.Errorf("%+v virtual %d allocated %d", r, *r.VirtualBytes, *r.AllocatedBytes)
+	}
+	_, err = NewMeter(script{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p + ".gone", Format: "raw"})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestQcow2 parses real qemu-img output, and measures a real image with the
+// real qemu-img when it is installed.
+func TestQcow2(t *testing.T) {
+	v, a, err := ParseQemuImgInfo(read(t, "testdata/real-qemu-img-info-qcow2.json"))
+	if err != nil || v != 64<<20 || a != 4460544 {
+		t.Errorf("virtual %d actual %d err %v", v, a, err)
+	}
+	if _, _, err := ParseQemuImgInfo([]byte("qemu-img: Could not open 'x': No such file")); !errors.Is(err, ErrParse) {
+		t.Errorf("garbage: %v", err)
+	}
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img not installed")
+	}
+	p := filepath.Join(t.TempDir(), "vm-370-disk-1.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", p, "64M").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	dir := &qemuserver.Storage{ID: "local", Type: "dir"}
+	r, err := NewMeter(node.Runner{Timeout: 5 * time.Second}, 0).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "qcow2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Method != "qemu-img" || *r.VirtualBytes != 64<<20 || *r.AllocatedBytes <= 0 || *r.AllocatedBytes > 1<<20 {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestZFS(t *testing.T) {
+	st := &qemuserver.Storage{ID: "local-zfs", Type: "zfspool", Props: map[string]string{"pool": "rpool/data", "sparse": "1"}}
+	m := NewMeter(script{
+		"zfs rpool/data/vm-370-disk-1": {out: read(t, "testdata/format-zfs-get-zvol.txt")},
+		"zfs rpool/data":               {out: read(t, "testdata/format-zfs-get-pool.txt")},
+	}, 0)
+	r, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-370-disk-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *r.AllocatedBytes != 2147876864 || *r.VirtualBytes != 4<<30 || *r.SnapshotBytes != 1<<30 {
+		t.Errorf("%+v", r)
+	}
+	if r.Pool.Name != "rpool/data" || r.Pool.SizeBytes != 100<<30 || *r.Pool.AllocatedBytes != 20<<30 || *r.Pool.DataPercent != 20 {
+		t.Errorf("pool %+v", r.Pool)
+	}
+	if got := strings.Join(ZFSArgv("rpool/data/vm-370-disk-1", "volsize", "referenced"), " "); got != "zfs get -Hp -o property,value volsize,referenced rpool/data/vm-370-disk-1" {
+		t.Errorf("argv %s", got)
+	}
+	if _, err := ParseZFSGet([]byte("referenced\t2.00G\n")); !errors.Is(err, ErrParse) {
+		t.Errorf("human units: %v", err)
+	}
+}
+
+func TestRBD(t *testing.T) {
+	st := &qemuserver.Storage{ID: "ceph-ext", Type: "rbd", Props: map[string]string{"pool": "vms", "monhost": "10.0.0.1;10.0.0.2", "username": "pve"}}
+	got := strings.Join(RBDArgv(st.ID, st.Props, "vm-370-disk-1"), " ")
+	want := "rbd du --format json -p vms -m 10.0.0.1,10.0.0.2 --auth_supported cephx -n client.pve --keyring /etc/pve/priv/ceph/ceph-ext.keyring vm-370-disk-1"
+	if got != want {
+		t.Errorf("argv\n got %s\nwant %s", got, want)
+	}
+	m := NewMeter(script{"rbd": {out: read(t, "testdata/format-rbd-du.json")}}, 0)
+	r, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-370-disk-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *r.AllocatedBytes != 2155872256 || *r.VirtualBytes != 4<<30 || len(r.Snapshots) != 1 || r.Snapshots[0] != "before" || r.ResolutionBytes != 4<<20 {
+		t.Errorf("%+v", r)
+	}
+	if _, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-371-disk-0"}); !errors.Is(err, ErrNotInReport) {
+		t.Errorf("missing image: %v", err)
+	}
+}
+
+// TestUnmeasured: types without a tool say so instead of guessing.
+func TestUnmeasured(t *testing.T) {
+	for _, typ := range []string{"lvm", "iscsi", "zfs"} {
+		st := &qemuserver.Storage{ID: "s", Type: typ, Props: map[string]string{}}
+		r, err := NewMeter(script{}, 0).Measure(context.Background(), Volume{Storage: st, VolName: "v"})
+		if err != nil || r.AllocatedBytes != nil || r.Unmeasured == "" {
+			t.Errorf("%s: %+v %v", typ, r, err)
+		}
+	}
+}
