@@ -1,0 +1,245 @@
+package fio
+
+import (
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestNames(t *testing.T) {
+	cases := []struct {
+		file, jobname string
+		jobs          int
+		mode          GroupBy
+		label, job    string
+	}{
+		{"res/local-zfs-rr4k-1.json", "rr4k", 1, GroupAuto, "local-zfs", "rr4k"},
+		{"res/local-zfs-fill.json", "fill", 1, GroupAuto, "local-zfs", "fill"},
+		{"res/nas-lvm-rw4kqd1-12.json", "rw4kqd1", 1, GroupAuto, "nas-lvm", "rw4kqd1"},
+		{"res/rr4k-1.json", "rr4k", 1, GroupAuto, "res", "rr4k"},    // no label: the directory
+		{"res/rr4k.json", "rr4k", 1, GroupAuto, "res", "rr4k"},      //
+		{"res/job-2.json", "job-2", 1, GroupAuto, "res", "job-2"},   // a jobname ending in -digits
+		{"res/a-job-2-3.json", "job-2", 1, GroupAuto, "a", "job-2"}, //
+		{"res/random-1.json", "rr4k", 1, GroupAuto, "res", "rr4k"},  // name does not carry the job
+		{"res/x-rr4k-1.json", "rr4k", 2, GroupAuto, "res", "rr4k"},  // several jobs: no name matching
+		{"res/local-zfs-rr4k-1.json", "test", 1, GroupName, "local-zfs", "rr4k"},
+		{"res/local-zfs-fill.json", "fill", 1, GroupName, "local-zfs", "fill"},
+		{"res/plain.json", "test", 1, GroupName, "res", "test"},
+		{"res/local-zfs-rr4k-1.json", "rr4k", 1, GroupJob, "", "rr4k"},
+		{"res/local-zfs-rr4k-1.json", "rr4k", 1, GroupDir, "res", "rr4k"},
+	}
+	for _, c := range cases {
+		l, j := names(c.file, c.jobname, c.jobs, c.mode)
+		if l != c.label || j != c.job {
+			t.Errorf("%s %s (%s): %q %q, want %q %q", c.file, c.jobname, c.mode, l, j, c.label, c.job)
+		}
+	}
+}
+
+func summarize(t *testing.T, opt Options, dirs ...string) *Summary {
+	t.Helper()
+	files, err := ListFiles(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, unreadable := ReadFiles(files)
+	s := Summarize(results, opt)
+	s.Unreadable = append(s.Unreadable, unreadable...)
+	return s
+}
+
+func group(t *testing.T, s *Summary, name, dir string) *Group {
+	t.Helper()
+	for i := range s.Groups {
+		if s.Groups[i].Name() == name && s.Groups[i].Dir == dir {
+			return &s.Groups[i]
+		}
+	}
+	t.Fatalf("no group %s %s", name, dir)
+	return nil
+}
+
+func codes(g *Group) []string {
+	var c []string
+	for _, w := range g.Warnings {
+		if !slices.Contains(c, w.Code) {
+			c = append(c, w.Code)
+		}
+	}
+	sort.Strings(c)
+	return c
+}
+
+func TestSummarizeRealLab19(t *testing.T) {
+	dir := filepath.Join("testdata", "real", "lab19")
+	s := summarize(t, Options{GroupBy: GroupAuto}, dir)
+	if len(s.Groups) != 12 || len(s.Preconditioning) != 2 || len(s.Unreadable) != 0 {
+		t.Fatalf("%d groups, preconditioning %v, unreadable %v", len(s.Groups), s.Preconditioning, s.Unreadable)
+	}
+	for _, g := range s.Groups {
+		if g.Runs() != 3 {
+			t.Errorf("%s: %d runs", g.Name(), g.Runs())
+		}
+		// The fill job preceded every read; runs are 3 s with a 1 s ramp.
+		if got := strings.Join(codes(&g), ","); got != WarnShortRuntime {
+			t.Errorf("%s: warnings %s, want only %s", g.Name(), got, WarnShortRuntime)
+		}
+		if (g.FsyncMeanNs != nil) != (g.Job == "sync") || g.P99Of != "clat" || g.ClatMeanNs == nil || g.LatMeanNs == nil {
+			t.Errorf("%s: fsync %v p99 of %q", g.Name(), g.FsyncMeanNs, g.P99Of)
+		}
+	}
+	g := group(t, s, "libaio/rr4k", "read")
+	var want []float64
+	for _, f := range g.Files {
+		r, _ := ReadFile(f)
+		want = append(want, r.Jobs[0].Read.IOPS)
+	}
+	if g.Workload != "randread 4k QD32" || !slices.Equal(g.IOPS.Values, want) || !near(g.BandwidthMiBps.Mean, g.IOPS.Mean*4/1024, 0.5) {
+		t.Errorf("%s: %+v, want IOPS %v", g.Workload, g.IOPS, want)
+	}
+	if f := group(t, s, "io_uring/sync", "write").FsyncMeanNs; f.N != 3 || !slices.Contains(f.Values, 249568.080976) {
+		t.Errorf("fsync %+v", f)
+	}
+
+	// The host's RAM against the 256 MiB area: only reads are warned.
+	for _, c := range []struct {
+		ram   int64
+		warns int
+	}{{1 << 30, 4}, {128 << 20, 0}, {0, 0}} {
+		s := summarize(t, Options{GroupBy: GroupAuto, HostRAMBytes: c.ram}, dir)
+		n := 0
+		for _, g := range s.Groups {
+			if slices.Contains(codes(&g), WarnAreaBelowRAM) {
+				n++
+				if g.Dir != "read" || !strings.Contains(g.Warnings[len(g.Warnings)-1].Message, "256 MiB") {
+					t.Errorf("RAM %d: %s %s: %v", c.ram, g.Name(), g.Dir, g.Warnings)
+				}
+			}
+		}
+		if n != c.warns {
+			t.Errorf("RAM %d: %d groups warned, want %d", c.ram, n, c.warns)
+		}
+	}
+}
+
+func TestSummarizePitfalls(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupAuto}, filepath.Join("testdata", "real", "pitfalls"))
+	want := map[string]string{
+		"pitfalls/both write":     "short-runtime,single-run",
+		"pitfalls/buffered read":  "buffered,no-fill,no-ramp,short-runtime,single-run",
+		"pitfalls/latpct read":    "no-fill,short-runtime,single-run",
+		"pitfalls/mixed read":     "no-fill,short-runtime,single-run",
+		"pitfalls/mixed write":    "short-runtime,single-run",
+		"pitfalls/preamble write": "short-runtime,single-run",
+		"pitfalls/twojobs read":   "no-fill,short-runtime,single-run",
+		"pitfalls/unwritten read": "no-fill,short-runtime,single-run",
+	}
+	if len(s.Groups) != len(want) {
+		t.Errorf("%d groups, want %d", len(s.Groups), len(want))
+	}
+	for _, g := range s.Groups {
+		k := g.Name() + " " + g.Dir
+		if got := strings.Join(codes(&g), ","); got != want[k] {
+			t.Errorf("%s: %s, want %s", k, got, want[k])
+		}
+		for _, w := range g.Warnings {
+			if w.File == "" || w.Message == "" {
+				t.Errorf("%s: warning without file or message: %+v", k, w)
+			}
+		}
+	}
+	if g := group(t, s, "pitfalls/latpct", "read"); g.P99Of != "lat" || g.P99Ns.Mean != 1400832 {
+		t.Errorf("latpct: p99 of %q %v", g.P99Of, g.P99Ns)
+	}
+	// numjobs=2 without group_reporting: one run, the clones added up.
+	g := group(t, s, "pitfalls/twojobs", "read")
+	wantClat := (468223.204389*101649 + 533267.829824*89269) / (101649 + 89269)
+	if g.Runs() != 1 || !near(g.IOPS.Mean, 33871.70943+29746.417861, 1e-6) || !near(g.BandwidthMiBps.Mean, (135506+119005)/1024.0, 1e-9) ||
+		!near(g.ClatMeanNs.Mean, wantClat, 1e-6) || g.P99Ns.Mean != 4489216 || g.Workload != "randread 4k QD16 x2" {
+		t.Errorf("twojobs: %s runs %d IOPS %v bw %v clat %v p99 %v", g.Workload, g.Runs(), g.IOPS.Mean, g.BandwidthMiBps.Mean, g.ClatMeanNs.Mean, g.P99Ns.Mean)
+	}
+}
+
+// With --group-by job, labels are gone: lab19's libaio fill (same image
+// file, written before) now covers the pitfall reads of that image, but not
+// the read of the never-written image. Same-named jobs on two engines stay
+// apart, and their workloads say how they differ.
+func TestSummarizeGroupByJobFill(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupJob}, filepath.Join("testdata", "real", "lab19"), filepath.Join("testdata", "real", "pitfalls"))
+	for name, noFill := range map[string]bool{"buffered": false, "latpct": false, "twojobs": false, "unwritten": true} {
+		if got := slices.Contains(codes(group(t, s, name, "read")), WarnNoFill); got != noFill {
+			t.Errorf("%s: no-fill %v, want %v", name, got, noFill)
+		}
+	}
+	var rr []string
+	for _, g := range s.Groups {
+		if g.Job == "rr4k" {
+			rr = append(rr, g.Workload)
+		}
+	}
+	want := []string{
+		"randread 4k QD32 filename=/tmp/pvediskcheck-fio/io_uring.img ioengine=io_uring",
+		"randread 4k QD32 filename=/tmp/pvediskcheck-fio/libaio.img ioengine=libaio",
+	}
+	if !slices.Equal(rr, want) {
+		t.Errorf("rr4k workloads %q, want %q", rr, want)
+	}
+}
+
+// Unreadable files are named once each; the good ones are still summarised.
+func TestSummarizeWithBrokenFiles(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupAuto}, filepath.Join("testdata", "real", "bad"), filepath.Join("testdata", "real", "lab19"))
+	if len(s.Groups) != 12 || len(s.Unreadable) != 4 {
+		t.Fatalf("%d groups, %d unreadable", len(s.Groups), len(s.Unreadable))
+	}
+	for _, w := range s.Unreadable {
+		if w.Code != WarnUnreadable || !strings.HasPrefix(w.Message, w.File+": ") {
+			t.Errorf("%+v", w)
+		}
+	}
+}
+
+// Lab 19's table, rebuilt from its own cells, prints back the same means and
+// spreads.
+func TestSummarizeLab19Figures(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupAuto, HostRAMBytes: 16 << 30}, filepath.Join("testdata", "lab", "lab19"))
+	cases := []struct {
+		name         string
+		stat         func(*Group) *Stat
+		mean, spread float64
+	}{
+		{"local-zfs/rr4k", func(g *Group) *Stat { return &g.IOPS }, 44289, 3},
+		{"local-zfs/rw4k", func(g *Group) *Stat { return &g.IOPS }, 2336, 50},
+		{"local-zfs/rw4kqd1", func(g *Group) *Stat { return g.ClatMeanNs }, 210000, 6},
+		{"local-zfs/sr1m", func(g *Group) *Stat { return &g.BandwidthMiBps }, 3289, 0},
+		{"local-zfs/sw1m", func(g *Group) *Stat { return &g.BandwidthMiBps }, 42, 19},
+		{"rbd-vm/rr4k", func(g *Group) *Stat { return &g.IOPS }, 10357, 17},
+		{"rbd-vm/rw4kqd1", func(g *Group) *Stat { return g.ClatMeanNs }, 8310000, 25},
+		{"local-zfs/sync", func(g *Group) *Stat { return g.FsyncMeanNs }, 3390000, 0},
+		{"rbd-vm/sync", func(g *Group) *Stat { return g.LatMeanNs }, 38210000, 0},
+	}
+	for _, c := range cases {
+		var g *Group
+		for i := range s.Groups {
+			if s.Groups[i].Name() == c.name {
+				g = &s.Groups[i]
+			}
+		}
+		if g == nil {
+			t.Fatalf("no group %s", c.name)
+		}
+		st := c.stat(g)
+		if st == nil || !near(st.Mean, c.mean, 1e-6*c.mean) || !near(st.SpreadPct, c.spread, 1e-9) {
+			t.Errorf("%s: %+v, want %g (±%g%%)", c.name, st, c.mean, c.spread)
+		}
+	}
+	// The lab's own caveats: 2 GiB area under the node's RAM; one 15 s fsync run.
+	if got := strings.Join(codes(group(t, s, "local-zfs/rr4k", "read")), ","); got != WarnAreaBelowRAM {
+		t.Errorf("rr4k: %s", got)
+	}
+	if got := strings.Join(codes(group(t, s, "rbd-vm/sync", "write")), ","); got != "short-runtime,single-run" {
+		t.Errorf("sync: %s", got)
+	}
+}
