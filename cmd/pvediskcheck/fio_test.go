@@ -1,0 +1,356 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	fioReal = filepath.Join("..", "..", "fio", "testdata", "real")
+	fioLab  = filepath.Join("..", "..", "fio", "testdata", "lab")
+)
+
+// tableRow finds the row of the table whose first fields are prefix, split
+// on whitespace.
+func tableRow(t *testing.T, out string, prefix ...string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(prefix) && slices.Equal(f[:len(prefix)], prefix) {
+			return f
+		}
+	}
+	t.Fatalf("no row %q in\n%s", prefix, out)
+	return nil
+}
+
+// Lab 19's table, from files rebuilt from its cells, prints back its cells.
+func TestFioSummaryLab19Table(t *testing.T) {
+	out, errs, code := runCLI(t, "fio", "summary", "--host-ram", "16G", filepath.Join(fioLab, "lab19"))
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	cases := []struct {
+		prefix []string
+		want   string
+	}{
+		{[]string{"local-zfs", "rr4k"}, "local-zfs rr4k randread 4k QD32 read 2 44,289 (±3%) 173 (±3%) - - -"},
+		{[]string{"local-zfs", "rw4k"}, "local-zfs rw4k randwrite 4k QD32 write 2 2,336 (±50%) 9.12 (±50%) - - -"},
+		{[]string{"local-zfs", "rw4kqd1"}, "local-zfs rw4kqd1 randwrite 4k QD1 write 2 4,766 (±6%) 18.6 (±6%) 210 (±6%) - -"},
+		{[]string{"local-zfs", "sr1m"}, "local-zfs sr1m read 1M QD16 read 2 3,289 (±0%) 3,289 (±0%) - - -"},
+		{[]string{"local-zfs", "sw1m"}, "local-zfs sw1m write 1M QD16 write 2 42.0 (±19%) 42.0 (±19%) - - -"},
+		{[]string{"local-zfs", "sync"}, "local-zfs sync randwrite 4k QD1 fsync=1 write 1 288 1.12 - - 3,390"},
+		{[]string{"rbd-vm", "rr4k"}, "rbd-vm rr4k randread 4k QD32 read 2 10,357 (±17%) 40.5 (±17%) - - -"},
+		{[]string{"rbd-vm", "sr1m"}, "rbd-vm sr1m read 1M QD16 read 2 983 (±1%) 983 (±1%) - - -"},
+		{[]string{"rbd-vm", "rw4kqd1"}, "rbd-vm rw4kqd1 randwrite 4k QD1 write 2 122 (±25%) 0.48 (±25%) 8,310 (±25%) - -"},
+	}
+	for _, c := range cases {
+		if got := strings.Join(tableRow(t, out, c.prefix...), " "); got != c.want {
+			t.Errorf("row\n got %s\nwant %s", got, c.want)
+		}
+	}
+	for _, want := range []string{
+		"LABEL  ", "CLAT MEAN µs", "CLAT P99 µs", "FSYNC MEAN µs",
+		"area-below-ram: read area 2 GiB is smaller than host RAM 16 GiB",
+		"      local-zfs/rr4k, local-zfs/sr1m, rbd-vm/rr4k, rbd-vm/sr1m\n",
+		"short-runtime: measured for 15.0 s, under 20 s\n      local-zfs/sync, rbd-vm/sync\n",
+		"single-run: ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "fill") || strings.Contains(out, "no-fill") {
+		t.Errorf("the fill pass is not a row, and it covers the reads:\n%s", out)
+	}
+}
+
+// Empty, truncated and non-fio files: one warning each, the table printed,
+// exit 1.
+func TestFioSummaryBrokenFiles(t *testing.T) {
+	bad := filepath.Join(fioReal, "bad")
+	out, errs, code := runCLI(t, "fio", "summary", "--host-ram", "0", bad, filepath.Join(fioReal, "lab19"))
+	if code != 1 || errs != "" {
+		t.Fatalf("exit %d, want 1: %s", code, errs)
+	}
+	if n := len(strings.Split(strings.TrimSpace(strings.Split(out, "\n\n")[0]), "\n")); n != 1+12+1 {
+		t.Errorf("table has %d lines, want header + 12 groups + legend:\n%s", n, out)
+	}
+	for _, want := range []string{
+		"Not summarised (4 files):",
+		"warning: " + filepath.Join(bad, "empty.json") + ": empty file\n",
+		"warning: " + filepath.Join(bad, "truncated.json") + ": JSON ends before its closing brace (truncated",
+		"warning: " + filepath.Join(bad, "error-only.json") + `: no JSON object in it (not fio --output-format=json output?); it starts with "fio: pid=0`,
+		"warning: " + filepath.Join(bad, "no-jobs.json") + ": no jobs[] array",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("want %q once in:\n%s", want, out)
+		}
+	}
+	// Only broken files: nothing to summarise, still exit 1 with the warnings.
+	out, _, code = runCLI(t, "fio", "summary", "--host-ram", "0", filepath.Join(bad, "empty.json"))
+	if code != 1 || !strings.Contains(out, "empty.json: empty file") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestFioSummaryJSONAndCSV(t *testing.T) {
+	args := []string{"fio", "summary", "--host-ram", "1G", filepath.Join(fioReal, "lab19"), filepath.Join(fioReal, "bad", "truncated.json")}
+	out, errs, code := runCLI(t, append([]string{"--json"}, args...)...)
+	var res struct {
+		HostRAMBytes int64 `json:"host_ram_bytes"`
+		Groups       []struct {
+			Label, Job, Direction string
+			Files                 []string
+			IOPS                  struct {
+				Runs  int       `json:"runs"`
+				Mean  float64   `json:"mean"`
+				CVPct *float64  `json:"cv_pct"`
+				Vals  []float64 `json:"values"`
+			} `json:"iops"`
+			P99Of       string `json:"p99_of"`
+			FsyncMeanNs *struct {
+				Mean float64 `json:"mean"`
+			} `json:"fsync_mean_ns"`
+			Warnings []struct{ File, Code, Message string }
+		}
+		Preconditioning []string
+		Unreadable      []struct{ File, Code, Message string }
+	}
+	if err := jsonUnmarshal(out, &res); err != nil || code != 1 {
+		t.Fatalf("exit %d, %v: %s %s", code, err, out, errs)
+	}
+	if res.HostRAMBytes != 1<<30 || len(res.Groups) != 12 || len(res.Preconditioning) != 2 || len(res.Unreadable) != 1 || res.Unreadable[0].Code != "unreadable" {
+		t.Fatalf("%+v", res)
+	}
+	for _, g := range res.Groups {
+		if g.IOPS.Runs != 3 || len(g.Files) != 3 || g.IOPS.CVPct == nil || g.P99Of != "clat" || (g.FsyncMeanNs != nil) != (g.Job == "sync") {
+			t.Errorf("%+v", g)
+		}
+		area := false
+		for _, w := range g.Warnings {
+			area = area || w.Code == "area-below-ram"
+		}
+		if area != (g.Direction == "read") {
+			t.Errorf("%s/%s %s: area-below-ram %v", g.Label, g.Job, g.Direction, area)
+		}
+	}
+
+	out, errs, code = runCLI(t, append([]string{"fio", "summary", "--csv"}, args[2:]...)...)
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || code != 1 || len(rows) != 13 {
+		t.Fatalf("exit %d, %v, %d rows:\n%s", code, err, len(rows), out)
+	}
+	for _, col := range []string{"label", "job", "runs", "p99_of", "iops_mean", "iops_cv_pct", "bw_mibps_spread_pct", "clat_mean_ns_mean", "p99_ns_max", "fsync_mean_ns_mean", "warnings"} {
+		if !slices.Contains(rows[0], col) {
+			t.Errorf("CSV header lacks %s: %v", col, rows[0])
+		}
+	}
+	if !strings.Contains(errs, "truncated.json: JSON ends before") || strings.Contains(out, "truncated") {
+		t.Errorf("unreadable files go to stderr with --csv; stderr %q", errs)
+	}
+}
+
+// Host RAM comes from PROC/meminfo (the global --proc), or --host-ram.
+func TestFioSummaryHostRAM(t *testing.T) {
+	for _, c := range []struct {
+		meminfo string
+		warned  bool
+		note    bool
+	}{
+		{"MemTotal:        1048576 kB\nMemFree: 1 kB\n", true, false},
+		{"MemTotal:         131072 kB\n", false, false},
+		{"", false, true},
+	} {
+		proc := t.TempDir()
+		if c.meminfo != "" {
+			os.WriteFile(filepath.Join(proc, "meminfo"), []byte(c.meminfo), 0o644)
+		}
+		out, errs, code := runCLI(t, "--proc", proc, "fio", "summary", filepath.Join(fioReal, "lab19"))
+		if code != 0 || strings.Contains(out, "area-below-ram") != c.warned || strings.Contains(errs, "host RAM unknown") != c.note {
+			t.Errorf("meminfo %q: exit %d, stderr %q\n%s", c.meminfo, code, errs, out)
+		}
+		if c.warned && !strings.Contains(out, "read area 256 MiB is smaller than host RAM 1 GiB") {
+			t.Errorf("%s", out)
+		}
+	}
+}
+
+func TestFioCompareLab37(t *testing.T) {
+	lab37 := filepath.Join(fioLab, "lab37")
+	cases := []struct {
+		args []string
+		code int
+		rows [][]string // leading fields of rows that must be there
+	}{
+		// "native and threads beat io_uring in both rounds": beyond the spread.
+		{[]string{"--metric", "iops", "io_uring", "native"}, 1, [][]string{
+			{"rr4k", "read", "IOPS", "27,291", "(±1%)", "n=2", "32,775", "(±2%)", "n=2", "+20.1%", "different,", "B", "better", "-"},
+			{"rr4k", "read", "MiB/s"}, // absent: --metric iops only, checked below
+			{"rw4k", "write", "IOPS", "14,102", "(±11%)", "n=2", "9,133", "(±68%)", "n=2", "-35.2%", "within-noise", "-"},
+		}},
+		// VirtIO SCSI vs Block: IOPS and bandwidth within the noise...
+		{[]string{"--metric", "iops,bw", "scsi", "virtio-blk"}, 0, [][]string{
+			{"rw4k", "write", "IOPS", "9,394", "(±24%)", "n=2", "7,346", "(±5%)", "n=2", "-21.8%", "within-noise"},
+			{"sw1m", "write", "MiB/s", "469", "(±78%)", "n=2", "596", "(±11%)", "n=2", "+27.2%", "within-noise"},
+		}},
+		// ...but the mean clat of random writes is just beyond both spreads.
+		{[]string{"scsi", "virtio-blk"}, 1, [][]string{
+			{"rw4k", "write", "clat", "mean", "µs", "3,436", "(±25%)", "n=2", "4,336", "(±5%)", "n=2", "+26.2%", "different,", "A", "better"},
+		}},
+		// All five default-option rounds of scsi1 (sections 2-4) vs VirtIO Block.
+		{[]string{"--metric", "iops", "scsi-default", "virtio-blk"}, 0, [][]string{
+			{"rw4k", "write", "IOPS", "11,137", "(±59%)", "n=5", "7,346", "(±5%)", "n=2", "-34.0%", "within-noise"},
+		}},
+		{[]string{"--metric", "iops", "scsi", "sata"}, 1, [][]string{
+			{"rr4k", "read", "IOPS", "27,976", "(±8%)", "n=2", "7,952", "(±5%)", "n=2", "-71.6%", "different,", "A", "better"},
+		}},
+	}
+	for _, c := range cases {
+		out, errs, code := runCLI(t, append([]string{"fio", "compare", "--dir", lab37}, c.args...)...)
+		if code != c.code || errs != "" {
+			t.Errorf("%v: exit %d, want %d: %s\n%s", c.args, code, c.code, errs, out)
+			continue
+		}
+		for _, r := range c.rows {
+			if len(r) == 3 && r[2] == "MiB/s" {
+				if strings.Contains(out, "MiB/s") {
+					t.Errorf("%v: --metric iops printed MiB/s:\n%s", c.args, out)
+				}
+				continue
+			}
+			if got := tableRow(t, out, r[:3]...); !slices.Equal(got[:len(r)], r) {
+				t.Errorf("%v:\n got %q\nwant %q", c.args, got, r)
+			}
+		}
+		want := "\nNo metric differs by more than the spread between runs.\n"
+		if c.code == 1 {
+			want = "\nAt least one metric differs by more than the spread between runs.\n"
+		}
+		if !strings.HasSuffix(out, want) {
+			t.Errorf("%v: no conclusion %q:\n%s", c.args, want, out)
+		}
+	}
+}
+
+// A and B as directories: the same verdict as the labels inside one.
+func TestFioCompareDirectories(t *testing.T) {
+	root := t.TempDir()
+	for _, side := range []string{"io_uring", "native"} {
+		dir := filepath.Join(root, "aio-"+side)
+		os.Mkdir(dir, 0o755)
+		files, _ := filepath.Glob(filepath.Join(fioLab, "lab37", side+"-*.json"))
+		for _, f := range files {
+			copyFile(t, f, filepath.Join(dir, filepath.Base(f)))
+		}
+	}
+	out, errs, code := runCLI(t, "--json", "fio", "compare", "--metric", "iops", filepath.Join(root, "aio-io_uring"), filepath.Join(root, "aio-native"))
+	var res struct {
+		A, B        string
+		Metrics     []string `json:"metrics_of_interest"`
+		Different   bool
+		Comparisons []struct {
+			Job, Metric, Verdict, Better string
+			DiffPct                      float64 `json:"diff_pct"`
+			PValue                       *float64
+			A, B                         struct{ Runs int }
+		}
+		Notes []string
+	}
+	if err := jsonUnmarshal(out, &res); err != nil || code != 1 {
+		t.Fatalf("exit %d %v: %s %s", code, err, out, errs)
+	}
+	if !res.Different || !slices.Equal(res.Metrics, []string{"iops"}) || len(res.Comparisons) != 2 || len(res.Notes) != 0 {
+		t.Fatalf("%+v", res)
+	}
+	if c := res.Comparisons[0]; c.Job != "rr4k" || c.Verdict != "different" || c.Better != "B" || c.PValue != nil || c.A.Runs != 2 {
+		t.Errorf("%+v", c)
+	}
+
+	out, _, code = runCLI(t, "fio", "compare", "--csv", filepath.Join(root, "aio-io_uring"), filepath.Join(root, "aio-native"))
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || code != 1 || len(rows) != 1+2*4 || rows[0][len(rows[0])-3] != "verdict" {
+		t.Errorf("exit %d %v %d rows (2 jobs x iops, bw, clat, p99: the lab printed no lat): %s", code, err, len(rows), out)
+	}
+}
+
+// Real runs, 3 a side: every row has a Welch p-value, nothing differs.
+func TestFioCompareReal(t *testing.T) {
+	out, errs, code := runCLI(t, "fio", "compare", "--dir", filepath.Join(fioReal, "lab19"), "libaio", "io_uring")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	r := tableRow(t, out, "sw1m", "write", "IOPS")
+	if got := strings.Join(r, " "); got != "sw1m write IOPS 1,353 (±47%) n=3 1,625 (±42%) n=3 +20.1% within-noise 0.4" {
+		t.Errorf("%s", got)
+	}
+	if !strings.Contains(out, "note: options differ in every job: ioengine=libaio vs io_uring\n") {
+		t.Errorf("%s", out)
+	}
+}
+
+func TestFioUsageErrors(t *testing.T) {
+	lab37 := filepath.Join(fioLab, "lab37")
+	empty := t.TempDir()
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"fio", "summary"}, "name a directory or files"},
+		{[]string{"fio", "summary", filepath.Join(empty, "nope")}, "no such file or directory"},
+		{[]string{"fio", "summary", empty}, "no *.json file in"},
+		{[]string{"fio", "summary", "--group-by", "storage", lab37}, `--group-by "storage"`},
+		{[]string{"fio", "summary", "--host-ram", "lots", lab37}, `--host-ram "lots"`},
+		{[]string{"--json", "fio", "summary", "--csv", lab37}, "exclude each other"},
+		{[]string{"fio", "compare", lab37}, "needs A and B"},
+		{[]string{"fio", "compare", lab37, lab37}, "holds 7 labels (io_uring, native, sata, scsi, scsi-default, threads, virtio-blk)"},
+		{[]string{"fio", "compare", "io_uring", "native"}, "io_uring is not a directory; to compare labels, name their directory with --dir"},
+		{[]string{"fio", "compare", "--dir", lab37, "io_uring", "ceph"}, `no label "ceph" in`},
+		{[]string{"fio", "compare", "--dir", lab37, "--metric", "iops,speed", "io_uring", "native"}, `unknown --metric "speed"`},
+		{[]string{"fio", "jobs"}, "name one disk"},
+		{[]string{"fio", "jobs", "/dev/sdb"}, "not a /dev/disk/by-id/ path"},
+		{[]string{"fio", "jobs", "--size", "big", "/dev/disk/by-id/virtio-x"}, `--size "big"`},
+		{[]string{"fio", "jobs", "--runs", "0", "/dev/disk/by-id/virtio-x"}, "--runs must be at least 1"},
+		{[]string{"fio", "summary", "--no-such-flag", lab37}, "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		out, errs, code := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.msg) {
+			t.Errorf("%v: exit %d, want 2 and %q on stderr; stderr %q stdout %q", c.args, code, c.msg, errs, out)
+		}
+	}
+}
+
+func TestFioJobs(t *testing.T) {
+	dev := "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1"
+	out, errs, code := runCLI(t, "fio", "jobs", "--runs", "2", dev)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"filename=" + dev + "\n", "--output=scsi1-$job-$run.json", "--output=scsi1-fill.json", "size=2G\n", "runtime=20\n", "ramp_time=3\n", "$(seq 2)", "[sync]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, _ = runCLI(t, "fio", "jobs", "--label", "local-zfs", "--size", "8G", "--runtime", "60", dev)
+	if !strings.Contains(out, "--output=local-zfs-$job-$run.json") || !strings.Contains(out, "size=8G\n") || !strings.Contains(out, "runtime=60\n") {
+		t.Errorf("%s", out)
+	}
+}
+
+func TestFioHelp(t *testing.T) {
+	out, _, code := runCLI(t, "fio", "summary", "--help")
+	if code != 0 || !strings.Contains(out, "44,289 (±3%)") || !strings.Contains(out, "Changes nothing") || !strings.Contains(out, "EXIT CODES") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	out, _, _ = runCLI(t, "fio", "--help")
+	for _, sub := range []string{"summary", "compare", "jobs", "Changes nothing"} {
+		if !strings.Contains(out, sub) {
+			t.Errorf("fio --help lacks %q:\n%s", sub, out)
+		}
+	}
+}
