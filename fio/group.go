@@ -276,7 +276,7 @@ func pitfalls(r run, fills []fill, hostRAM int64) []Warning {
 	area, areaKnown := readArea(r.opts)
 	if areaKnown && hostRAM > 0 && area < hostRAM {
 		add(WarnAreaBelowRAM, "read area %s is smaller than host RAM %s: the page cache or ZFS ARC can serve these reads",
-			FormatBytes(area), FormatBytes(hostRAM))
+			formatBytes(area), formatBytes(hostRAM))
 	}
 	filled := false
 	for _, f := range fills {
@@ -507,8 +507,8 @@ func mergeIO(a, b *IOStats) {
 	}
 }
 
-// FormatBytes prints n in binary units: "256 MiB", "23.5 GiB".
-func FormatBytes(n int64) string {
+// formatBytes prints n in binary units: "256 MiB", "23.5 GiB".
+func formatBytes(n int64) string {
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
 	f, u := float64(n), 0
 	for f >= 1024 && u < len(units)-1 {
