@@ -494,6 +494,16 @@ func TestLimitShowDiffers(t *testing.T) {
 					t.Errorf("show scsi1: no %q in\n%s", w, human)
 				}
 			}
+
+			// --clear live: every field goes to 0 (qom-set merges, so a
+			// command that left a field out would keep its old value).
+			var cl limitJSON
+			if errs, code := runJSON(t, n, &cl, "limit", "370", "scsi1", "--clear"); code != 0 || cl.Apply == nil || !cl.Apply.Confirmed || len(cl.Apply.After) != 0 || len(cl.Apply.Before) != 4 {
+				t.Errorf("clear: exit %d %+v %s", code, cl.Apply, errs)
+			}
+			if got := qemuLimits(t, n, "scsi1", gen); len(got) != 0 {
+				t.Errorf("after --clear QEMU runs %v", got)
+			}
 		})
 	}
 }
