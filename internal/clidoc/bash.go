@@ -113,11 +113,15 @@ func flagWords(flags []cli.Flag) (all, value, dir string) {
 
 // argKinds reads ArgsUsage ("VMID [DISK...]", "[VMID...]") into one word
 // per position: vmid, disk or - (anything), "..." marking the last as
-// repeating.
+// repeating. It stops at the first flag some ArgsUsage spell out
+// ("VMID [DISK] [--mbps-wr N ...]"): flags are completed from Flags.
 func argKinds(usage string) string {
 	var kinds []string
 	for _, w := range strings.Fields(usage) {
 		w = strings.Trim(w, "[]")
+		if strings.HasPrefix(w, "-") {
+			break
+		}
 		rep := strings.HasSuffix(w, "...")
 		w = strings.TrimSuffix(w, "...")
 		k := "-"

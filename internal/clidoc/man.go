@@ -52,10 +52,15 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 		r.text(app.Description)
 	}
 
-	if flags := app.VisibleFlags(); len(flags) > 0 {
+	if groups := flagGroups(app.VisibleFlagCategories(), app.VisibleFlags()); len(groups) > 0 {
 		r.sh("GLOBAL OPTIONS")
 		r.line("Global options go before the command name.")
-		r.flags(flags)
+		for _, g := range groups {
+			if g.name != "" {
+				r.ss(g.name)
+			}
+			r.flags(g.flags)
+		}
 	}
 
 	if len(cmds) > 0 {
@@ -84,9 +89,14 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 			r.line(".PP")
 			r.text(cmd.Description)
 		}
-		if flags := cmd.VisibleFlags(); len(flags) > 0 {
-			r.ss("OPTIONS")
-			r.flags(flags)
+		for i, g := range flagGroups(cmd.VisibleFlagCategories(), cmd.VisibleFlags()) {
+			switch {
+			case g.name != "":
+				r.ss(g.name)
+			case i == 0:
+				r.ss("OPTIONS")
+			}
+			r.flags(g.flags)
 		}
 	}
 
@@ -173,6 +183,32 @@ func argsUsage(s string) string {
 }
 
 var metaWord = regexp.MustCompile(`[A-Z][A-Z0-9_]+`)
+
+type flagGroup struct {
+	name  string // "" for flags without a category
+	flags []cli.Flag
+}
+
+// flagGroups orders flags as --help does: when any flag has a category, the
+// uncategorised ones first, then one group per category, each sorted by
+// name (cli.VisibleFlagCategories); otherwise all of them as declared.
+func flagGroups(cats []cli.VisibleFlagCategory, flat []cli.Flag) []flagGroup {
+	if len(cats) == 0 {
+		if len(flat) == 0 {
+			return nil
+		}
+		return []flagGroup{{flags: flat}}
+	}
+	var out []flagGroup
+	for _, c := range cats {
+		g := flagGroup{name: c.Name()}
+		for _, f := range c.Flags() {
+			g.flags = append(g.flags, f)
+		}
+		out = append(out, g)
+	}
+	return out
+}
 
 // flags writes one tagged paragraph per flag, with exactly the text --help
 // prints for it (cli.FlagStringer), the names in bold.

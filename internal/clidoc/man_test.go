@@ -30,7 +30,7 @@ EXIT CODES
 		Flags: []cli.Flag{&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"TOOL_ROOT"}, Usage: "root dir"}},
 		Commands: []*cli.Command{
 			{Name: "run", Usage: "run a thing", ArgsUsage: "VMID [DISK...]", Aliases: []string{"r"},
-				Flags: []cli.Flag{&cli.BoolFlag{Name: "fast", Aliases: []string{"f"}, Usage: "go fast"}, &cli.BoolFlag{Name: "secret", Hidden: true}},
+				Flags:       []cli.Flag{&cli.BoolFlag{Name: "fast", Aliases: []string{"f"}, Usage: "go fast"}, &cli.BoolFlag{Name: "secret", Hidden: true}},
 				Subcommands: []*cli.Command{{Name: "sub", Usage: "a subcommand", Description: "Sub text."}}},
 			{Name: "internal", Hidden: true, Usage: "not documented"},
 		},
@@ -99,7 +99,8 @@ func TestArgKinds(t *testing.T) {
 		"[VMID...]":      "vmid...",
 		"VMID DISK":      "vmid disk",
 		"VMID [FILE]":    "vmid -",
-		"":               "",
+		"VMID [DISK] [--mbps-wr N ...] [--clear]": "vmid disk",
+		"": "",
 	} {
 		if got := argKinds(in); got != want {
 			t.Errorf("argKinds(%q) = %q, want %q", in, got, want)
