@@ -323,6 +323,9 @@ func judgeFlush(d *vm.Disk, samples []flushSample) flushVerdict {
 		realData = cacheGrowth >= fv.WrittenBytes/10 || maxHeld >= fv.WrittenBytes/10 || endHeld >= fv.WrittenBytes/10
 	}
 	switch {
+	case fv.Mode == "writethrough":
+		fv.Verdict = "not-applicable"
+		fv.Reason = fmt.Sprintf("cache=writethrough: QEMU writes every write through to storage before acknowledging it, so nothing acknowledged waits in node RAM (%s written)", mib(float64(fv.WrittenBytes)))
 	case direct && !noFlush:
 		fv.Verdict = "not-applicable"
 		fv.Reason = fmt.Sprintf("cache=%s opens the volume with O_DIRECT: nothing is held in node RAM (%s written, %d flushes taking %.1f ms)", fv.Mode, mib(float64(fv.WrittenBytes)), fv.Flushes, fv.FlushTimeMs)

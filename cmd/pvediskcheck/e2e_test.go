@@ -1,0 +1,185 @@
+package main
+
+// The end-to-end tier: a real Linux guest (internal/e2e) with Proxmox's disk
+// layout, driven only through the guest agent, and the tool's JSON asserted
+// against what the guest did. `make e2e` runs just these.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+type guestVM struct {
+	n      *fakenode.Node
+	vm     *fakenode.VM
+	agent  qmp.Agent
+	serial string
+}
+
+// bootGuest starts VM vmid (its config already written) with the test guest
+// and the agent channel Proxmox adds for agent: 1, and waits for the agent.
+func bootGuest(t *testing.T, n *fakenode.Node, vmid int, qemu string) *guestVM {
+	t.Helper()
+	kernel, initrd := e2e.GuestImage(t)
+	n.QEMU = qemu
+	serial := filepath.Join(t.TempDir(), "serial.log")
+	qga := n.Paths.QGASocket(vmid)
+	t0 := time.Now()
+	vm := n.MustStart(t, vmid, fakenode.ArgvOptions{Extra: e2e.GuestArgs(kernel, initrd, qga, serial)})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := e2e.WaitAgent(ctx, qga); err != nil {
+		t.Fatalf("%v\nserial:\n%s", err, e2e.SerialTail(serial))
+	}
+	t.Logf("%s: guest agent ready %.1f s after start", qemuName(t), time.Since(t0).Seconds())
+	return &guestVM{n: n, vm: vm, agent: qmp.Agent{Path: qga, Timeout: 10 * time.Second}, serial: serial}
+}
+
+func (g *guestVM) sh(t *testing.T, script string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := e2e.Sh(ctx, g.agent, script)
+	if err != nil {
+		t.Fatalf("%v\nserial:\n%s", err, e2e.SerialTail(g.serial))
+	}
+	return out
+}
+
+func (g *guestVM) scsiDev(t *testing.T, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dev, err := e2e.FindSCSIDisk(ctx, g.agent, "drive-"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// dirtyHost writes size bytes of non-zero data to a file on the node without
+// syncing: another writer moving the node-wide Dirty counter.
+func dirtyHost(t *testing.T, size int) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "other-writer"))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	for i := 0; i < size>>20; i++ {
+		f.Write(buf)
+	}
+}
+
+// TestE2EFlushFiveModes (issue 6): a guest writes 128 MiB of non-zero data
+// with O_DIRECT and an fsync at the end on each of the five cache modes while
+// `flush` watches; another process dirties node page cache meanwhile. Runs on
+// the QEMU under test (7.2, and 11.1 in make test-qemu11).
+func TestE2EFlushFiveModes(t *testing.T) {
+	fakenode.RequireQEMU(t)
+	n := fakenode.NewT(t)
+	var cfg strings.Builder
+	cfg.WriteString("agent: 1\nostype: l26\nscsihw: virtio-scsi-single\n")
+	for i, m := range fiveModes {
+		vol := sf("376/vm-376-disk-%d.raw", i+1)
+		n.MustVolume(t, "local", vol, 512<<20)
+		cfg.WriteString(sf("scsi%d: local:%s,iothread=1,cache=%s,size=512M\n", i+1, vol, m))
+	}
+	n.WriteConfig(376, cfg.String())
+	g := bootGuest(t, n, 376, fakenode.QEMUBinary())
+	want := map[string]string{"none": "not-applicable", "writethrough": "not-applicable", "writeback": "honored", "directsync": "not-applicable", "unsafe": "ignored"}
+	for i, m := range fiveModes {
+		id := sf("scsi%d", i+1)
+		t.Run(qemuName(t)+"/"+m, func(t *testing.T) {
+			dev := g.scsiDev(t, id)
+			var out flushJSON
+			var code int
+			var errs string
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs, code = runJSON(t, n, &out, "flush", "376", id, "--for", "8s")
+			}()
+			time.Sleep(1500 * time.Millisecond)
+			go dirtyHost(t, 256<<20) // another writer on the node
+			g.sh(t, "fio --name=w --filename="+dev+" --rw=write --bs=1M --size=128M --direct=1 --ioengine=psync --end_fsync=1 --output-format=terse >/dev/null")
+			wg.Wait()
+			if len(out.Verdicts) != 1 {
+				t.Fatalf("exit %d %s: %+v", code, errs, out)
+			}
+			v := out.Verdicts[0]
+			t.Logf("%s: %s: %s", id, v.Verdict, v.Reason)
+			if v.Verdict != want[m] {
+				t.Fatalf("%s (%s): verdict %s, want %s: %s", id, m, v.Verdict, want[m], v.Reason)
+			}
+			if v.WrittenBytes < 128<<20 {
+				t.Errorf("only %d bytes written seen", v.WrittenBytes)
+			}
+			switch m {
+			case "unsafe":
+				if code != 1 || v.Flushes < 1 || v.MeanFlushMs > 0.1 || v.CrashLosesBytes < 64<<20 {
+					t.Errorf("unsafe: exit %d flushes %d mean %.3f ms, crash loses %d", code, v.Flushes, v.MeanFlushMs, v.CrashLosesBytes)
+				}
+			case "writeback":
+				if code != 0 || v.Flushes < 1 || v.MeanFlushMs < 0.1 {
+					t.Errorf("writeback: exit %d flushes %d mean %.3f ms", code, v.Flushes, v.MeanFlushMs)
+				}
+			}
+		})
+	}
+	// Zeroes are not data: the same write with zero buffers on writeback.
+	t.Run(qemuName(t)+"/writeback-zeroes", func(t *testing.T) {
+		dev := g.scsiDev(t, "scsi3")
+		g.sh(t, "blkdiscard "+dev+" 2>/dev/null; true")
+		var out flushJSON
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); runJSON(t, n, &out, "flush", "376", "scsi3", "--for", "6s") }()
+		time.Sleep(1500 * time.Millisecond)
+		g.sh(t, "fio --name=z --filename="+dev+" --rw=write --bs=1M --offset=256M --size=128M --direct=1 --ioengine=psync --zero_buffers --end_fsync=1 --output-format=terse >/dev/null")
+		wg.Wait()
+		if len(out.Verdicts) != 1 || out.Verdicts[0].Verdict == "honored" {
+			t.Fatalf("zero writes judged %+v", out.Verdicts)
+		}
+		t.Logf("zeroes: %s: %s", out.Verdicts[0].Verdict, out.Verdicts[0].Reason)
+		if out.Verdicts[0].Verdict != "zero-data" {
+			t.Errorf("verdict %s, want zero-data", out.Verdicts[0].Verdict)
+		}
+	})
+	// cache --verify measures the disks that keep data in node RAM.
+	t.Run(qemuName(t)+"/cache-verify", func(t *testing.T) {
+		d3, d5 := g.scsiDev(t, "scsi3"), g.scsiDev(t, "scsi5")
+		var out cacheJSON
+		var code int
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); _, code = runJSON(t, n, &out, "cache", "376", "--verify", "--for", "8s") }()
+		time.Sleep(1500 * time.Millisecond)
+		g.sh(t, sf("fio --name=a --filename=%s --rw=write --bs=1M --offset=128M --size=96M --direct=1 --ioengine=psync --end_fsync=1 --output-format=terse >/dev/null; "+
+			"fio --name=b --filename=%s --rw=write --bs=1M --offset=128M --size=96M --direct=1 --ioengine=psync --end_fsync=1 --output-format=terse >/dev/null", d3, d5))
+		wg.Wait()
+		got := map[string]string{}
+		for _, d := range out.Disks {
+			if d.Flush != nil {
+				got[d.ID] = d.Flush.Verdict
+			}
+		}
+		if code != 1 || got["scsi3"] != "honored" || got["scsi5"] != "ignored" || len(got) != 2 {
+			t.Errorf("exit %d, verdicts %v", code, got)
+		}
+	})
+}
