@@ -20,7 +20,8 @@ func manSections(t *testing.T) (string, map[string]string) {
 		t.Fatalf("gen-man: exit %d: %s", code, errs)
 	}
 	secs := map[string]string{}
-	for _, part := range strings.Split(out, "\n.SH ")[1:] {
+	// \% (no break inside a hyphenated word) is not part of the text.
+	for _, part := range strings.Split(strings.ReplaceAll(out, `\%`, ""), "\n.SH ")[1:] {
 		title, body, _ := strings.Cut(part, "\n")
 		secs[strings.Trim(title, `"`)] = body
 	}
@@ -161,17 +162,27 @@ func TestBashCompletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var visible []string
-	for _, c := range newApp(nil, nil).Commands {
-		if !c.Hidden {
-			visible = append(visible, c.Name)
-		}
-	}
-	cases := []struct {
+	type testCase struct {
 		line string
 		want []string
 		not  []string
-	}{
+	}
+	var visible []string
+	var groups []testCase // commands with subcommands complete them
+	for _, c := range newApp(nil, nil).Commands {
+		if c.Hidden {
+			continue
+		}
+		visible = append(visible, c.Name)
+		if subs := c.VisibleCommands(); len(subs) > 0 {
+			tc := testCase{line: "pvediskcheck " + c.Name + " "}
+			for _, s := range subs {
+				tc.want = append(tc.want, s.Name)
+			}
+			groups = append(groups, tc)
+		}
+	}
+	cases := []testCase{
 		{"pvediskcheck ", visible, []string{"gen-man"}},
 		{"pvediskcheck --j", []string{"--json"}, nil},
 		{"pvediskcheck --root " + root + " cache ", []string{"101", "370"}, nil},
@@ -179,6 +190,7 @@ func TestBashCompletion(t *testing.T) {
 		{"pvediskcheck --root " + root + " cache --verify 370 scsi1 s", []string{"scsi0", "sata1"}, []string{"virtio1"}},
 		{"pvediskcheck cache --v", []string{"--verify"}, []string{"--json"}},
 	}
+	cases = append(cases, groups...)
 	for _, c := range cases {
 		got := complete(t, script, c.line)
 		set := map[string]bool{}

@@ -27,8 +27,8 @@ type ManOptions struct {
 // section per command and subcommand with its Description and OPTIONS, and
 // SEE ALSO. Hidden commands and flags are left out, as --help leaves them out.
 func Man(w io.Writer, app *cli.App, o ManOptions) error {
-	r := &roff{}
 	name := app.Name
+	r := &roff{prog: name}
 	r.printf(".\\\" Generated from %s's --help text by %s gen-man; do not edit.\n", name, name)
 	r.printf(".TH %s %s %s %s %s\n", quote(strings.ToUpper(name)), o.Section,
 		quote(o.Date.UTC().Format("2006-01-02")), quote(name+" "+app.Version), quote(o.Manual))
@@ -44,7 +44,7 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 	cmds := visibleCommands(app.Commands, nil)
 	r.synopsis(name, []string{"GLOBAL OPTIONS"}, "COMMAND", "COMMAND OPTIONS", "ARGUMENTS...")
 	for _, c := range cmds {
-		r.synopsis(name, nil, strings.Join(c.path, " "), "OPTIONS", c.cmd.ArgsUsage)
+		r.synopsis(name, nil, strings.Join(c.path, " "), "OPTIONS", argsOf(c.cmd))
 	}
 
 	if app.Description != "" {
@@ -76,7 +76,7 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 	for _, c := range cmds {
 		cmd := c.cmd
 		r.sh(strings.ToUpper(strings.Join(c.path, " ")))
-		r.synopsisIn(name, c.path, cmd.ArgsUsage, len(cmd.VisibleFlags()) > 0)
+		r.synopsisIn(name, c.path, argsOf(cmd), len(cmd.VisibleFlags()) > 0)
 		if cmd.Usage != "" {
 			r.line(".PP")
 			r.line(escape(sentence(cmd.Usage)))
@@ -116,6 +116,9 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 	return err
 }
 
+// plainHyphen finds a hyphen that escape left a hyphen (inside a word).
+var plainHyphen = regexp.MustCompile(`(^|[^\\])-`)
+
 var manRef = regexp.MustCompile(`^([^()]+)\(([0-9a-z]+)\)$`)
 
 // command is a visible command with its full name below the App.
@@ -137,7 +140,19 @@ func visibleCommands(cs []*cli.Command, parent []string) []command {
 	return out
 }
 
-type roff struct{ b strings.Builder }
+// argsOf is the command's ArgsUsage, or COMMAND for one that only groups
+// subcommands.
+func argsOf(c *cli.Command) string {
+	if c.ArgsUsage == "" && len(c.VisibleCommands()) > 0 {
+		return "COMMAND"
+	}
+	return c.ArgsUsage
+}
+
+type roff struct {
+	b    strings.Builder
+	prog string // the program's name: indented lines starting with it are command lines
+}
 
 func (r *roff) printf(format string, a ...any) { fmt.Fprintf(&r.b, format, a...) }
 func (r *roff) line(s string)                  { r.b.WriteString(s + "\n") }
@@ -244,25 +259,43 @@ func flagTag(tag string) string {
 var (
 	// A heading inside a Description: a line in capitals, e.g. "EXAMPLES".
 	headingLine = regexp.MustCompile(`^[A-Z][A-Z0-9 /()-]*[A-Z)]$`)
-	// A definition: indented term, two or more spaces, text ("   0  ran and ...").
-	definitionLine = regexp.MustCompile(`^(\s+)(\S+)(\s{2,})(\S.*)$`)
+	// A definition: an indented term of a few words, two or more spaces, its
+	// text ("   0  ran and ...", "   dir, nfs, cifs   raw: ...").
+	definitionLine = regexp.MustCompile(`^(\s+)(\S+(?: \S+)*?)(\s{2,})(\S.*)$`)
 )
 
-// text renders a help text written for a terminal: unindented lines are
-// filled paragraphs (a blank line separates them), a line in capitals is a
-// subsection heading, indented "term  text" lines are tagged paragraphs,
-// and other indented lines (examples) are kept verbatim.
+// maxTerm is the longest definition term; a longer run of words before two
+// spaces is a sentence, not a term.
+const maxTerm = 24
+
+func definition(line string) []string {
+	m := definitionLine.FindStringSubmatch(line)
+	if m == nil || len(m[2]) > maxTerm {
+		return nil
+	}
+	return m
+}
+
+// text renders a help text written for a terminal:
+//   - unindented lines are filled paragraphs, a blank line separates them;
+//   - an unindented line in capitals (EXAMPLES) is a subsection heading;
+//   - indented lines under a heading containing EXAMPLE, or starting with
+//     the program's name, are command lines, kept verbatim;
+//   - indented "term  text" lines are tagged paragraphs aligned as in
+//     --help, and a line indented to a definition's text continues it;
+//   - other indented lines are an indented filled paragraph.
 func (r *roff) text(s string) {
 	lines := strings.Split(strings.Trim(s, "\n"), "\n")
 	const (
 		none = iota
 		para
+		ipara
 		verbatim
 		defs
 	)
 	state := none
+	heading := ""
 	defCol := -1 // column where the current definition's text starts
-	width := 0   // tag width of the current run of definitions
 	closeBlock := func() {
 		switch state {
 		case verbatim:
@@ -271,50 +304,52 @@ func (r *roff) text(s string) {
 		case defs:
 			r.line(".PD")
 			r.line(".RE")
+		case ipara:
+			r.line(".RE")
 		}
 		state = none
 		defCol = -1
+	}
+	open := func(st int, macros ...string) {
+		if state == st {
+			return
+		}
+		closeBlock()
+		for _, m := range macros {
+			r.line(m)
+		}
+		state = st
 	}
 	started := false
 	for i := 0; i < len(lines); i++ {
 		ln := strings.TrimRight(lines[i], " \t")
 		trimmed := strings.TrimLeft(ln, " \t")
 		indent := len(ln) - len(trimmed)
+		firstWord, _, _ := strings.Cut(trimmed, " ")
 		switch {
 		case trimmed == "":
-			if state != none {
-				closeBlock()
-			}
-			state = none
+			closeBlock()
 			started = true
 		case indent == 0 && headingLine.MatchString(trimmed) && len(trimmed) > 2:
 			closeBlock()
 			r.ss(trimmed)
+			heading = trimmed
 			started = false
+		case indent > 0 && (strings.Contains(heading, "EXAMPLE") || firstWord == r.prog):
+			open(verbatim, ".RS 3", ".nf")
+			r.line(escapeVerbatim(trimmed))
 		case state == defs && indent == defCol:
-			// a definition's text wrapped onto the next line
-			r.line(escape(trimmed))
-		case indent > 0 && definitionLine.MatchString(ln):
-			m := definitionLine.FindStringSubmatch(ln)
-			if state != defs {
-				closeBlock()
-				r.line(".RS 3")
-				r.line(".PD 0")
-				width = defWidth(lines[i:])
-				state = defs
-			}
+			r.line(escape(trimmed)) // a definition's text wrapped onto the next line
+		case indent > 0 && definition(ln) != nil:
+			m := definition(ln)
+			open(defs, ".RS 3", ".PD 0")
 			defCol = len(m[1]) + len(m[2]) + len(m[3])
-			r.line(".TP " + fmt.Sprint(width) + "n")
+			r.line(".TP " + fmt.Sprint(defWidth(lines, i)) + "n")
 			r.line("\\fB" + escape(m[2]) + "\\fR")
 			r.line(escape(m[4]))
 		case indent > 0:
-			if state != verbatim {
-				closeBlock()
-				r.line(".RS 3")
-				r.line(".nf")
-				state = verbatim
-			}
-			r.line(escapeVerbatim(trimmed))
+			open(ipara, ".RS 3")
+			r.line(escape(trimmed))
 		default:
 			if state != para {
 				closeBlock()
@@ -330,16 +365,18 @@ func (r *roff) text(s string) {
 	closeBlock()
 }
 
-// defWidth is the tag width for a run of definition lines: the longest term
-// plus two, so that the texts line up as they do in --help.
-func defWidth(lines []string) int {
+// defWidth is the tag width for the run of definitions around line i (up to
+// a blank or unindented line): the longest term plus two, so that the texts
+// line up as they do in --help.
+func defWidth(lines []string, i int) int {
+	for i > 0 && strings.HasPrefix(lines[i-1], " ") && strings.TrimSpace(lines[i-1]) != "" {
+		i--
+	}
 	w := 0
-	for _, l := range lines {
-		m := definitionLine.FindStringSubmatch(strings.TrimRight(l, " \t"))
-		if m == nil {
-			break
+	for ; i < len(lines) && strings.HasPrefix(lines[i], " ") && strings.TrimSpace(lines[i]) != ""; i++ {
+		if m := definition(strings.TrimRight(lines[i], " \t")); m != nil {
+			w = max(w, len(m[2]))
 		}
-		w = max(w, len(m[2]))
 	}
 	return w + 2
 }
@@ -360,7 +397,7 @@ func sentence(s string) string {
 // escape makes text safe for roff: backslashes, a leading dot or quote, and
 // hyphens that start an option or a command-line word (so --json prints as
 // two ASCII minus signs and can be copied), while hyphens inside words
-// (write-cache) stay hyphens.
+// (write-cache) stay hyphens, where the line is not broken.
 func escape(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
 	var b strings.Builder
@@ -377,7 +414,15 @@ func escape(s string) string {
 		prevDash = false
 		b.WriteRune(c)
 	}
-	out := b.String()
+	// \% keeps a word with a hyphen inside (write-cache, --force-share,
+	// aio-native-needs-direct) on one line: groff would break it there.
+	words := strings.Split(b.String(), " ")
+	for i, w := range words {
+		if plainHyphen.MatchString(w) {
+			words[i] = `\%` + w
+		}
+	}
+	out := strings.Join(words, " ")
 	if strings.HasPrefix(out, ".") || strings.HasPrefix(out, "'") {
 		out = `\&` + out
 	}

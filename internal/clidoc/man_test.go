@@ -19,14 +19,21 @@ func testApp() *cli.App {
 
 .dotted line and a back\slash
 
+Sources:
+   lvm                     lvs: data_percent
+   dir, nfs, cifs, btrfs   raw: st_blocks;
+                           qcow2: actual-size
+   tool run 2 --slow       # a command line, not a definition
+
 EXAMPLES
-   tool run 1 --fast
+   tool run 1 --fast            # with a comment
 
 EXIT CODES
    0  fine
    12 not a definition (one space)
    3  could not reach it, a long text that
-      wraps onto a second line`,
+      wraps onto a second line
+   Exit 1 also when a sentence follows,  even one with two spaces inside it.`,
 		Flags: []cli.Flag{&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"TOOL_ROOT"}, Usage: "root dir"}},
 		Commands: []*cli.Command{
 			{Name: "run", Usage: "run a thing", ArgsUsage: "VMID [DISK...]", Aliases: []string{"r"},
@@ -52,9 +59,12 @@ func TestMan(t *testing.T) {
 		"Also called: r.",
 		`\fB\-\-fast\fR, \fB\-f\fR`,
 		`\fB\-\-root\fR \fIvalue\fR` + "\nroot dir (default: \"/\") [$TOOL_ROOT]",
-		"with \\-\\-json and a write-cache.",
+		"with \\-\\-json and a \\%write-cache.",
 		"\\&.dotted line and a back\\eslash",
-		".SS \"EXAMPLES\"\n.RS 3\n.nf\ntool run 1 \\-\\-fast\n.fi\n.RE",
+		".SS \"EXAMPLES\"\n.RS 3\n.nf\ntool run 1 \\-\\-fast            # with a comment\n.fi\n.RE",
+		".TP 23n\n\\fBlvm\\fR\nlvs: data_percent\n.TP 23n\n\\fBdir, nfs, cifs, btrfs\\fR\nraw: st_blocks;\nqcow2: \\%actual-size\n.PD\n.RE\n.RS 3\n.nf\ntool run 2 \\-\\-slow       # a command line, not a definition\n.fi",
+		".RS 3\n12 not a definition (one space)\n.RE",
+		".RS 3\nExit 1 also when a sentence follows,  even one with two spaces inside it.\n.RE",
 		".TP 3n\n\\fB0\\fR\nfine",
 		"\\fB3\\fR\ncould not reach it, a long text that\nwraps onto a second line",
 		`\fBqm\fR(1)`,
@@ -81,10 +91,11 @@ func TestEscape(t *testing.T) {
 	for in, want := range map[string]string{
 		"--json":              `\-\-json`,
 		"use -h or [--x]":     `use \-h or [\-\-x]`,
-		"write-cache on":      "write-cache on",
+		"write-cache on":      `\%write-cache on`,
+		"--force-share":       `\%\-\-force-share`,
 		"'qm set' it":         `\&'qm set' it`,
 		"a\\b":                `a\eb`,
-		"aio-native-needs-io": "aio-native-needs-io",
+		"aio-native-needs-io": `\%aio-native-needs-io`,
 		"x=-1":                `x=\-1`,
 	} {
 		if got := escape(in); got != want {
