@@ -157,7 +157,8 @@ func TestBashCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := "scsihw: virtio-scsi-single\nscsi0: local-lvm:vm-370-disk-0\nscsi1: local-lvm:vm-370-disk-1\nvirtio1: local-lvm:vm-370-disk-2\nsata1: local-lvm:vm-370-disk-3\nnet0: virtio=00:11:22:33:44:55\n\n[snap1]\nscsi7: local-lvm:vm-370-disk-9\n"
-	for _, f := range []struct{ name, text string }{{"370.conf", cfg}, {"101.conf", "memory: 512\n"}} {
+	storage := "dir: local\n\tpath /var/lib/vz\n\nlvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n"
+	for _, f := range []struct{ name, text string }{{"370.conf", cfg}, {"101.conf", "memory: 512\n"}, {"../storage.cfg", storage}} {
 		if err := os.WriteFile(filepath.Join(conf, f.name), []byte(f.text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -189,6 +190,12 @@ func TestBashCompletion(t *testing.T) {
 		{"pvediskcheck --root " + root + " --json cache 370 ", []string{"scsi0", "scsi1", "virtio1", "sata1"}, []string{"scsi7", "net0"}},
 		{"pvediskcheck --root " + root + " cache --verify 370 scsi1 s", []string{"scsi0", "sata1"}, []string{"virtio1"}},
 		{"pvediskcheck cache --v", []string{"--verify"}, []string{"--json"}},
+	}
+	// Commands whose arguments are storage IDs complete them from storage.cfg.
+	for _, c := range newApp(nil, nil).Commands {
+		if !c.Hidden && strings.HasPrefix(strings.Trim(c.ArgsUsage, "["), "STORAGE") {
+			cases = append(cases, testCase{"pvediskcheck --root " + root + " " + c.Name + " ", []string{"local", "local-lvm"}, []string{"pve"}})
+		}
 	}
 	cases = append(cases, groups...)
 	for _, c := range cases {

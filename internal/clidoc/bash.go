@@ -22,7 +22,7 @@ type BashOptions struct {
 // command, as urfave/cli parses them), directories for --root/--proc/--sys
 // style flags whose name says so, and for arguments named VMID and DISK in
 // ArgsUsage the VMIDs of ROOT/etc/pve/qemu-server/*.conf and the disk keys
-// of that VM's config. It needs nothing but bash at completion time and does
+// of that VM's config, and for STORAGE the storage IDs of storage.cfg. It needs nothing but bash at completion time and does
 // not run the program.
 func Bash(w io.Writer, app *cli.App, o BashOptions) error {
 	d := bashData{Name: app.Name, Func: "_" + strings.NewReplacer("-", "_", ".", "_").Replace(app.Name), RootFlag: o.RootFlag, RootEnv: o.RootEnv}
@@ -112,7 +112,7 @@ func flagWords(flags []cli.Flag) (all, value, dir string) {
 }
 
 // argKinds reads ArgsUsage ("VMID [DISK...]", "[VMID...]") into one word
-// per position: vmid, disk or - (anything), "..." marking the last as
+// per position: vmid, disk, storage or - (anything), "..." marking the last as
 // repeating. It stops at the first flag some ArgsUsage spell out
 // ("VMID [DISK] [--mbps-wr N ...]"): flags are completed from Flags.
 func argKinds(usage string) string {
@@ -130,6 +130,8 @@ func argKinds(usage string) string {
 			k = "vmid"
 		case "DISK":
 			k = "disk"
+		case "STORAGE":
+			k = "storage"
 		}
 		if rep {
 			k += "..."
@@ -178,6 +180,16 @@ var bashTemplate = template.Must(template.New("bash").Funcs(template.FuncMap{
         [[ $line == \[* ]] && break
         [[ $line =~ ^((scsi|virtio|sata|ide|efidisk|tpmstate)[0-9]+): ]] && printf '%s\n' "${BASH_REMATCH[1]}"
     done <"$conf"
+}
+
+{{.Func}}_storages() {
+    # Storage IDs of storage.cfg ("lvmthin: local-lvm").
+    local cfg line
+    cfg="$({{.Func}}_root)/etc/pve/storage.cfg"
+    [[ -r $cfg ]] || return
+    while IFS= read -r line; do
+        [[ $line =~ ^[a-z0-9]+:[[:space:]]+([^[:space:]]+) ]] && printf '%s\n' "${BASH_REMATCH[1]}"
+    done <"$cfg"
 }
 
 {{.Func}}() {
@@ -267,6 +279,7 @@ var bashTemplate = template.Must(template.New("bash").Funcs(template.FuncMap{
     case ${kind%...} in
     vmid) COMPREPLY+=($(compgen -W "$({{.Func}}_vmids)" -- "$cur")) ;;
     disk) [[ -n $vmid ]] && COMPREPLY+=($(compgen -W "$({{.Func}}_disks "$vmid")" -- "$cur")) ;;
+    storage) COMPREPLY+=($(compgen -W "$({{.Func}}_storages)" -- "$cur")) ;;
     esac
 }
 complete -F {{.Func}} {{.Name}}

@@ -110,6 +110,7 @@ func TestArgKinds(t *testing.T) {
 		"[VMID...]":      "vmid...",
 		"VMID DISK":      "vmid disk",
 		"VMID [FILE]":    "vmid -",
+		"[STORAGE...]":   "storage...",
 		"VMID [DISK] [--mbps-wr N ...] [--clear]": "vmid disk",
 		"": "",
 	} {
