@@ -52,7 +52,11 @@ func limitCommand() *cli.Command {
 		case strings.HasSuffix(k.Proxmox, "_max"):
 			unit = "ops/s burst (needs its rate)"
 		}
-		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + unit + "; 0 removes it", Category: "LIMITS (Proxmox keys and units)"})
+		remove := "; 0 removes it"
+		if strings.HasSuffix(k.Proxmox, "_length") {
+			remove = "; at least 1 (the default)"
+		}
+		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + unit + remove, Category: "LIMITS (Proxmox keys and units)"})
 	}
 	flags = append(flags,
 		&cli.BoolFlag{Name: "clear", Usage: "remove every limit of the disk (flags given with it are then the only limits)"},

@@ -91,13 +91,14 @@ func setBehindBack(t *testing.T, n *fakenode.Node, disk, gen string, bpsWrite in
 // labLoads starts the lab's fio jobs as qemu-io queues in one generator: 1 MiB
 // writes at queue depth 8 (as in the lab) and 4 KiB random reads. The lab ran
 // the reads at depth 32; here the queue is refilled from outside, every few
-// ms when the socket is free, and at 500 IOPS a depth of 32 ran dry during a
-// 60 ms refill gap on a busy machine (measured 3.7 % under the limit), so
-// the reads keep 64 in flight.
+// ms when the socket is free, and on a machine busy with other QEMUs a
+// refill can come 100 ms late: at 500 IOPS depth 32 and once depth 64 ran dry
+// (measured 3.7 % and 3.8 % under the limit), so the reads keep 128 in
+// flight (256 ms of requests at the limit).
 func labLoads(vm *fakenode.VM, disk string) *fakenode.Load {
 	return vm.StartLoad(
 		fakenode.LoadSpec{Disk: disk, Write: true, Size: 1 << 20, Depth: 8},
-		fakenode.LoadSpec{Disk: disk, Size: 4096, Depth: 64, Random: true, Every: 5 * time.Millisecond})
+		fakenode.LoadSpec{Disk: disk, Size: 4096, Depth: 128, Random: true, Every: 5 * time.Millisecond})
 }
 
 func stopLoads(t *testing.T, loads ...*fakenode.Load) {
