@@ -49,7 +49,7 @@ func interspersed(app *cli.App, args []string) []string {
 	if cmd == nil {
 		return append(out, args[i:]...)
 	}
-	var fl, pos []string
+	var fl, pos, global []string
 	for i < len(args) {
 		a := args[i]
 		if a == "--" {
@@ -57,9 +57,15 @@ func interspersed(app *cli.App, args []string) []string {
 			break
 		}
 		if strings.HasPrefix(a, "-") && len(a) > 1 {
-			fl = append(fl, a)
-			if takesValue(cmd.Flags, a) && i+1 < len(args) {
-				fl = append(fl, args[i+1])
+			// A global flag written after the command (`check --all --json`)
+			// goes back in front of the command name.
+			dst := &fl
+			if !hasFlag(cmd.Flags, a) && hasFlag(app.Flags, a) {
+				dst = &global
+			}
+			*dst = append(*dst, a)
+			if takesValue(append(cmd.Flags, app.Flags...), a) && i+1 < len(args) {
+				*dst = append(*dst, args[i+1])
 				i++
 			}
 			i++
@@ -68,8 +74,43 @@ func interspersed(app *cli.App, args []string) []string {
 		pos = append(pos, a)
 		i++
 	}
-	out = append(out, fl...)
-	return append(out, pos...)
+	// out is [prog, global flags..., command names...]: insert the moved
+	// global flags before the first command name.
+	nCmd := 0
+	for j := len(out) - 1; j > 0 && findCommandPath(app, out[j]); j-- {
+		nCmd++
+	}
+	res := append([]string{}, out[:len(out)-nCmd]...)
+	res = append(res, global...)
+	res = append(res, out[len(out)-nCmd:]...)
+	res = append(res, fl...)
+	return append(res, pos...)
+}
+
+// findCommandPath reports whether name is a command or subcommand name.
+func findCommandPath(app *cli.App, name string) bool {
+	var walk func([]*cli.Command) bool
+	walk = func(cs []*cli.Command) bool {
+		for _, c := range cs {
+			if c.Name == name || walk(c.Subcommands) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(app.Commands)
+}
+
+func hasFlag(flags []cli.Flag, a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func findCommand(cmds []*cli.Command, name string) *cli.Command {

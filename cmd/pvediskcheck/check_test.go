@@ -116,6 +116,7 @@ func TestCheckNoDriftOnProxmoxLayouts(t *testing.T) {
 	for _, gen := range []string{"blockdev", "drive"} {
 		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
 			n := fakenode.NewT(t)
+			n.UseDoubles(t) // lvs: the local-lvm stand-in's pool
 			lab370(t, n, "scsi2: local:370/vm-370-disk-5.qcow2,discard=on,cache=writeback,mbps_wr=20,iops_rd=500,size=64M\nvirtio2: local:370/vm-370-disk-6.raw,cache=directsync,detect_zeroes=0,iops=300,iops_max=600,size=64M\n")
 			n.MustVolume(t, "local", "370/vm-370-disk-5.qcow2", 64<<20)
 			n.MustVolume(t, "local", "370/vm-370-disk-6.raw", 64<<20)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
@@ -66,3 +68,12 @@ func qemuName(t testing.TB) string {
 func sf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// gjsonFloat reads a number from a JSON document that may have non-JSON
+// lines before it (fio prints notes first).
+func gjsonFloat(doc, path string) float64 {
+	if i := strings.Index(doc, "{"); i > 0 {
+		doc = doc[i:]
+	}
+	return gjson.Get(doc, path).Float()
+}
