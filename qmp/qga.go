@@ -1,0 +1,469 @@
+package qmp
+
+// The QEMU guest agent (qemu-ga) client. Proxmox VE puts the agent's
+// virtio-serial channel on /var/run/qemu-server/<vmid>.qga (`agent: 1`), and
+// its own daemons (pvestatd, the API) use that socket too. QEMU's chardev
+// serves one client at a time: a second connect() succeeds but hears nothing
+// until the first client leaves. So every call here is one short exchange:
+// dial, resynchronise with guest-sync-delimited, one command, close.
+//
+// The agent has no greeting and no capabilities handshake. What it sends
+// before our sync reply may be anything a previous client left behind (a
+// reply nobody read, the answer to a half-written request), so the stream is
+// untrusted until the reply carrying our random id arrives after the 0xFF
+// sentinel (qemu-ga's qapi-schema.json, guest-sync-delimited).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// DefaultAgentTimeout bounds an exchange when Agent.Timeout is zero.
+const DefaultAgentTimeout = 10 * time.Second
+
+// Agent is a guest agent client on a unix socket.
+//
+// Timeout bounds connecting and the guest-sync-delimited handshake, whatever
+// the context says: a guest without a running qemu-ga fails within Timeout.
+// The command itself may then run until the context's deadline (guest-fstrim
+// can take minutes: pass a context with a long deadline), or within Timeout
+// when the context has none.
+type Agent struct {
+	Path    string        // e.g. /var/run/qemu-server/100.qga
+	Timeout time.Duration // 0 means DefaultAgentTimeout
+}
+
+// AgentError is an error reply from the guest agent. Class is QMP's error
+// class (GenericError, CommandNotFound, ...); Desc is the agent's message.
+type AgentError struct {
+	Command string
+	Class   string
+	Desc    string
+}
+
+func (e *AgentError) Error() string {
+	return fmt.Sprintf("guest agent: %s: %s (%s)", e.Command, e.Desc, e.Class)
+}
+
+// AgentTimeoutError means the agent did not answer in time. Command is
+// "guest-sync-delimited" when it never answered at all (no qemu-ga running in
+// the guest, a guest still booting, or another client holding the socket).
+// It matches errors.Is(err, os.ErrDeadlineExceeded).
+type AgentTimeoutError struct {
+	Path    string
+	Command string
+	After   time.Duration
+}
+
+func (e *AgentTimeoutError) Error() string {
+	if e.Command == qgaSyncCommand {
+		return fmt.Sprintf("guest agent at %s did not answer within %s (is qemu-guest-agent running in the guest?)",
+			e.Path, qgaRound(e.After))
+	}
+	return fmt.Sprintf("guest agent at %s did not finish %s within %s", e.Path, e.Command, qgaRound(e.After))
+}
+
+func (e *AgentTimeoutError) Unwrap() error { return os.ErrDeadlineExceeded }
+
+// Timeout reports true, as net.Error timeouts do.
+func (e *AgentTimeoutError) Timeout() bool { return true }
+
+const qgaSyncCommand = "guest-sync-delimited"
+
+func qgaRound(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// qgaLocks serialises exchanges on one socket within this process: the agent
+// answers one client at a time, and a second caller would otherwise spend its
+// sync timeout waiting behind the first one's command.
+var qgaLocks sync.Map // path -> chan struct{} (capacity 1)
+
+func qgaLock(ctx context.Context, path string) (unlock func(), err error) {
+	v, _ := qgaLocks.LoadOrStore(path, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("guest agent at %s: waiting for another exchange on the socket: %w", path, ctx.Err())
+	}
+}
+
+// Call runs one command and returns its "return" value. args may be nil.
+func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result, error) {
+	req := map[string]any{"execute": command}
+	if args != nil {
+		req["arguments"] = args
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return gjson.Result{}, fmt.Errorf("guest agent: %s: %w", command, err)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return gjson.Result{}, fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, command, context.DeadlineExceeded)
+	}
+	unlock, err := qgaLock(ctx, a.Path)
+	if err != nil {
+		return gjson.Result{}, err
+	}
+	defer unlock()
+
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = DefaultAgentTimeout
+	}
+	start := time.Now()
+	syncDeadline := start.Add(timeout)
+	cmdDeadline := syncDeadline
+	if d, ok := ctx.Deadline(); ok {
+		cmdDeadline = d
+		if d.Before(syncDeadline) {
+			syncDeadline = d
+		}
+	}
+
+	dctx, cancel := context.WithDeadline(ctx, syncDeadline)
+	defer cancel()
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(dctx, "unix", a.Path)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return gjson.Result{}, fmt.Errorf("guest agent at %s: connect interrupted: %w", a.Path, ctx.Err())
+		}
+		if dctx.Err() != nil {
+			return gjson.Result{}, &AgentTimeoutError{Path: a.Path, Command: qgaSyncCommand, After: syncDeadline.Sub(start)}
+		}
+		return gjson.Result{}, fmt.Errorf("guest agent at %s: %w", a.Path, err)
+	}
+	defer conn.Close()
+	// Cancelling the context unblocks a read or write at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	fail := func(phase string, deadline time.Time, err error) error {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("guest agent at %s: %s interrupted: %w", a.Path, phase, ctx.Err())
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || ctx.Err() != nil {
+			return &AgentTimeoutError{Path: a.Path, Command: phase, After: deadline.Sub(start)}
+		}
+		var ae *AgentError
+		if errors.As(err, &ae) {
+			return err
+		}
+		return fmt.Errorf("guest agent at %s: %s: %w", a.Path, phase, err)
+	}
+
+	// 0xFF first: qemu-ga then drops whatever half a request an earlier
+	// client left in its parser.
+	id := rand.Int64N(1<<53) + 1
+	_ = conn.SetDeadline(syncDeadline)
+	if _, err := fmt.Fprintf(conn, "\xff{\"execute\":%q,\"arguments\":{\"id\":%d}}\n", qgaSyncCommand, id); err != nil {
+		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+	}
+	rd := bufio.NewReader(conn)
+	if err := qgaReadSync(rd, id); err != nil {
+		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+	}
+
+	_ = conn.SetDeadline(cmdDeadline)
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return gjson.Result{}, fail(command, cmdDeadline, err)
+	}
+	ret, err := qgaReadReply(rd, command)
+	if err != nil {
+		return gjson.Result{}, fail(command, cmdDeadline, err)
+	}
+	return ret, nil
+}
+
+// qgaReadSync reads until the reply {"return": id} that follows a 0xFF
+// sentinel, discarding everything before it. Replies are newline-terminated;
+// bufio.Reader.ReadBytes has no line-length limit.
+func qgaReadSync(rd *bufio.Reader, id int64) error {
+	for {
+		line, err := rd.ReadBytes('\n')
+		if err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(line, 0xff); i >= 0 {
+			r := gjson.ParseBytes(line[i+1:])
+			if v := r.Get("return"); v.Type == gjson.Number && v.Int() == id {
+				return nil
+			}
+			continue
+		}
+		// An agent that refuses the sync itself answers without a sentinel.
+		if e := gjson.GetBytes(line, "error"); e.Exists() && strings.Contains(e.Get("desc").String(), qgaSyncCommand) {
+			return &AgentError{Command: qgaSyncCommand, Class: e.Get("class").String(), Desc: e.Get("desc").String()}
+		}
+	}
+}
+
+// qgaReadReply reads the command's reply line.
+func qgaReadReply(rd *bufio.Reader, command string) (gjson.Result, error) {
+	for {
+		line, err := rd.ReadBytes('\n')
+		if err != nil {
+			return gjson.Result{}, err
+		}
+		line = bytes.TrimSpace(bytes.Trim(line, "\xff"))
+		if len(line) == 0 {
+			continue
+		}
+		if !gjson.ValidBytes(line) {
+			return gjson.Result{}, fmt.Errorf("malformed reply %q", qgaClip(line))
+		}
+		r := gjson.ParseBytes(line)
+		if e := r.Get("error"); e.Exists() {
+			return gjson.Result{}, &AgentError{Command: command, Class: e.Get("class").String(), Desc: e.Get("desc").String()}
+		}
+		ret := r.Get("return")
+		if !ret.Exists() {
+			return gjson.Result{}, fmt.Errorf("reply without return: %q", qgaClip(line))
+		}
+		return ret, nil
+	}
+}
+
+func qgaClip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}
+
+// Ping checks that the agent answers (guest-ping).
+func (a Agent) Ping(ctx context.Context) error {
+	_, err := a.Call(ctx, "guest-ping", nil)
+	return err
+}
+
+// Exec starts a program in the guest (guest-exec) with its output captured
+// and returns the guest's pid. path is looked up on the agent's PATH. stdin,
+// when not nil, is the program's whole standard input.
+func (a Agent) Exec(ctx context.Context, path string, args []string, stdin []byte) (int, error) {
+	req := map[string]any{"path": path, "capture-output": true}
+	if args != nil {
+		req["arg"] = args
+	}
+	if stdin != nil {
+		req["input-data"] = base64.StdEncoding.EncodeToString(stdin)
+	}
+	ret, err := a.Call(ctx, "guest-exec", req)
+	if err != nil {
+		return 0, err
+	}
+	pid := ret.Get("pid")
+	if pid.Type != gjson.Number {
+		return 0, fmt.Errorf("guest agent at %s: guest-exec returned no pid: %s", a.Path, ret.Raw)
+	}
+	return int(pid.Int()), nil
+}
+
+// ExecStatus is guest-exec-status's answer. Until Exited, the other fields
+// are empty. qemu-ga keeps at most 16 MiB of each stream (then *Truncated).
+type ExecStatus struct {
+	Exited          bool
+	ExitCode        int // meaningful when Signal == 0
+	Signal          int // the signal that ended the program, 0 if none
+	Stdout, Stderr  []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+}
+
+// OK reports a program that exited with status 0.
+func (s ExecStatus) OK() bool { return s.Exited && s.Signal == 0 && s.ExitCode == 0 }
+
+// ExecStatus asks whether the guest program pid has exited. Once it has, the
+// agent forgets the pid: the answer with Exited comes only once.
+func (a Agent) ExecStatus(ctx context.Context, pid int) (ExecStatus, error) {
+	ret, err := a.Call(ctx, "guest-exec-status", map[string]any{"pid": pid})
+	if err != nil {
+		return ExecStatus{}, err
+	}
+	return parseExecStatus(ret)
+}
+
+func parseExecStatus(ret gjson.Result) (ExecStatus, error) {
+	s := ExecStatus{
+		Exited:          ret.Get("exited").Bool(),
+		ExitCode:        int(ret.Get("exitcode").Int()),
+		Signal:          int(ret.Get("signal").Int()),
+		StdoutTruncated: ret.Get("out-truncated").Bool(),
+		StderrTruncated: ret.Get("err-truncated").Bool(),
+	}
+	var err error
+	if s.Stdout, err = qgaBase64(ret, "out-data"); err != nil {
+		return s, err
+	}
+	s.Stderr, err = qgaBase64(ret, "err-data")
+	return s, err
+}
+
+func qgaBase64(ret gjson.Result, key string) ([]byte, error) {
+	v := ret.Get(key)
+	if !v.Exists() {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(v.String())
+	if err != nil {
+		return nil, fmt.Errorf("guest agent: %s is not base64: %w", key, err)
+	}
+	return b, nil
+}
+
+// Run runs a program in the guest and polls every pollEvery (0 means 100 ms)
+// until it exits or ctx ends. A program that exits with a non-zero status is
+// not an error: check ExecStatus.OK.
+func (a Agent) Run(ctx context.Context, path string, args []string, stdin []byte, pollEvery time.Duration) (ExecStatus, error) {
+	if pollEvery <= 0 {
+		pollEvery = 100 * time.Millisecond
+	}
+	pid, err := a.Exec(ctx, path, args, stdin)
+	if err != nil {
+		return ExecStatus{}, err
+	}
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		st, err := a.ExecStatus(ctx, pid)
+		if err != nil {
+			if d, ok := ctx.Deadline(); ctx.Err() == nil && (!ok || time.Now().Before(d)) {
+				return st, fmt.Errorf("%s (guest pid %d): %w", path, pid, err)
+			}
+			// The deadline cut the poll short: report the program, not the poll.
+			<-ctx.Done()
+		} else if st.Exited {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("guest agent at %s: %s (guest pid %d) still running: %w", a.Path, path, pid, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// FstrimResult is guest-fstrim's answer for one mounted filesystem.
+type FstrimResult struct {
+	Path    string
+	Trimmed int64  // bytes the guest filesystem reports trimmed
+	Minimum int64  // the minimum extent size used, bytes
+	Error   string // set when trimming this filesystem failed
+}
+
+// Fstrim trims every mounted filesystem in the guest (guest-fstrim).
+// minimum is the smallest free extent to discard, in bytes (0: all).
+// It can take minutes on big filesystems: give ctx a deadline that allows it.
+// Trimmed is the guest filesystem's own figure; it does not prove that
+// anything reached the storage.
+func (a Agent) Fstrim(ctx context.Context, minimum int64) ([]FstrimResult, error) {
+	var args any
+	if minimum > 0 {
+		args = map[string]any{"minimum": minimum}
+	}
+	ret, err := a.Call(ctx, "guest-fstrim", args)
+	if err != nil {
+		return nil, err
+	}
+	return parseFstrim(ret), nil
+}
+
+func parseFstrim(ret gjson.Result) []FstrimResult {
+	var out []FstrimResult
+	for _, p := range ret.Get("paths").Array() {
+		out = append(out, FstrimResult{
+			Path:    p.Get("path").String(),
+			Trimmed: p.Get("trimmed").Int(),
+			Minimum: p.Get("minimum").Int(),
+			Error:   p.Get("error").String(),
+		})
+	}
+	return out
+}
+
+// GuestFilesystem is one mounted filesystem from guest-get-fsinfo.
+type GuestFilesystem struct {
+	Name       string // kernel name of the device, e.g. "sda"
+	Mountpoint string
+	Type       string // e.g. "ext4"
+	UsedBytes  int64  // -1 when the agent did not say (before QEMU 3.0)
+	TotalBytes int64  // -1 when the agent did not say
+	Disks      []GuestDisk
+}
+
+// GuestDisk is one disk below a guest filesystem.
+type GuestDisk struct {
+	BusType string // "scsi", "virtio", "sata", ...
+	Bus     int
+	Target  int
+	Unit    int
+	Serial  string // the disk's serial as the guest sees it, if any
+	Dev     string // e.g. /dev/sda
+	PCI     string // controller address, domain:bus:slot.function
+}
+
+// FsInfo lists the guest's mounted filesystems (guest-get-fsinfo).
+func (a Agent) FsInfo(ctx context.Context) ([]GuestFilesystem, error) {
+	ret, err := a.Call(ctx, "guest-get-fsinfo", nil)
+	if err != nil {
+		return nil, err
+	}
+	return parseFsInfo(ret), nil
+}
+
+func parseFsInfo(ret gjson.Result) []GuestFilesystem {
+	var out []GuestFilesystem
+	for _, f := range ret.Array() {
+		fs := GuestFilesystem{
+			Name:       f.Get("name").String(),
+			Mountpoint: f.Get("mountpoint").String(),
+			Type:       f.Get("type").String(),
+			UsedBytes:  -1,
+			TotalBytes: -1,
+		}
+		if v := f.Get("used-bytes"); v.Exists() {
+			fs.UsedBytes = v.Int()
+		}
+		if v := f.Get("total-bytes"); v.Exists() {
+			fs.TotalBytes = v.Int()
+		}
+		for _, d := range f.Get("disk").Array() {
+			pci := d.Get("pci-controller")
+			gd := GuestDisk{
+				BusType: d.Get("bus-type").String(),
+				Bus:     int(d.Get("bus").Int()),
+				Target:  int(d.Get("target").Int()),
+				Unit:    int(d.Get("unit").Int()),
+				Serial:  d.Get("serial").String(),
+				Dev:     d.Get("dev").String(),
+			}
+			if pci.Exists() {
+				gd.PCI = fmt.Sprintf("%04x:%02x:%02x.%x", pci.Get("domain").Int(), pci.Get("bus").Int(),
+					pci.Get("slot").Int(), pci.Get("function").Int())
+			}
+			fs.Disks = append(fs.Disks, gd)
+		}
+		out = append(out, fs)
+	}
+	return out
+}
