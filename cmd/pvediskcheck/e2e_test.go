@@ -183,3 +183,114 @@ func TestE2EFlushFiveModes(t *testing.T) {
 		}
 	})
 }
+
+// skipOnAlternateQEMU keeps the 7.2-only guest scenarios out of the QEMU 11.1
+// run (guests boot ~30 s slower there; the flush scenario covers 11.1).
+func skipOnAlternateQEMU(t *testing.T) {
+	if os.Getenv("PVEDISKCHECK_QEMU") != "" && os.Getenv("PVEDISKCHECK_E2E_ALL") == "" {
+		t.Skip("guest scenario runs on the host QEMU only (set PVEDISKCHECK_E2E_ALL=1 to run it on " + os.Getenv("PVEDISKCHECK_QEMU") + ")")
+	}
+}
+
+// TestE2ELab370 (issue 4, scenarios 1 and 3): Lab 37's VM 370 with a real
+// guest: the disk names the guest sees, cache and check on the running VM,
+// then a limit applied live while fio runs in the guest, with fio's own
+// figure and `limit --verify` compared.
+func TestE2ELab370(t *testing.T) {
+	skipOnAlternateQEMU(t)
+	fakenode.RequireQEMU(t)
+	n := fakenode.NewT(t)
+	lab370(t, n, "agent: 1\n")
+	g := bootGuest(t, n, 370, e2e.GuestQEMU(t))
+
+	t.Run("layout", func(t *testing.T) {
+		// SCSI disks carry device_id drive-scsiN (by-id scsi-0QEMU_QEMU_HARDDISK_drive-scsiN).
+		d0, d1 := g.scsiDev(t, "scsi0"), g.scsiDev(t, "scsi1")
+		if d0 == d1 {
+			t.Fatalf("scsi0 and scsi1 both %s", d0)
+		}
+		// virtio-blk: no serial unless serial= is set, so no by-id link.
+		vd := g.sh(t, `for d in /sys/block/vd*; do echo "${d##*/} serial=[$(cat $d/serial 2>/dev/null)]"; done`)
+		if !strings.Contains(vd, "vda serial=[]") {
+			t.Errorf("virtio disks: %q", vd)
+		}
+		// SATA: QEMU's default serial QM%05d (by-id ata-QEMU_HARDDISK_QM000NN).
+		ata := g.sh(t, `for d in /sys/block/sd*; do [ -e $d/device/vpd_pg80 ] || continue; v=$(cat $d/device/vendor); echo "${d##*/} $v $(tr -dc 'A-Za-z0-9_' < $d/device/vpd_pg80)"; done`)
+		if !strings.Contains(ata, "ATA") || !strings.Contains(ata, "QM000") {
+			t.Errorf("no ATA disk with a QM000NN serial: %q", ata)
+		}
+		t.Logf("guest disks: scsi0=%s scsi1=%s; %s; %s", d0, d1, strings.TrimSpace(vd), strings.TrimSpace(ata))
+		var out cacheJSON
+		if _, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
+			t.Fatalf("cache exit %d", code)
+		}
+		for _, d := range out.Disks {
+			if *d.Cache.Effective != "none" || d.Cache.GuestWriteCache == nil || !*d.Cache.GuestWriteCache || len(d.Drift) > 0 {
+				t.Errorf("%s: %+v drift %v", d.ID, d.Cache, d.Drift)
+			}
+		}
+		var chk checkJSON
+		runJSON(t, n, &chk, "check", "370")
+		f := findingsByCode(chk.VMs[0])
+		if len(f["drift"]) != 0 || len(f["emulated-controller"]) != 1 || f["emulated-controller"][0].Disk != "sata1" {
+			t.Errorf("check: %+v", chk.VMs[0].Findings)
+		}
+	})
+
+	t.Run("limit-with-fio", func(t *testing.T) {
+		dev := g.scsiDev(t, "scsi1")
+		if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500"); code != 0 {
+			t.Fatalf("limit apply: exit %d %s", code, errs)
+		}
+		for _, tc := range []struct {
+			name, fio, limit string
+			want             float64
+		}{
+			{"write-1M-qd8", "--rw=write --bs=1M --iodepth=8", "mbps_wr", 20},
+			{"randread-4k-qd32", "--rw=randread --bs=4k --iodepth=32", "iops_rd", 500},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var out limitJSON
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Second)
+					runJSON(t, n, &out, "limit", "370", "scsi1", "--verify", "--for", "12s")
+				}()
+				res := g.sh(t, "fio --name=l --filename="+dev+" "+tc.fio+" --size=200M --direct=1 --ioengine=libaio --runtime=16 --time_based --ramp_time=2 --output-format=json")
+				wg.Wait()
+				var fioFig float64
+				if tc.limit == "mbps_wr" {
+					fioFig = gjsonFloat(res, "jobs.0.write.bw") / 1024 // KiB/s -> MiB/s
+				} else {
+					fioFig = gjsonFloat(res, "jobs.0.read.iops")
+				}
+				if out.Verify == nil {
+					t.Fatalf("no verify section: %+v", out)
+				}
+				var v *limitVerdictJSON
+				for i := range out.Verify.Verdicts {
+					if out.Verify.Verdicts[i].Limit == tc.limit {
+						v = &out.Verify.Verdicts[i]
+					}
+				}
+				if v == nil {
+					t.Fatalf("no verdict for %s: %+v", tc.limit, out.Verify.Verdicts)
+				}
+				t.Logf("%s: fio %.1f, limit --verify %.1f (%s), limit %.0f", tc.name, fioFig, v.Measured, v.Verdict, tc.want)
+				if v.Verdict != "holds" {
+					t.Errorf("verdict %s: %s", v.Verdict, v.Reason)
+				}
+				for what, x := range map[string]float64{"fio": fioFig, "verify": v.Measured} {
+					if x < tc.want*0.95 || x > tc.want*1.05 {
+						t.Errorf("%s measured %.2f, not within 5%% of %.0f", what, x, tc.want)
+					}
+				}
+				if d := (v.Measured - fioFig) / fioFig; d > 0.05 || d < -0.05 {
+					t.Errorf("fio %.2f and limit --verify %.2f differ by %.1f%%", fioFig, v.Measured, d*100)
+				}
+			})
+		}
+	})
+}
