@@ -257,3 +257,31 @@ func TestCheckThinOvercommit(t *testing.T) {
 		t.Errorf("with lvs failing: %+v %v", out.VMs[0].Findings, out.VMs[0].Notes)
 	}
 }
+
+// TestCheckNextStart: `qm showcmd` (the double generates it from the config
+// with [PENDING] applied, as qemu-server does) against the running VM.
+func TestCheckNextStart(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	lab370(t, n, "")
+	n.MustStart(t, 370, fakenode.ArgvOptions{})
+	b, _ := os.ReadFile(n.Paths.VMConfig(370))
+	os.WriteFile(n.Paths.VMConfig(370), append(b, []byte("\n[PENDING]\nscsi1: local-lvm:vm-370-disk-1,iothread=1,cache=unsafe,aio=threads,size=256M\n")...), 0o644)
+	var out checkJSON
+	runJSON(t, n, &out, "check", "370", "--next-start")
+	var msgs []string
+	for _, f := range findingsByCode(out.VMs[0])["pending-restart"] {
+		msgs = append(msgs, f.Message)
+	}
+	joined := strings.Join(msgs, "\n")
+	for _, want := range []string{"cache_no_flush: now false, next start true", "aio: now io_uring, next start threads", "cache_direct: now true, next start false"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("missing %q in:\n%s\nnotes %v", want, joined, out.VMs[0].Notes)
+		}
+	}
+	for _, d := range out.VMs[0].Disks {
+		if d.ID == "scsi1" && (d.NextStart == nil || !d.NextStart.CacheNoFlush) {
+			t.Errorf("scsi1 next_start %+v", d.NextStart)
+		}
+	}
+}

@@ -64,8 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
+	if len(args) >= 2 && args[0] == "showcmd" {
+		return showcmd(r, args[1:], stdout, stderr)
+	}
 	if len(args) < 2 || args[0] != "set" {
-		fmt.Fprintln(stderr, "qm (test double): only 'qm set VMID --KEY VALUE...' is implemented")
+		fmt.Fprintln(stderr, "qm (test double): only 'qm set VMID --KEY VALUE...' and 'qm showcmd VMID [--pretty]' are implemented")
 		return 255
 	}
 	vmid, err := strconv.Atoi(args[1])
