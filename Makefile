@@ -10,7 +10,7 @@ BIN     := bin/pvediskcheck
 SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
 export SOURCE_DATE_EPOCH
 
-.PHONY: bench all build test test-host test-qemu11 lint demo install clean help deps qemu11
+.PHONY: e2e bench all build test test-host test-qemu11 lint demo install clean help deps qemu11
 .PHONY: man completion vendor deb deb-test
 
 all: build
@@ -20,6 +20,7 @@ help:
 	@echo "test     install test dependencies when missing, then run every test"
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet + gofmt check"
+	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"
 	@echo "qemu11   build (once) the cached Debian trixie chroot with QEMU 11.1.3 for the tests"
 	@echo "install  install into DESTDIR/PREFIX"
 	@echo "man      generate bin/man/pvediskcheck.8 from the --help text"
@@ -48,6 +49,11 @@ QEMU_PKGS := ./cmd/... ./internal/...
 test-qemu11:
 	@echo "== real-QEMU integration suite, QEMU 11.1: $$(scripts/qemu-11.1 --version | head -n1)"
 	PVEDISKCHECK_QEMU=$(CURDIR)/scripts/qemu-11.1 $(GO) test -count=1 -timeout 40m $(QEMU_PKGS)
+
+# e2e runs only the end-to-end tier: a real Linux guest built from Debian
+# packages (scripts/build-guest.sh, cached) with Proxmox's disk layouts.
+e2e: deps build
+	$(GO) test -count=1 -timeout 20m -run 'E2E' -v ./cmd/... ./internal/e2e/...
 
 # bench prints the speed targets measured side by side in one run (README "Speed").
 bench: deps build
