@@ -53,7 +53,7 @@ test-qemu11:
 # e2e runs only the end-to-end tier: a real Linux guest built from Debian
 # packages (scripts/build-guest.sh, cached) with Proxmox's disk layouts.
 e2e: deps build
-	$(GO) test -count=1 -timeout 20m -run 'E2E' -v ./cmd/... ./internal/e2e/...
+	$(GO) test -count=1 -timeout 20m -run 'E2E|GuestSmoke' -v ./cmd/... ./internal/e2e/...
 
 # bench prints the speed targets measured side by side in one run (README "Speed").
 bench: deps build
