@@ -81,17 +81,11 @@ serve_pid=$SERVE_PID
 read -r -t 120 -u "${SERVE[0]}" noderoot || fail "the harness did not start VM 370"
 echo "deb-test: VM 370 running under $noderoot"
 set +e
-# --json is a global option: it goes before the command.
-"$bin" --root "$noderoot" --json cache 370 >"$work/cache.json" 2>"$work/cache.err"
+"$bin" --root "$noderoot" cache 370 --json >"$work/cache.json" 2>"$work/cache.err"
 rc=$?
 set -e
-[ "$rc" -eq 0 ] || { cat "$work/cache.json" "$work/cache.err"; fail "--json cache 370 exited $rc"; }
+[ "$rc" -eq 0 ] || { cat "$work/cache.json" "$work/cache.err"; fail "cache 370 --json exited $rc"; }
 "$work/demo" check-cache <"$work/cache.json" || { cat "$work/cache.json"; fail "unexpected cache --json"; }
-# The spelling cache's own --help shows (--json after the command): reported,
-# not failed, until the CLI accepts global options there.
-if ! "$bin" --root "$noderoot" cache 370 --json >/dev/null 2>"$work/cache.err"; then
-	echo "deb-test: note: 'pvediskcheck cache 370 --json' is refused ($(head -n1 "$work/cache.err")); '--json cache 370' works"
-fi
 
 # --- stop the VM -----------------------------------------------------------------
 exec {SERVE[1]}>&-

@@ -26,6 +26,8 @@ func genManCommand() *cli.Command {
 				Date:    buildDate(),
 				Manual:  "System Administration",
 				SeeAlso: []string{"qm(1)", "pvesm(1)", "lvs(8)", "qemu-system-x86_64(1)"},
+				// args.go moves global options written after the command.
+				GlobalOptions: "Global options may be given before or after the command: pvediskcheck --json cache 370 and pvediskcheck cache 370 --json are the same.",
 			})
 		},
 	}
@@ -37,7 +39,7 @@ func genBashCompletionCommand() *cli.Command {
 		Usage:  "write the bash completion script to stdout",
 		Hidden: true,
 		Action: func(c *cli.Context) error {
-			return clidoc.Bash(c.App.Writer, c.App, clidoc.BashOptions{RootFlag: "root", RootEnv: "PVEDISKCHECK_ROOT"})
+			return clidoc.Bash(c.App.Writer, c.App, clidoc.BashOptions{RootFlag: "root", RootEnv: "PVEDISKCHECK_ROOT", GlobalAfterCommand: true})
 		},
 	}
 }

@@ -190,6 +190,8 @@ func TestBashCompletion(t *testing.T) {
 		{"pvediskcheck --root " + root + " --json cache 370 ", []string{"scsi0", "scsi1", "virtio1", "sata1"}, []string{"scsi7", "net0"}},
 		{"pvediskcheck --root " + root + " cache --verify 370 scsi1 s", []string{"scsi0", "sata1"}, []string{"virtio1"}},
 		{"pvediskcheck cache --v", []string{"--verify"}, []string{"--json"}},
+		{"pvediskcheck cache 370 --j", []string{"--json"}, nil}, // global options may follow the command
+		{"pvediskcheck --root " + root + " cache 370 --root " + root[:len(root)-1], []string{root}, nil},
 	}
 	// Commands whose arguments are storage IDs complete them from storage.cfg.
 	for _, c := range newApp(nil, nil).Commands {

@@ -11,6 +11,9 @@ import (
 
 // BashOptions say how positional arguments are completed.
 type BashOptions struct {
+	// GlobalAfterCommand: the program also accepts global options after the
+	// command (urfave/cli itself does not; pvediskcheck moves them).
+	GlobalAfterCommand bool
 	// RootFlag names the global flag (and RootEnv its variable) that moves the
 	// node's filesystem root; VMIDs and disks are read below it.
 	RootFlag string
@@ -19,13 +22,13 @@ type BashOptions struct {
 
 // Bash writes a static bash completion script for app: command and
 // subcommand names, each command's own flags (global flags only before the
-// command, as urfave/cli parses them), directories for --root/--proc/--sys
+// command, unless GlobalAfterCommand), directories for --root/--proc/--sys
 // style flags whose name says so, and for arguments named VMID and DISK in
 // ArgsUsage the VMIDs of ROOT/etc/pve/qemu-server/*.conf and the disk keys
 // of that VM's config, and for STORAGE the storage IDs of storage.cfg. It needs nothing but bash at completion time and does
 // not run the program.
 func Bash(w io.Writer, app *cli.App, o BashOptions) error {
-	d := bashData{Name: app.Name, Func: "_" + strings.NewReplacer("-", "_", ".", "_").Replace(app.Name), RootFlag: o.RootFlag, RootEnv: o.RootEnv}
+	d := bashData{Name: app.Name, Func: "_" + strings.NewReplacer("-", "_", ".", "_").Replace(app.Name), RootFlag: o.RootFlag, RootEnv: o.RootEnv, GlobalAfter: o.GlobalAfterCommand}
 	d.GlobalFlags, d.GlobalValueFlags, d.GlobalDirFlags = flagWords(app.VisibleFlags())
 	for _, c := range visibleCommands(app.Commands, nil) {
 		bc := bashCommand{Path: strings.Join(c.path, " ")}
@@ -51,6 +54,7 @@ func Bash(w io.Writer, app *cli.App, o BashOptions) error {
 type bashData struct {
 	Name, Func        string
 	RootFlag, RootEnv string
+	GlobalAfter       bool
 	GlobalFlags       string
 	GlobalValueFlags  string // flags whose next word is their value
 	GlobalDirFlags    string // value flags completed with directories
@@ -246,6 +250,11 @@ var bashTemplate = template.Must(template.New("bash").Funcs(template.FuncMap{
 {{- end}}
     *) return ;;
     esac
+{{- if .GlobalAfter}}
+    flags="$flags $global_flags"
+    value_flags="$value_flags$global_value_flags"
+    dir_flags="$dir_flags$global_dir_flags"
+{{- end}}
 
     if [[ $dir_flags == *" $prev "* ]]; then
         COMPREPLY=($(compgen -d -- "$cur"))

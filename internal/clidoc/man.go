@@ -20,6 +20,9 @@ type ManOptions struct {
 	Date    time.Time // the page's date; from SOURCE_DATE_EPOCH for reproducible builds
 	Manual  string    // centre header, e.g. "System Administration"
 	SeeAlso []string  // e.g. "qm(1)"
+	// GlobalOptions is the sentence that opens GLOBAL OPTIONS; default:
+	// "Global options go before the command name." (urfave/cli's rule).
+	GlobalOptions string
 }
 
 // Man writes app's manual page in man(7) roff: NAME, SYNOPSIS, DESCRIPTION
@@ -54,7 +57,11 @@ func Man(w io.Writer, app *cli.App, o ManOptions) error {
 
 	if groups := flagGroups(app.VisibleFlagCategories(), app.VisibleFlags()); len(groups) > 0 {
 		r.sh("GLOBAL OPTIONS")
-		r.line("Global options go before the command name.")
+		note := o.GlobalOptions
+		if note == "" {
+			note = "Global options go before the command name."
+		}
+		r.line(escape(note))
 		for _, g := range groups {
 			if g.name != "" {
 				r.ss(g.name)
