@@ -56,13 +56,24 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Name:    "pvediskcheck",
 		Usage:   "what a Proxmox VE VM's disks really run with, proven by measurement",
 		Version: version,
-		Description: `pvediskcheck reads a VM's config, the running QEMU's command line, its QMP and
-guest agent sockets, lvs/pvesm/qm and host counters, and answers from the node:
-which cache mode each disk really runs with, whether flushes are honoured, whether
-trimmed space went back to the thin pool, whether I/O limits hold.
+		Description: `pvediskcheck answers from the node, for one VM or all of them: which cache mode
+each disk really runs with (cache), which settings will fail at the next start, are
+silently ignored or differ from what runs (check), whether the guest's flushes are
+honoured (flush), whether space the guest trims goes back to the storage (discard),
+whether I/O limits hold (limit), how full and overcommitted thin pools are (thin), and
+how far fio results can be trusted (fio).
 
-Nothing is changed on a VM unless the command's job is to change it (limit with
-values, discard --trim, flush --trigger); every such command says what it changed.
+It reads the VM config, the running QEMU's command line, its QMP and guest agent
+sockets (one short exchange at a time: Proxmox's daemons share them), lvs/qm, and host
+counters. No API token is needed. Nothing is changed on a VM unless the command's job
+is to change it (limit with values, discard --trim, flush --trigger), and such a
+command says what it changed. JSON schemas: /usr/share/doc/pvediskcheck/README.md.gz.
+
+EXAMPLES
+   pvediskcheck cache 370
+   pvediskcheck check --all
+   pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
+   pvediskcheck flush 370 --trigger
 
 ` + exitCodesHelp,
 		Writer:               stdout,

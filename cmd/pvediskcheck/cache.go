@@ -38,7 +38,8 @@ EXAMPLES
    pvediskcheck cache 370 scsi1 --json
 
 ` + exitCodesHelp + `
-   A stopped VM prints its configured values and exits 3.`,
+   A stopped VM prints its configured values and exits 3; with --verify, a disk
+   whose flushes are ignored makes the exit code 1.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (writeback/unsafe disks; takes --for)"},
 			&cli.DurationFlag{Name: "for", Value: flushDefaultWindow, Usage: "measurement window for --verify"},

@@ -26,14 +26,22 @@ func fioCommand() *cli.Command {
 	wide := &cli.BoolFlag{Name: "wide", Usage: "add min-max and the coefficient of variation to every table cell"}
 	return &cli.Command{
 		Name:  "fio",
-		Usage: "summarise fio JSON results with their run-to-run spread, and compare two configurations",
+		Usage: "summarise and compare fio results with their run-to-run spread, or print Lab 19's job set",
 		Description: `Reads the files fio writes with --output-format=json (or json+), such as the
 ones Lab 19's bench.sh leaves in ~/res, and says how much each number can be
 trusted: the spread between repeated runs, and the benchmark pitfalls that make
 a number describe a cache instead of the disk.
 
 Changes nothing: it only reads the files named and, for the cache check,
-PROC/meminfo.`,
+PROC/meminfo.
+
+EXAMPLES
+   pvediskcheck fio summary ~/res
+   pvediskcheck fio compare --dir ~/res native io_uring
+   pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
+
+EXIT CODES
+   see each subcommand ('pvediskcheck fio summary --help').`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "summary",
@@ -161,7 +169,9 @@ EXAMPLES
    pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
    pvediskcheck fio jobs --label local-zfs --runs 5 --runtime 60 /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1
 
-` + exitCodesHelp,
+EXIT CODES
+   0  printed the job file
+   2  bad input (not a /dev/disk/by-id/ path, a bad flag)`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},

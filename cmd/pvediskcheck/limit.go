@@ -68,7 +68,7 @@ func limitCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "limit",
 		Usage:     "show the I/O limits a disk runs with, set them live, and prove them by measurement",
-		ArgsUsage: "VMID [DISK] [--mbps-wr N --iops-rd N ...] [--clear] [--persist] [--dry-run] [--verify [--for D]]",
+		ArgsUsage: "VMID [DISK]",
 		Description: `Show (no limit flags): for each disk, the limits in the config (Proxmox keys:
 mbps* in MiB/s, iops* in ops/s, *_max bursts, *_max_length in seconds) and the
 limits the running QEMU applies right now (throttle group throttle-drive-DISK
