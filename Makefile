@@ -38,7 +38,7 @@ deps:
 
 # test runs every test on the host's QEMU (Debian 12: 7.2), then the
 # real-QEMU integration suite again on QEMU 11.1.3 (the labs' version).
-test: deps build qemu11 test-host test-qemu11
+test: deps build qemu11 test-host test-qemu11 deb-test
 
 test-host:
 	@echo "== all tests, host QEMU: $$(qemu-system-x86_64 --version | head -n1)"
