@@ -716,7 +716,7 @@ func printDiscard(e *env, out discardJSON) {
 				fmt.Fprintf(e.out, "  volume            not measurable: %s\n", d.Allocation.Unmeasured)
 			}
 			if r.PoolReturnedBytes != nil {
-				fmt.Fprintf(e.out, "  pool %-12s %s -> %s (returned %s)\n", d.Allocation.Pool.Name, human(*r.PoolBeforeBytes), human(*r.PoolAfterBytes), human(*r.PoolReturnedBytes))
+				fmt.Fprintf(e.out, "  pool              %s -> %s allocated (returned %s, %s, all its volumes)\n", human(*r.PoolBeforeBytes), human(*r.PoolAfterBytes), human(*r.PoolReturnedBytes), d.Allocation.Pool.Name)
 			}
 			for _, rs := range r.Reasons {
 				fmt.Fprintf(e.out, "  - %s\n", rs.Text)

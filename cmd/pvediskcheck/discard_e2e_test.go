@@ -149,6 +149,15 @@ func TestDiscardGuestE2E(t *testing.T) {
 	}
 	human, _, _ := runCLI(t, "--root", n.Root, "discard", "370", "scsi1", "scsi2")
 	t.Logf("human output after the trim (status):\n%s", human)
+	if dir := os.Getenv("PVEDISKCHECK_E2E_DUMP"); dir != "" {
+		// The README's example: another 64 MiB written and removed on every
+		// disk, then the human report of a trim.
+		if _, err := e2e.Sh(ctx, agent, "set -e; for m in /mnt/s1 /mnt/s2 /mnt/a1 /mnt/v1; do yes pvediskcheck | dd of=$m/f bs=1M count=64 iflag=fullblock 2>/dev/null; done; sync; rm /mnt/*/f; sync; sleep 1; sync"); err != nil {
+			t.Fatal(err)
+		}
+		stdout, _, code := runCLI(t, "--root", n.Root, "discard", "370", "--trim")
+		_ = os.WriteFile(filepath.Join(dir, "e2e-trim-human.txt"), []byte(sf("$ pvediskcheck discard 370 --trim\n%s[exit %d]\n", stdout, code)), 0o644)
+	}
 
 	// Lab 37: a second trim right away trims nothing on ext4.
 	var again discardJSON

@@ -23,7 +23,8 @@ const discardVolSize = 64 << 20
 // and writes 8 MiB of non-zero data at the start of every disk.
 // With agent, QEMU gets Proxmox's guest agent channel (a virtio-serial port
 // on /var/run/qemu-server/380.qga) but there is no guest to answer on it.
-func discardVM380(t *testing.T, extra string, agent bool) (*fakenode.Node, *fakenode.VM, map[string]string) {
+// legacy starts it with the -drive generation (machine < 10.0).
+func discardVM380(t *testing.T, extra string, agent, legacy bool) (*fakenode.Node, *fakenode.VM, map[string]string) {
 	t.Helper()
 	n := fakenode.NewT(t)
 	n.UseDoubles(t)
@@ -39,7 +40,7 @@ func discardVM380(t *testing.T, extra string, agent bool) (*fakenode.Node, *fake
 	if err := n.WriteConfig(380, cfg.String()); err != nil {
 		t.Fatal(err)
 	}
-	var o fakenode.ArgvOptions
+	o := fakenode.ArgvOptions{Legacy: legacy, Blockdev: !legacy}
 	if agent {
 		o.Extra = []string{"-chardev", "socket,path=" + n.Paths.QGASocket(380) + ",server=on,wait=off,id=qga0",
 			"-device", "virtio-serial,id=qga0-bus", "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0"}
@@ -68,99 +69,103 @@ func hasAioDiscard(t *testing.T) bool {
 // 4 MiB on every disk during the window, and checks the allocation drop on
 // discard=on disks only, the protocol node counters, and the verdicts.
 func TestDiscardWaitVerdicts(t *testing.T) {
-	t.Run(qemuName(t), func(t *testing.T) {
-		n, vm, vols := discardVM380(t, "", false)
-		aio := hasAioDiscard(t)
-		before := map[string]int64{}
-		for id, vol := range vols {
-			before[id] = fakenode.MustAllocated(t, n.ThinVolumeFile(vol))
-		}
-		var wg sync.WaitGroup
-		wg.Add(1)
-		var ioErr error
-		go func() {
-			defer wg.Done()
-			time.Sleep(1500 * time.Millisecond) // inside the window, after the first snapshot
-			for _, d := range discardDisks380 {
-				cmd := "discard 0 4M"
-				if aio {
-					cmd = "aio_discard 0 4M"
-				}
-				if err := vm.QemuIO(d.id, cmd); err != nil {
-					ioErr = err
-					return
-				}
-			}
-		}()
-		start := time.Now()
-		var out discardJSON
-		errs, code := runJSON(t, n, &out, "discard", "380", "--wait", "4s")
-		took := time.Since(start)
-		wg.Wait()
-		if ioErr != nil {
-			t.Fatal(ioErr)
-		}
-		if code != exitProblem {
-			t.Errorf("exit %d, want 1 (discard=ignore disks on thin storage): %s", code, errs)
-		}
-		t.Logf("discard --wait 4s took %s", took.Round(10*time.Millisecond))
-		if out.Mode != "wait" || len(out.Disks) != 6 {
-			t.Fatalf("mode %s, %d disks", out.Mode, len(out.Disks))
-		}
-		for _, d := range out.Disks {
-			r := d.Result
-			after := fakenode.MustAllocated(t, n.ThinVolumeFile(vols[d.ID]))
-			t.Logf("%-8s discard=%-6s file %d -> %d; tool: %v -> %v returned %v; qemu received %d/%d; storage ok %d/%d failed %d; %s %v",
-				d.ID, d.Discard.Configured, before[d.ID], after, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), deref(r.ReturnedBytes),
-				r.QEMUReceivedOps, r.QEMUReceivedBytes, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, codes(r.Reasons))
-			if !d.Thin || d.StorageType != "lvmthin" || d.Allocation.Method != "lvs" {
-				t.Errorf("%s: thin=%v type=%s method=%s", d.ID, d.Thin, d.StorageType, d.Allocation.Method)
-			}
-			if d.Discard.Configured == "on" {
-				if before[d.ID]-after != 4<<20 {
-					t.Errorf("%s: file allocation dropped by %d, want 4 MiB", d.ID, before[d.ID]-after)
-				}
-				if r.StorageAcceptedOps != 1 || r.StorageAcceptedBytes != 4<<20 || r.StorageFailedOps != 0 {
-					t.Errorf("%s: protocol node counters %d/%d failed %d, want 1/4 MiB/0", d.ID, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps)
-				}
-				if r.ReturnedBytes == nil || abs64(*r.ReturnedBytes-4<<20) > 2*r.ResolutionBytes {
-					t.Errorf("%s: returned %v, want 4 MiB +-%d", d.ID, deref(r.ReturnedBytes), 2*r.ResolutionBytes)
-				}
-				if r.Verdict != verdictReturned {
-					t.Errorf("%s: verdict %s %v, want returned", d.ID, r.Verdict, r.Reasons)
-				}
-			} else {
-				if before[d.ID] != after {
-					t.Errorf("%s discard=ignore: file allocation changed %d -> %d", d.ID, before[d.ID], after)
-				}
-				if r.StorageAcceptedOps != 0 || r.StorageAcceptedBytes != 0 {
-					t.Errorf("%s: protocol node counted %d/%d with discard=ignore", d.ID, r.StorageAcceptedOps, r.StorageAcceptedBytes)
-				}
-				if r.Verdict != verdictNot || !hasCode(r.Reasons, "discard-ignore") {
-					t.Errorf("%s: verdict %s %v, want not-returned with discard-ignore", d.ID, r.Verdict, codes(r.Reasons))
-				}
-				if fix := r.Reasons[0].Fix; !strings.Contains(fix, "qm set 380 --"+d.ID+" local-lvm:"+vols[d.ID]+",discard=on,size=64M") || !strings.Contains(fix, "qm reboot 380") {
-					t.Errorf("%s: fix %q", d.ID, fix)
-				}
-			}
-			// The device's unmap_* counts what qemu-io's aio_discard sent on
-			// every device, whatever QEMU then did with it; the synchronous
-			// discard (7.2) is counted nowhere at the device.
-			wantDev := int64(0)
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) { discardWaitVerdicts(t, gen == "drive") })
+	}
+}
+
+func discardWaitVerdicts(t *testing.T, legacy bool) {
+	n, vm, vols := discardVM380(t, "", false, legacy)
+	aio := hasAioDiscard(t)
+	before := map[string]int64{}
+	for id, vol := range vols {
+		before[id] = fakenode.MustAllocated(t, n.ThinVolumeFile(vol))
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var ioErr error
+	go func() {
+		defer wg.Done()
+		time.Sleep(1500 * time.Millisecond) // inside the window, after the first snapshot
+		for _, d := range discardDisks380 {
+			cmd := "discard 0 4M"
 			if aio {
-				wantDev = 4 << 20
+				cmd = "aio_discard 0 4M"
 			}
-			if r.QEMUReceivedBytes != wantDev {
-				t.Errorf("%s: device unmap_bytes delta %d, want %d", d.ID, r.QEMUReceivedBytes, wantDev)
+			if err := vm.QemuIO(d.id, cmd); err != nil {
+				ioErr = err
+				return
 			}
 		}
-	})
+	}()
+	start := time.Now()
+	var out discardJSON
+	errs, code := runJSON(t, n, &out, "discard", "380", "--wait", "4s")
+	took := time.Since(start)
+	wg.Wait()
+	if ioErr != nil {
+		t.Fatal(ioErr)
+	}
+	if code != exitProblem {
+		t.Errorf("exit %d, want 1 (discard=ignore disks on thin storage): %s", code, errs)
+	}
+	t.Logf("discard --wait 4s took %s", took.Round(10*time.Millisecond))
+	if out.Mode != "wait" || len(out.Disks) != 6 {
+		t.Fatalf("mode %s, %d disks", out.Mode, len(out.Disks))
+	}
+	for _, d := range out.Disks {
+		r := d.Result
+		after := fakenode.MustAllocated(t, n.ThinVolumeFile(vols[d.ID]))
+		t.Logf("%-8s discard=%-6s file %d -> %d; tool: %v -> %v returned %v; qemu received %d/%d; storage ok %d/%d failed %d; %s %v",
+			d.ID, d.Discard.Configured, before[d.ID], after, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), deref(r.ReturnedBytes),
+			r.QEMUReceivedOps, r.QEMUReceivedBytes, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, codes(r.Reasons))
+		if !d.Thin || d.StorageType != "lvmthin" || d.Allocation.Method != "lvs" {
+			t.Errorf("%s: thin=%v type=%s method=%s", d.ID, d.Thin, d.StorageType, d.Allocation.Method)
+		}
+		if d.Discard.Configured == "on" {
+			if before[d.ID]-after != 4<<20 {
+				t.Errorf("%s: file allocation dropped by %d, want 4 MiB", d.ID, before[d.ID]-after)
+			}
+			if r.StorageAcceptedOps != 1 || r.StorageAcceptedBytes != 4<<20 || r.StorageFailedOps != 0 {
+				t.Errorf("%s: protocol node counters %d/%d failed %d, want 1/4 MiB/0", d.ID, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps)
+			}
+			if r.ReturnedBytes == nil || abs64(*r.ReturnedBytes-4<<20) > 2*r.ResolutionBytes {
+				t.Errorf("%s: returned %v, want 4 MiB +-%d", d.ID, deref(r.ReturnedBytes), 2*r.ResolutionBytes)
+			}
+			if r.Verdict != verdictReturned {
+				t.Errorf("%s: verdict %s %v, want returned", d.ID, r.Verdict, r.Reasons)
+			}
+		} else {
+			if before[d.ID] != after {
+				t.Errorf("%s discard=ignore: file allocation changed %d -> %d", d.ID, before[d.ID], after)
+			}
+			if r.StorageAcceptedOps != 0 || r.StorageAcceptedBytes != 0 {
+				t.Errorf("%s: protocol node counted %d/%d with discard=ignore", d.ID, r.StorageAcceptedOps, r.StorageAcceptedBytes)
+			}
+			if r.Verdict != verdictNot || !hasCode(r.Reasons, "discard-ignore") {
+				t.Errorf("%s: verdict %s %v, want not-returned with discard-ignore", d.ID, r.Verdict, codes(r.Reasons))
+			}
+			if fix := r.Reasons[0].Fix; !strings.Contains(fix, "qm set 380 --"+d.ID+" local-lvm:"+vols[d.ID]+",discard=on,size=64M") || !strings.Contains(fix, "qm reboot 380") {
+				t.Errorf("%s: fix %q", d.ID, fix)
+			}
+		}
+		// The device's unmap_* counts what qemu-io's aio_discard sent on
+		// every device, whatever QEMU then did with it; the synchronous
+		// discard (7.2) is counted nowhere at the device.
+		wantDev := int64(0)
+		if aio {
+			wantDev = 4 << 20
+		}
+		if r.QEMUReceivedBytes != wantDev {
+			t.Errorf("%s: device unmap_bytes delta %d, want %d", d.ID, r.QEMUReceivedBytes, wantDev)
+		}
+	}
 }
 
 // TestDiscardStatus: the since-start counters and the standing warnings,
 // without trimming anything.
 func TestDiscardStatus(t *testing.T) {
-	n, vm, vols := discardVM380(t, "", false)
+	n, vm, vols := discardVM380(t, "", false, false)
 	vm.MustQemuIO(t, "scsi1", "discard 0 2M")
 	vm.MustQemuIO(t, "scsi2", "discard 0 2M")
 	var out discardJSON
@@ -213,7 +218,7 @@ func TestDiscardStatus(t *testing.T) {
 // non-zero or hangs, a guest agent that does not answer, a stopped VM:
 // exit 3 with a message that says what failed, and nothing trimmed.
 func TestDiscardBadInput(t *testing.T) {
-	n, _, _ := discardVM380(t, "agent: 1\n", true)
+	n, _, _ := discardVM380(t, "agent: 1\n", true, false)
 	cases := []struct {
 		name, fault string
 		args        []string

@@ -108,7 +108,8 @@ unused0: local-lvm:vm-370-disk-3
 	if code != exitProblem || !hasCode(out.Pools[0].Warnings, "pool-data-full") {
 		t.Errorf("full pool: exit %d (%s), %.2f %%, warnings %v", code, errs, *out.Pools[0].DataPercent, codes(out.Pools[0].Warnings))
 	}
-	stdout, _, _ := runCLI(t, "--root", n.Root, "thin")
+	stdout, _, code := runCLI(t, "--root", n.Root, "thin")
+	t.Logf("$ pvediskcheck thin\n%s[exit %d]", stdout, code)
 	if !strings.Contains(stdout, "overcommit 2.12x") || !strings.Contains(stdout, "unreferenced (999?)") {
 		t.Errorf("human output:\n%s", stdout)
 	}
