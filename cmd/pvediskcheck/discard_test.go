@@ -169,7 +169,9 @@ func TestDiscardStatus(t *testing.T) {
 	vm.MustQemuIO(t, "scsi1", "discard 0 2M")
 	vm.MustQemuIO(t, "scsi2", "discard 0 2M")
 	var out discardJSON
+	start := time.Now()
 	errs, code := runJSON(t, n, &out, "discard", "380")
+	t.Logf("discard 380 (status, 6 disks, one lvs run, two QMP exchanges) took %s", time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
