@@ -84,9 +84,11 @@ EXAMPLES
    pvediskcheck --json discard 370 --trim
 
 ` + exitCodesHelp + `
-   --trim/--wait: 1 when a disk's verdict is not-returned. 3 also when a tool
-   (lvs, qemu-img, zfs, rbd) times out or fails, a volume is missing from its
-   report, or the guest agent does not answer; nothing is trimmed then.`,
+   --trim/--wait: 1 when a disk's verdict is not-returned.
+   3 also when a tool (lvs, qemu-img, zfs, rbd) times out or fails, or a volume
+   is missing from its report (checked before the guest is asked to trim), when
+   the guest agent does not answer, or guest-fstrim outlasts --trim-timeout.
+   A stopped VM: the status shows the allocation without counters, exit 3.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "trim", Usage: "ask the guest to trim (guest agent guest-fstrim) and prove what came back"},
 			&cli.DurationFlag{Name: "wait", Usage: "watch for `DURATION` while fstrim runs in the guest (no guest agent needed), then prove what came back"},
