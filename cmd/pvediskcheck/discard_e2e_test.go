@@ -27,6 +27,7 @@ func TestDiscardGuestE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a guest")
 	}
+	skipOnAlternateQEMU(t)
 	n := fakenode.NewT(t)
 	n.QEMU = e2e.GuestQEMU(t)
 	kernel, initrd := e2e.GuestImage(t)
