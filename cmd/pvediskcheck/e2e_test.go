@@ -30,6 +30,12 @@ type guestVM struct {
 func bootGuest(t *testing.T, n *fakenode.Node, vmid int, qemu string) *guestVM {
 	t.Helper()
 	kernel, initrd := e2e.GuestImage(t)
+	if os.Getenv("PVEDISKCHECK_QEMU") != "" {
+		// A QEMU in a chroot (scripts/qemu-11.1) sees the host's /tmp but
+		// not the image cache: give it copies.
+		dir := t.TempDir()
+		kernel, initrd = copyInto(t, kernel, dir), copyInto(t, initrd, dir)
+	}
 	n.QEMU = qemu
 	serial := filepath.Join(t.TempDir(), "serial.log")
 	qga := n.Paths.QGASocket(vmid)
@@ -293,4 +299,17 @@ func TestE2ELab370(t *testing.T) {
 			})
 		}
 	})
+}
+
+func copyInto(t *testing.T, src, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
