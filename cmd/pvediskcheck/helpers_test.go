@@ -38,21 +38,7 @@ func runJSON(t testing.TB, n *fakenode.Node, v any, args ...string) (string, int
 // iothread), virtio1 (VirtIO Block, iothread) and sata1, on local-lvm.
 func lab370(t testing.TB, n *fakenode.Node, extra string) {
 	t.Helper()
-	for _, v := range []string{"vm-370-disk-0", "vm-370-disk-1", "vm-370-disk-2", "vm-370-disk-3"} {
-		n.MustVolume(t, "local-lvm", v, 256<<20)
-	}
-	cfg := `boot: order=scsi0
-cores: 2
-memory: 2048
-name: lab37
-ostype: l26
-scsihw: virtio-scsi-single
-scsi0: local-lvm:vm-370-disk-0,iothread=1,size=256M
-scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M
-virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M
-sata1: local-lvm:vm-370-disk-3,size=256M
-` + extra
-	if err := n.WriteConfig(370, cfg); err != nil {
+	if err := n.CreateLab370(extra); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,33 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
-// lab370Config is Lab 37's VM 370 as Proxmox stores it: a system disk plus
-// one test disk per controller, scsi1 (VirtIO SCSI single, iothread), virtio1
-// (VirtIO Block, iothread) and sata1 (SATA), all on local-lvm with the
-// default options (cache=none, aio=io_uring, discard=ignore). The disks are
-// 256 MiB here (4 GiB in the lab): sparse, so only what is written is used.
-// The same VM as cmd/pvediskcheck's tests (helpers_test.go lab370).
-const lab370Config = `boot: order=scsi0
-cores: 2
-memory: 2048
-name: lab37
-ostype: l26
-scsihw: virtio-scsi-single
-scsi0: local-lvm:vm-370-disk-0,iothread=1,size=256M
-scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M
-virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M
-sata1: local-lvm:vm-370-disk-3,size=256M
-`
-
 const (
 	labVMID     = 370
-	labDiskSize = 256 << 20
+	labDiskSize = fakenode.Lab370DiskSize
 )
 
 // lab is a fake Proxmox VE node running Lab 37's VM 370.
@@ -49,12 +30,7 @@ func (l *lab) start(dir string) error {
 		return err
 	}
 	l.node = n
-	for i := 0; i < 4; i++ {
-		if _, err := n.CreateVolume("local-lvm", fmt.Sprintf("vm-%d-disk-%d", labVMID, i), labDiskSize); err != nil {
-			return err
-		}
-	}
-	if err := n.WriteConfig(labVMID, lab370Config); err != nil {
+	if err := n.CreateLab370(""); err != nil {
 		return err
 	}
 	vm, err := n.Start(labVMID, fakenode.ArgvOptions{})
