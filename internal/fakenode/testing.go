@@ -3,6 +3,7 @@ package fakenode
 import (
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -16,7 +17,25 @@ func NewT(t testing.TB) *Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Close)
+	t.Logf("fake node %s, QEMU %s", n.Root, qemuVersionOnce())
 	return n
+}
+
+var (
+	versionOnce sync.Once
+	versionStr  string
+)
+
+// qemuVersionOnce names the QEMU under test in every test's log.
+func qemuVersionOnce() string {
+	versionOnce.Do(func() {
+		v, err := QEMUVersion(QEMUBinary())
+		if err != nil {
+			v = "unknown (" + err.Error() + ")"
+		}
+		versionStr = v + " (" + QEMUBinary() + ")"
+	})
+	return versionStr
 }
 
 // RequireQEMU fails (CI) or skips (elsewhere) when QEMU cannot run.
