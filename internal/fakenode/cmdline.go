@@ -86,15 +86,7 @@ func Argv(qemu string, cfg *qemuserver.Config, st qemuserver.Storages, o ArgvOpt
 				objects = append(objects, "-object", "iothread,id=iothread-"+key)
 			}
 		case "scsi":
-			maxdev, prefix := 7, "scsihw"
-			switch scsihw {
-			case "virtio-scsi-single":
-				maxdev, prefix = 1, "virtioscsi"
-			case "virtio-scsi-pci", "megasas":
-				maxdev = 256
-			}
-			ctrl := d.Index / maxdev
-			cid := prefix + strconv.Itoa(ctrl)
+			cid, _ := scsiController(scsihw, d.Index)
 			if !scsiCtrl[cid] {
 				scsiCtrl[cid] = true
 				typ := scsihw
@@ -222,19 +214,11 @@ func deviceLine(d *qemuserver.Drive, s qemuserver.DiskSettings, vm qemuserver.VM
 		if s.CDROM {
 			typ = "cd"
 		}
-		maxdev, prefix := 7, "scsihw"
-		switch scsihw {
-		case "virtio-scsi-single":
-			maxdev, prefix = 1, "virtioscsi"
-		case "virtio-scsi-pci", "megasas":
-			maxdev = 256
-		}
-		ctrl := d.Index / maxdev
-		unit := d.Index % maxdev
+		cid, unit := scsiController(scsihw, d.Index)
 		if scsihw == "lsi" || scsihw == "lsi53c810" || scsihw == "pvscsi" {
-			dev = fmt.Sprintf("scsi-%s,bus=%s%d.0,scsi-id=%d", typ, prefix, ctrl, unit)
+			dev = fmt.Sprintf("scsi-%s,bus=%s.0,scsi-id=%d", typ, cid, unit)
 		} else {
-			dev = fmt.Sprintf("scsi-%s,bus=%s%d.0,channel=0,scsi-id=0,lun=%d", typ, prefix, ctrl, d.Index)
+			dev = fmt.Sprintf("scsi-%s,bus=%s.0,channel=0,scsi-id=0,lun=%d", typ, cid, d.Index)
 		}
 		dev += drive + ",id=" + d.Key
 		if vm.Blockdev {
@@ -266,4 +250,17 @@ func deviceLine(d *qemuserver.Drive, s qemuserver.DiskSettings, vm qemuserver.VM
 		dev += ",write-cache=" + s.WriteCache
 	}
 	return dev
+}
+
+// scsiController is qemu-server's scsihw_infos: which controller (id) a SCSI
+// disk index sits on and its unit there.
+func scsiController(scsihw string, index int) (id string, unit int) {
+	maxdev, prefix := 7, "scsihw"
+	switch scsihw {
+	case "virtio-scsi-single":
+		maxdev, prefix = 1, "virtioscsi"
+	case "virtio-scsi-pci", "megasas":
+		maxdev = 256
+	}
+	return prefix + strconv.Itoa(index/maxdev), index % maxdev
 }
