@@ -118,7 +118,7 @@ func cacheAction(c *cli.Context) error {
 		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
 	}
 	for _, d := range disks {
-		if d.Drive == nil && d.Running == nil {
+		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue
 		}
 		if d.Drive != nil && d.Drive.IsCDROM() {
@@ -179,11 +179,14 @@ func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
 	}
 	if d.Pending != nil {
 		m := d.Pending.Mode()
-		if m != j.Cache.Configured || d.PendingDrive.Opts["cache"] != d.Drive.Opts["cache"] {
-			j.Cache.Pending = &m
+		if d.Drive == nil || m != j.Cache.Configured || d.PendingDrive.Opts["cache"] != d.Drive.Opts["cache"] {
+			j.Cache.Pending = &m // a disk only in [PENDING] is added at the next start
 		}
 	}
 	mode := j.Cache.Configured
+	if mode == "" && j.Cache.Pending != nil {
+		mode = *j.Cache.Pending
+	}
 	if d.Running != nil {
 		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
 		direct, noFlush, wc := d.Running.CacheDirect, d.Running.CacheNoFlush, d.Running.WriteCache
@@ -222,7 +225,7 @@ func printCache(e *env, out cacheJSON) {
 	fmt.Fprintf(e.out, "VM %d: %s, %s\n", out.VMID, state, gen)
 	t := newTable(e.out, "DISK", "CONTROLLER", "VOLUME", "CONFIG", "RUNNING", "NEXT START", "AIO", "IOTHREAD")
 	for _, d := range out.Disks {
-		cfg := d.Cache.Configured
+		cfg := orDash(d.Cache.Configured)
 		if d.Cache.ConfiguredDefault {
 			cfg += " (default)"
 		}

@@ -217,3 +217,30 @@ func TestCacheStoppedBusyAndBadInput(t *testing.T) {
 		t.Errorf("garbage line: exit %d stderr %q", code, errs)
 	}
 }
+
+// TestCachePendingOnlyDisk: a disk that only [PENDING] adds is shown with the
+// mode the next start gives it (no panic on a disk without a main line).
+func TestCachePendingOnlyDisk(t *testing.T) {
+	n := fakenode.NewT(t)
+	lab370(t, n, "\n[PENDING]\nscsi2: local-lvm:vm-370-disk-9,cache=writeback,size=1G\n")
+	var out cacheJSON
+	errs, code := runJSON(t, n, &out, "cache", "370")
+	if code != 3 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	var found bool
+	for _, d := range out.Disks {
+		if d.ID == "scsi2" {
+			found = true
+			if d.Cache.Configured != "" || d.Cache.Pending == nil || *d.Cache.Pending != "writeback" || d.CrashLoses != modeFacts["writeback"][1] {
+				t.Errorf("scsi2: %+v", d)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("pending-only disk not listed: %+v", out.Disks)
+	}
+	if stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "370"); !strings.Contains(stdout, "writeback (pending)") {
+		t.Errorf("human output:\n%s", stdout)
+	}
+}
