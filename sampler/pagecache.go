@@ -11,9 +11,9 @@ import (
 // cachestat(2) (Linux 6.5+) on the volume file or block device. Unlike
 // /proc/meminfo's node-wide Dirty, other writers on the node do not move it.
 type PageCache struct {
-	CachedBytes    int64
-	DirtyBytes     int64
-	WritebackBytes int64
+	CachedBytes    int64 `json:"cached_bytes"`
+	DirtyBytes     int64 `json:"dirty_bytes"`
+	WritebackBytes int64 `json:"writeback_bytes"`
 }
 
 // VolumePageCache reads the page-cache state of a file or block device.
