@@ -60,6 +60,7 @@ type cacheJSON struct {
 
 type cacheDiskJSON struct {
 	ID          string        `json:"id"`
+	Media       string        `json:"media"` // disk or cdrom
 	Controller  string        `json:"controller"`
 	Volume      string        `json:"volume"`
 	Storage     string        `json:"storage"`
@@ -93,6 +94,9 @@ var modeFacts = map[string][2]string{
 	"custom":       {"node RAM or storage, flushes ignored (not a Proxmox mode)", "data the guest believes is safe"},
 }
 
+// cdromFacts: a CD-ROM's medium is read-only, whatever its cache flags say.
+var cdromFacts = [2]string{"nowhere: a CD-ROM medium is read-only", "nothing"}
+
 func cacheAction(c *cli.Context) error {
 	e := newEnv(c)
 	vmid, err := vmidArg(c)
@@ -121,8 +125,8 @@ func cacheAction(c *cli.Context) error {
 		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue
 		}
-		if d.Drive != nil && d.Drive.IsCDROM() {
-			continue // CD-ROMs have no write path
+		if d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
+			continue // an empty CD-ROM drive
 		}
 		out.Disks = append(out.Disks, cacheDisk(v, d))
 	}
@@ -153,7 +157,10 @@ func cacheAction(c *cli.Context) error {
 }
 
 func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
-	j := cacheDiskJSON{ID: d.ID, Drift: []string{}}
+	j := cacheDiskJSON{ID: d.ID, Media: "disk", Drift: []string{}}
+	if d.Drive != nil && d.Drive.IsCDROM() {
+		j.Media = "cdrom"
+	}
 	var base *qemuserver.DiskSettings
 	switch {
 	case d.Configured != nil:
@@ -209,6 +216,9 @@ func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
 		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
 	}
 	facts := modeFacts[mode]
+	if j.Media == "cdrom" {
+		facts = cdromFacts
+	}
 	j.AckedDataIn, j.CrashLoses = facts[0], facts[1]
 	return j
 }
@@ -252,6 +262,9 @@ func printCache(e *env, out cacheJSON) {
 		if d.Cache.Effective != nil {
 			mode = *d.Cache.Effective
 		}
+		if d.Media == "cdrom" {
+			mode = "cd-rom"
+		}
 		if byMode[mode] == nil {
 			modes = append(modes, mode)
 		}
@@ -266,6 +279,9 @@ func printCache(e *env, out cacheJSON) {
 			color = yellow
 		}
 		facts := modeFacts[mode]
+		if mode == "cd-rom" {
+			facts = cdromFacts
+		}
 		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, mode), strings.Join(byMode[mode], ", "))
 		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", facts[0])
 		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", facts[1])

@@ -244,3 +244,37 @@ func TestCachePendingOnlyDisk(t *testing.T) {
 		t.Errorf("human output:\n%s", stdout)
 	}
 }
+
+// TestCacheCDROM: a CD-ROM with a medium is listed as read-only, an empty one
+// is skipped, in both generations.
+func TestCacheCDROM(t *testing.T) {
+	for _, gen := range []string{"blockdev", "drive"} {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			n.MustVolume(t, "local", "iso/test.iso", 1<<20)
+			lab370(t, n, "ide2: local:iso/test.iso,media=cdrom\nide0: none,media=cdrom\n")
+			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
+			var out cacheJSON
+			if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
+				t.Fatalf("exit %d %s", code, errs)
+			}
+			var ids []string
+			for _, d := range out.Disks {
+				ids = append(ids, d.ID)
+				if d.ID == "ide2" && (d.Media != "cdrom" || d.CrashLoses != "nothing" || len(d.Drift) != 0) {
+					t.Errorf("ide2: %+v", d)
+				}
+				if d.ID != "ide2" && d.Media != "disk" {
+					t.Errorf("%s media %q", d.ID, d.Media)
+				}
+			}
+			if strings.Join(ids, " ") != "ide2 sata1 scsi0 scsi1 virtio1" {
+				t.Errorf("disks %v", ids)
+			}
+			stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "370")
+			if !strings.Contains(stdout, "cd-rom (ide2):") {
+				t.Errorf("human output:\n%s", stdout)
+			}
+		})
+	}
+}

@@ -407,7 +407,7 @@ func printFlushVerdictLine(e *env, f *flushVerdict) {
 func addFlushVerdicts(e *env, v *vm.VM, out *cacheJSON, window time.Duration, trigger bool) error {
 	var disks []*vm.Disk
 	for _, d := range out.Disks {
-		if d.Cache.Effective != nil && (*d.Cache.Effective == "writeback" || *d.Cache.Effective == "unsafe") {
+		if d.Media == "disk" && d.Cache.Effective != nil && (*d.Cache.Effective == "writeback" || *d.Cache.Effective == "unsafe") {
 			disks = append(disks, v.Disk(d.ID))
 		}
 	}
