@@ -192,56 +192,9 @@ type limitVerdictJSON struct {
 	Reason             string   `json:"reason"`
 }
 
-// limitArgs parses flags written after VMID and DISK (`limit 370 scsi1
-// --mbps-wr 20`, the way the issue and Proxmox's qm write them): urfave/cli
-// stops at the first argument, so the rest is set here, on the command's or
-// the global flags, and the positional arguments are returned.
-func limitArgs(c *cli.Context) ([]string, error) {
-	var pos []string
-	args := c.Args().Slice()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			pos = append(pos, a)
-			continue
-		}
-		name, val, hasEq := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var f cli.Flag
-		for _, fl := range append(append([]cli.Flag{}, c.Command.Flags...), c.App.Flags...) {
-			for _, n := range fl.Names() {
-				if n == name {
-					f = fl
-				}
-			}
-		}
-		if f == nil {
-			return nil, usageErr("flag provided but not defined: -%s", name)
-		}
-		if _, isBool := f.(*cli.BoolFlag); isBool && !hasEq {
-			val = "true"
-		} else if !hasEq {
-			if i+1 >= len(args) {
-				return nil, usageErr("flag needs an argument: -%s", name)
-			}
-			i++
-			val = args[i]
-		}
-		if err := c.Set(name, val); err != nil {
-			return nil, usageErr("invalid value %q for flag -%s: %v", val, name, err)
-		}
-	}
-	return pos, nil
-}
-
 func limitAction(c *cli.Context) error {
-	pos, err := limitArgs(c)
-	if err != nil {
-		return err
-	}
+	// Flags written after VMID and DISK were moved in front by interspersed.
+	pos := c.Args().Slice()
 	e := newEnv(c)
 	if len(pos) == 0 {
 		return usageErr("limit: missing VMID (usage: pvediskcheck limit %s)", c.Command.ArgsUsage)
