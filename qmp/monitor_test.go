@@ -116,7 +116,7 @@ func TestMonitorBusySocket(t *testing.T) {
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("got %v, want ErrBusy", err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
+	if el := time.Since(start); el > 5*time.Second { // bounded by the deadline, not hanging
 		t.Fatalf("busy detection took %s", el)
 	}
 	// DoRetry gives up after its patience, still with ErrBusy.

@@ -232,7 +232,7 @@ func TestAgentSilentTimesOut(t *testing.T) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("errors.Is(err, os.ErrDeadlineExceeded) = false")
 	}
-	if took < 300*time.Millisecond || took > 2*time.Second {
+	if took < 300*time.Millisecond || took > 5*time.Second { // bounded by the deadline, not hanging
 		t.Errorf("took %v, want about 300ms", took)
 	}
 }

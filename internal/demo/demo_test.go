@@ -137,7 +137,7 @@ func TestDemoRuns(t *testing.T) {
 	if !strings.Contains(text, "(not built yet)") && !regexp.MustCompile(`mbps_wr\s+(holds|not-binding|exceeded)`).MatchString(text) {
 		t.Errorf("no verdict on the 20 MiB/s write limit:\n%s", text)
 	}
-	if took > 45*time.Second {
-		t.Errorf("the demo's commands took %v; make demo must stay under 60 s", took)
-	}
+	// Speed is not asserted here (no timed assertions in tests): make demo
+	// prints its own total, and this log shows it in failures.
+	t.Logf("the demo's commands took %v (make demo's budget is 60 s)", took)
 }
