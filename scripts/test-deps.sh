@@ -1,11 +1,21 @@
 #!/bin/sh
 # Installs what the test suite needs on a fresh Debian machine, only when
-# missing: QEMU (qemu-system-x86, qemu-utils) for the real-QEMU tests.
+# missing:
+#   qemu-system-x86, qemu-utils  the real-QEMU tests (QEMU 7.2 on Debian 12)
+#   mount                        losetup: loop devices stand in for LVM-thin volumes
+#   fio                          fio's own JSON fixtures are checked against a real run
+#   cpio                         scripts/build-guest.sh packs the guest's initramfs
+#   groff-base                   the man page must render without warnings
+# QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
+# .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
 need=""
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need="$need qemu-system-x86"
 command -v qemu-img >/dev/null 2>&1 || need="$need qemu-utils"
 command -v losetup >/dev/null 2>&1 || need="$need mount"
+command -v fio >/dev/null 2>&1 || need="$need fio"
+command -v cpio >/dev/null 2>&1 || need="$need cpio"
+command -v groff >/dev/null 2>&1 || need="$need groff-base"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"
 	export DEBIAN_FRONTEND=noninteractive
