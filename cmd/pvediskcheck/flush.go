@@ -177,71 +177,68 @@ func measureFlushes(e *env, v *vm.VM, disks []*vm.Disk, window time.Duration, hz
 	}
 	res := &flushJSON{VMID: v.VMID, WindowS: window.Seconds(), Trigger: trigger, Samples: []flushSample{}, Verdicts: []flushVerdict{}}
 	ctx := e.ctx()
-	start := time.Now()
-	interval := time.Duration(float64(time.Second) / hz)
+	var diskIDs []string
+	for id := range ids {
+		diskIDs = append(diskIDs, id)
+	}
 	triggerDone := make(chan error, 1)
-	take := func() error {
-		s := flushSample{TimeS: time.Since(start).Seconds(), Disks: map[string]flushDiskStat{}, Volumes: map[string]sampler.PageCache{}, DeviceFlushIOs: map[string]int64{}, DeviceWriteSect: map[string]int64{}}
-		err := qmp.DoRetry(ctx, v.QMPSocket(), e.timeout, 3*time.Second, func(q qmp.Session) error {
-			ret, err := q.Exec("query-blockstats", nil)
-			if err != nil {
-				return err
-			}
-			for _, b := range qmp.ParseBlockstats(ret) {
-				if ids[b.ID] {
-					s.Disks[b.ID] = flushDiskStat{b.WrBytes, b.FlushOps, b.FlushTotalTimeNs}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if m, err := host.Memory(); err == nil {
-			s.DirtyBytes, s.WritebackBytes = m.DirtyBytes, m.WritebackBytes
-		}
-		if wb, err := host.ProcessWriteBytes(v.Pid); err == nil {
-			s.QEMUWriteBytes = wb
-		}
-		for id, p := range vols {
-			if pc, err := sampler.VolumePageCache(p); err == nil {
-				s.Volumes[id] = pc
-			}
-		}
-		for id, dev := range devs {
-			if st, err := host.BlockDeviceStat(dev); err == nil {
-				s.DeviceFlushIOs[id], s.DeviceWriteSect[id] = st.FlushIOs, st.WriteSectors
-			}
-		}
-		res.Samples = append(res.Samples, s)
-		return nil
-	}
-	if err := take(); err != nil {
-		return nil, &exitError{exitUnreachable, qmpErrMsg(v.VMID, err)}
-	}
-	if trigger {
-		go func() { triggerDone <- guestSync(ctx, v, e.timeout) }()
-	} else {
+	if !trigger {
 		triggerDone <- nil
 	}
 	progress := isTerminal(e.errOut) && !e.json
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for time.Since(start) < window {
-		select {
-		case <-ctx.Done():
-			return nil, errors.New("interrupted")
-		case <-tick.C:
-		}
-		if err := take(); err != nil {
-			return nil, &exitError{exitUnreachable, qmpErrMsg(v.VMID, err)}
-		}
-		if progress {
-			fmt.Fprintf(e.errOut, "\rsampling %4.1f/%.0f s", time.Since(start).Seconds(), window.Seconds())
-		}
+	var start time.Time
+	// The shared sampler takes query-blockstats on a fixed schedule (one
+	// exchange per tick, a briefly busy socket retried); the host counters
+	// are read right after each of its samples.
+	bs := &sampler.Blockstats{
+		Socket: v.QMPSocket(), Disks: diskIDs, Timeout: e.timeout,
+		Interval: time.Duration(float64(time.Second) / hz), Patience: 3 * time.Second,
+		OnSample: func(q sampler.Sample, elapsed, window time.Duration) {
+			if start.IsZero() {
+				start = q.Time
+			}
+			s := flushSample{TimeS: q.Time.Sub(start).Seconds(), Disks: map[string]flushDiskStat{}, Volumes: map[string]sampler.PageCache{}, DeviceFlushIOs: map[string]int64{}, DeviceWriteSect: map[string]int64{}}
+			for id, b := range q.Stats {
+				s.Disks[id] = flushDiskStat{b.WrBytes, b.FlushOps, b.FlushTotalTimeNs}
+			}
+			if m, err := host.Memory(); err == nil {
+				s.DirtyBytes, s.WritebackBytes = m.DirtyBytes, m.WritebackBytes
+			}
+			if wb, err := host.ProcessWriteBytes(v.Pid); err == nil {
+				s.QEMUWriteBytes = wb
+			}
+			for id, p := range vols {
+				if pc, err := sampler.VolumePageCache(p); err == nil {
+					s.Volumes[id] = pc
+				}
+			}
+			for id, dev := range devs {
+				if st, err := host.BlockDeviceStat(dev); err == nil {
+					s.DeviceFlushIOs[id], s.DeviceWriteSect[id] = st.FlushIOs, st.WriteSectors
+				}
+			}
+			res.Samples = append(res.Samples, s)
+			if trigger && len(res.Samples) == 1 {
+				go func() { triggerDone <- guestSync(ctx, v, e.timeout) }()
+			}
+			if progress {
+				fmt.Fprintf(e.errOut, "\rsampling %4.1f/%.0f s", elapsed.Seconds(), window.Seconds())
+			}
+		},
 	}
+	_, err := bs.Run(ctx, window)
 	if progress {
 		fmt.Fprint(e.errOut, "\r\x1b[K")
+	}
+	if trigger && len(res.Samples) == 0 {
+		triggerDone <- nil // the trigger never started
+	}
+	if err != nil {
+		<-triggerDone
+		if ctx.Err() != nil {
+			return nil, errors.New("interrupted")
+		}
+		return nil, &exitError{exitUnreachable, qmpErrMsg(v.VMID, err)}
 	}
 	if err := <-triggerDone; err != nil {
 		return nil, unreachable("--trigger: %v", err)
