@@ -129,11 +129,7 @@ func (m *Meter) Measure(ctx context.Context, v Volume) (Result, error) {
 
 func (m *Meter) lvmthin(ctx context.Context, v Volume, res Result) (Result, error) {
 	res.Method = "lvs"
-	vg := v.Storage.Props["vgname"]
-	poolName := v.Storage.Props["thinpool"]
-	if poolName == "" {
-		poolName = "data"
-	}
+	vg, poolName := v.Storage.ThinPool()
 	rep, ok := m.lvs[vg]
 	if !ok {
 		var err error

@@ -68,7 +68,7 @@ func TestLVMThin(t *testing.T) {
 		t.Errorf("missing volume: %v", err)
 	}
 	// lvs failing: the meter does not hide it.
-	m = NewMeter(script{"lvs": {err: &node.CommandError{Argv: []string{"lvs"}, ExitCode: 5, Stderr: "  Volume group \"pve\" not found\n"}}}, 0)
+	m = NewMeter(script{"lvs": {err: &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: "  Volume group \"pve\" not found\n"}}}, 0)
 	_, err = m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-0"})
 	var le *lvm.Error
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "status 5") {

@@ -237,7 +237,7 @@ func (e *Error) Error() string {
 		if msg == "" {
 			msg = "no message"
 		}
-		return fmt.Sprintf("`%s` exited with status %d: %s", strings.Join(e.Argv, " "), ce.ExitCode, msg)
+		return fmt.Sprintf("`%s` exited with status %d: %s", strings.Join(e.Argv, " "), ce.Status, msg)
 	}
 	return fmt.Sprintf("`%s`: %v", strings.Join(e.Argv, " "), e.Err)
 }

@@ -145,7 +145,7 @@ func (f *fakeRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
 // message), and a timeout, come back as *Error naming the command.
 func TestListErrors(t *testing.T) {
 	stderr := string(fixture(t, "real-missing-vg.stderr"))
-	r := &fakeRunner{out: fixture(t, "real-missing-vg.json"), err: &node.CommandError{Argv: []string{"lvs"}, ExitCode: 5, Stderr: stderr}}
+	r := &fakeRunner{out: fixture(t, "real-missing-vg.json"), err: &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: stderr}}
 	_, err := List(context.Background(), r, "pdcnosuchvg")
 	var le *Error
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), `exited with status 5: Volume group "pdcnosuchvg" not found`) {

@@ -7,6 +7,7 @@ package node
 import (
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Paths roots every host path. Root is "/" on a real node.
@@ -64,3 +65,24 @@ func (p Paths) QGASocket(vmid int) string {
 
 // ProcPid is /proc/<pid>.
 func (p Paths) ProcPid(pid int) string { return filepath.Join(p.Proc, strconv.Itoa(pid)) }
+
+// Node is the handle every capability gets instead of flags: where the
+// node's files are, how external commands run, and the deadline of every
+// socket exchange and command.
+type Node struct {
+	Paths   Paths
+	Runner  Runner
+	Timeout time.Duration
+}
+
+// New returns a Node; a timeout <= 0 means the default of 5 s.
+func New(p Paths, timeout time.Duration) Node {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return Node{Paths: p, Runner: Runner{Timeout: timeout}, Timeout: timeout}
+}
+
+// DefaultTimeout bounds every socket exchange and external command unless
+// --timeout says otherwise.
+const DefaultTimeout = 5 * time.Second

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // Runner runs external commands (qm, pvesm, lvs, ...) found on PATH: no shell,
@@ -18,14 +20,17 @@ type Runner struct {
 }
 
 // ErrTimeout is returned (wrapped) when a command runs past its deadline.
-var ErrTimeout = errors.New("timed out")
+var ErrTimeout = exitcode.New(exitcode.Unreachable, "timed out")
 
 // CommandError is a command that ran and exited non-zero.
 type CommandError struct {
-	Argv     []string
-	ExitCode int
-	Stderr   string
+	Argv   []string
+	Status int // the exit status it returned
+	Stderr string
 }
+
+// ExitCode: a command that failed is something the tool could not get.
+func (e *CommandError) ExitCode() exitcode.Code { return exitcode.Unreachable }
 
 func (e *CommandError) Error() string {
 	msg := strings.TrimSpace(e.Stderr)
@@ -35,7 +40,7 @@ func (e *CommandError) Error() string {
 	if msg == "" {
 		msg = "no message"
 	}
-	return fmt.Sprintf("%s exited with status %d: %s", e.Argv[0], e.ExitCode, msg)
+	return fmt.Sprintf("%s exited with status %d: %s", e.Argv[0], e.Status, msg)
 }
 
 // Run executes argv and returns its standard output.
@@ -64,7 +69,7 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return stdout.Bytes(), &CommandError{Argv: argv, ExitCode: ee.ExitCode(), Stderr: stderr.String()}
+			return stdout.Bytes(), &CommandError{Argv: argv, Status: ee.ExitCode(), Stderr: stderr.String()}
 		}
 		return nil, fmt.Errorf("%s: %w", argv[0], err)
 	}
@@ -73,7 +78,7 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 
 func (r Runner) timeout() time.Duration {
 	if r.Timeout <= 0 {
-		return 5 * time.Second
+		return DefaultTimeout
 	}
 	return r.Timeout
 }

@@ -6,7 +6,6 @@ package qemuserver
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,10 +13,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // ErrParse wraps every config, drive and storage.cfg syntax error.
-var ErrParse = errors.New("parse error")
+var ErrParse = exitcode.New(exitcode.Usage, "parse error")
 
 // Config is a VM config file: the main section and [PENDING]. Snapshot and
 // special sections are skipped: only the main section describes the VM now.

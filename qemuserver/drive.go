@@ -2,6 +2,7 @@ package qemuserver
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -283,3 +284,51 @@ func (d *Drive) Clone() *Drive {
 	c.Order = append([]string(nil), d.Order...)
 	return &c
 }
+
+// Kind is what a drive slot is to the guest and to QEMU; it decides which
+// of the tool's views and rules apply to it (one definition for every
+// command).
+type Kind int
+
+// Drive kinds.
+const (
+	// KindDisk is a guest block device backed by a volume or a host path.
+	KindDisk Kind = iota
+	// KindCDROM is a CD-ROM drive with a medium: an ISO image, the host's
+	// drive, or a cloud-init image. Read-only to the guest.
+	KindCDROM
+	// KindEmptyCDROM is a CD-ROM drive without a medium (volume "none"):
+	// QEMU attaches an empty drive, with no block node below it.
+	KindEmptyCDROM
+	// KindEFIVars is efidisk0: OVMF's variable store, attached as pflash,
+	// never a guest block device.
+	KindEFIVars
+	// KindTPMState is tpmstate0: swtpm's state volume. QEMU never opens it;
+	// swtpm does.
+	KindTPMState
+)
+
+var kindNames = [...]string{"disk", "cdrom", "empty-cdrom", "efivars", "tpmstate"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Kind classifies the drive.
+func (d *Drive) Kind() Kind {
+	switch {
+	case d.Bus == "efidisk":
+		return KindEFIVars
+	case d.Bus == "tpmstate":
+		return KindTPMState
+	case d.IsCDROM() && d.IsNone():
+		return KindEmptyCDROM
+	case d.IsCDROM():
+		return KindCDROM
+	}
+	return KindDisk
+}
+
+var cloudInitRe = regexp.MustCompile(`[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|qcow|qcow2|qed|vmdk|cloop))?$`)
+
+// IsCloudInit reports Proxmox's cloud-init drive (Drive.pm
+// drive_is_cloudinit).
+func (d *Drive) IsCloudInit() bool { return cloudInitRe.MatchString(d.Volume) }

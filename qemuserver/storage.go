@@ -173,3 +173,13 @@ func ResolveVolume(st Storages, d *Drive, isBlock func(string) bool) (Volume, er
 	}
 	return Volume{}, fmt.Errorf("storage type %q of %s is not supported", s.Type, sid)
 }
+
+// ThinPool names an lvmthin storage's pool: its volume group and thin pool
+// LV ("data" when storage.cfg does not say, as on a default install).
+func (s *Storage) ThinPool() (vg, lv string) {
+	vg, lv = s.Props["vgname"], s.Props["thinpool"]
+	if lv == "" {
+		lv = "data"
+	}
+	return vg, lv
+}

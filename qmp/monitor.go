@@ -18,6 +18,8 @@ import (
 
 	goqmp "github.com/digitalocean/go-qemu/qmp"
 	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // Monitor is go-qemu's four-method seam; SocketMonitor implements it.
@@ -25,10 +27,10 @@ type Monitor = goqmp.Monitor
 
 // ErrBusy means another client holds the QMP socket: QEMU accepted the
 // connection but sent no greeting before the deadline.
-var ErrBusy = errors.New("QMP socket busy (another client, e.g. pvestatd, holds it)")
+var ErrBusy = exitcode.New(exitcode.Unreachable, "QMP socket busy (another client, e.g. pvestatd, holds it)")
 
 // ErrNoSocket means the socket does not exist or nobody listens on it.
-var ErrNoSocket = errors.New("no QMP socket")
+var ErrNoSocket = exitcode.New(exitcode.Unreachable, "no QMP socket")
 
 // Error is an error reply from QEMU; Class is QMP's error class
 // (GenericError, DeviceNotFound, CommandNotFound, ...).

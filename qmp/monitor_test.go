@@ -1,78 +1,19 @@
 package qmp
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
-// fakeQEMU serves one QMP client on a unix socket: it sends the greeting,
-// expects qmp_capabilities, then answers each command with reply(cmd).
-// Before greeting it waits greetDelay (a busy socket sends nothing).
-type fakeQEMU struct {
-	path       string
-	greetDelay time.Duration
-	// beforeCaps is sent between the greeting and the capabilities reply
-	// (go-qemu PR 210: an event there was taken for the reply).
-	beforeCaps string
-	reply      func(cmd string) string
-}
-
-func (f *fakeQEMU) serve(t *testing.T) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "qmp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	f.path = filepath.Join(dir, "100.qmp")
-	l, err := net.Listen("unix", f.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go f.handle(c)
-		}
-	}()
-}
-
-func (f *fakeQEMU) handle(c net.Conn) {
-	defer c.Close()
-	time.Sleep(f.greetDelay)
-	c.Write([]byte(`{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}}, "capabilities": ["oob"]}}` + "\r\n"))
-	rd := bufio.NewReader(c)
-	line, err := rd.ReadString('\n')
-	if err != nil || gjson.Get(line, "execute").String() != "qmp_capabilities" {
-		return
-	}
-	if f.beforeCaps != "" {
-		c.Write([]byte(f.beforeCaps + "\r\n"))
-	}
-	c.Write([]byte(`{"return": {}}` + "\r\n"))
-	for {
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			return
-		}
-		c.Write([]byte(f.reply(gjson.Get(line, "execute").String()) + "\r\n"))
-	}
-}
-
-const event = `{"timestamp": {"seconds": 1764449000, "microseconds": 1}, "event": "RESUME"}`
+const event = qmptest.Event
 
 func TestMonitorEventDuringHandshakeAndBigReply(t *testing.T) {
 	// A query-block reply well over 64 KiB on one line (15 disks give ~17 KB
@@ -81,14 +22,14 @@ func TestMonitorEventDuringHandshakeAndBigReply(t *testing.T) {
 	if len(big) < 100_000 {
 		t.Fatal("reply not big enough")
 	}
-	f := &fakeQEMU{beforeCaps: event, reply: func(cmd string) string {
+	f := qmptest.NewQEMU(t, func(cmd string, _ gjson.Result) string {
 		if cmd == "query-block" {
 			return event + "\r\n" + big // an event right before the reply, too
 		}
-		return `{"error": {"class": "CommandNotFound", "desc": "The command nope has not been found"}}`
-	}}
-	f.serve(t)
-	err := Do(context.Background(), f.path, 2*time.Second, func(s Session) error {
+		return qmptest.NotFound(cmd)
+	})
+	f.BeforeCaps = event
+	err := Do(context.Background(), f.Sock(), 2*time.Second, func(s Session) error {
 		r, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
@@ -109,10 +50,10 @@ func TestMonitorEventDuringHandshakeAndBigReply(t *testing.T) {
 }
 
 func TestMonitorBusySocket(t *testing.T) {
-	f := &fakeQEMU{greetDelay: time.Hour, reply: func(string) string { return `{"return": {}}` }}
-	f.serve(t)
+	f := qmptest.NewQEMU(t, qmptest.Replies(nil))
+	f.GreetDelay = time.Hour
 	start := time.Now()
-	err := Do(context.Background(), f.path, 300*time.Millisecond, func(Session) error { return nil })
+	err := Do(context.Background(), f.Sock(), 300*time.Millisecond, func(Session) error { return nil })
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("got %v, want ErrBusy", err)
 	}
@@ -120,7 +61,7 @@ func TestMonitorBusySocket(t *testing.T) {
 		t.Fatalf("busy detection took %s", el)
 	}
 	// DoRetry gives up after its patience, still with ErrBusy.
-	err = DoRetry(context.Background(), f.path, 200*time.Millisecond, 700*time.Millisecond, func(Session) error { return nil })
+	err = DoRetry(context.Background(), f.Sock(), 200*time.Millisecond, 700*time.Millisecond, func(Session) error { return nil })
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("DoRetry: %v", err)
 	}
@@ -135,10 +76,8 @@ func TestMonitorNoSocket(t *testing.T) {
 
 // A reply that never comes is a timeout naming the command, not a hang.
 func TestMonitorSilentReply(t *testing.T) {
-	f := &fakeQEMU{}
-	f.reply = func(string) string { time.Sleep(time.Hour); return "" }
-	f.serve(t)
-	err := Do(context.Background(), f.path, 300*time.Millisecond, func(s Session) error {
+	f := qmptest.NewQEMU(t, func(string, gjson.Result) string { time.Sleep(time.Hour); return "" })
+	err := Do(context.Background(), f.Sock(), 300*time.Millisecond, func(s Session) error {
 		_, err := s.Exec("query-blockstats", nil)
 		return err
 	})

@@ -11,110 +11,32 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
-// fakeAgent is a qemu-ga stand-in on a unix socket: like QEMU's chardev it
-// serves one connection at a time. handle answers one request line (without
-// the leading 0xFF bytes) by writing to w; the default answers the sync.
-type fakeAgent struct {
-	path     string
-	ln       net.Listener
-	onAccept func(c net.Conn)                               // before reading anything
-	raw      func(c net.Conn)                               // replaces the whole dialogue
-	handle   func(w net.Conn, cmd string, req gjson.Result) // nil: answer only the sync
-	silent   bool                                           // accept, read, never answer
-	requests atomic.Int32
-	conns    atomic.Int32
-	once     sync.Once
-}
+func newFakeAgent(t *testing.T) *qmptest.Agent { return qmptest.NewAgent(t) }
 
-func newFakeAgent(t *testing.T) *fakeAgent {
-	t.Helper()
-	// Short path: unix socket paths are limited to 108 bytes.
-	dir, err := os.MkdirTemp("", "qga")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	f := &fakeAgent{path: filepath.Join(dir, "100.qga")}
-	f.ln, err = net.Listen("unix", f.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.ln.Close() })
-	return f
-}
-
-// sock starts serving (configure the fake before) and returns the socket path.
-func (f *fakeAgent) sock() string {
-	f.once.Do(func() { go f.serve() })
-	return f.path
-}
-
-func (f *fakeAgent) agent() Agent { return Agent{Path: f.sock(), Timeout: 2 * time.Second} }
-
-func (f *fakeAgent) serve() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		f.conns.Add(1)
-		f.conn(c) // one client at a time, as QEMU does
-	}
-}
-
-func (f *fakeAgent) conn(c net.Conn) {
-	defer c.Close()
-	if f.raw != nil {
-		f.raw(c)
-		return
-	}
-	if f.onAccept != nil {
-		f.onAccept(c)
-	}
-	rd := bufio.NewReader(c)
-	for {
-		line, err := rd.ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		f.requests.Add(1)
-		if f.silent {
-			continue
-		}
-		line = bytes.TrimLeft(line, "\xff")
-		req := gjson.ParseBytes(line)
-		cmd := req.Get("execute").String()
-		if cmd == "guest-sync-delimited" {
-			fmt.Fprintf(c, "\xff{\"return\": %d}\n", req.Get("arguments.id").Int())
-			continue
-		}
-		if f.handle != nil {
-			f.handle(c, cmd, req)
-		}
-	}
-}
+func agentOf(f *qmptest.Agent) Agent { return Agent{Path: f.Sock(), Timeout: 2 * time.Second} }
 
 func TestAgentPing(t *testing.T) {
 	f := newFakeAgent(t)
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		if cmd == "guest-ping" {
 			fmt.Fprint(w, "{\"return\": {}}\n")
 		}
 	}
 	for i := 0; i < 3; i++ {
-		if err := f.agent().Ping(context.Background()); err != nil {
+		if err := agentOf(f).Ping(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := f.conns.Load(); got != 3 {
+	if got := f.Conns(); got != 3 {
 		t.Errorf("connections = %d, want one per call (3)", got)
 	}
 }
@@ -123,17 +45,17 @@ func TestAgentPing(t *testing.T) {
 // sync reply with someone else's id) precede ours: all are discarded.
 func TestAgentDiscardsStaleReplies(t *testing.T) {
 	f := newFakeAgent(t)
-	f.onAccept = func(c net.Conn) {
+	f.OnAccept = func(c net.Conn) {
 		fmt.Fprint(c, "{\"return\": {\"pid\": 4242}}\n")
 		fmt.Fprint(c, "\xff{\"return\": 77}\n")
 		fmt.Fprint(c, "{\"error\": {\"class\": \"GenericError\", \"desc\": \"JSON parse error\"}}\n")
 	}
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		if cmd == "guest-exec" {
 			fmt.Fprint(w, "{\"return\": {\"pid\": 7}}\n")
 		}
 	}
-	pid, err := f.agent().Exec(context.Background(), "true", nil, nil)
+	pid, err := agentOf(f).Exec(context.Background(), "true", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +67,7 @@ func TestAgentDiscardsStaleReplies(t *testing.T) {
 func TestAgentReplySplitAcrossWrites(t *testing.T) {
 	f := newFakeAgent(t)
 	out := base64.StdEncoding.EncodeToString([]byte("hello\n"))
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		reply := `{"return": {"exited": true, "exitcode": 3, "out-data": "` + out + `"}}` + "\n"
 		for i := 0; i < len(reply); i += 7 {
 			end := min(i+7, len(reply))
@@ -153,7 +75,7 @@ func TestAgentReplySplitAcrossWrites(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	st, err := f.agent().ExecStatus(context.Background(), 7)
+	st, err := agentOf(f).ExecStatus(context.Background(), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +86,7 @@ func TestAgentReplySplitAcrossWrites(t *testing.T) {
 
 func TestAgentSyncSplitAcrossWrites(t *testing.T) {
 	f := newFakeAgent(t)
-	f.raw = func(c net.Conn) {
+	f.Raw = func(c net.Conn) {
 		rd := bufio.NewReader(c)
 		line, _ := rd.ReadBytes('\n')
 		id := gjson.ParseBytes(bytes.TrimLeft(line, "\xff")).Get("arguments.id").Int()
@@ -176,7 +98,7 @@ func TestAgentSyncSplitAcrossWrites(t *testing.T) {
 		rd.ReadBytes('\n')
 		c.Write([]byte("{\"return\": {}}\n"))
 	}
-	if err := f.agent().Ping(context.Background()); err != nil {
+	if err := agentOf(f).Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -184,11 +106,11 @@ func TestAgentSyncSplitAcrossWrites(t *testing.T) {
 func TestAgentBigReply(t *testing.T) {
 	f := newFakeAgent(t)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320 KB of output
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		fmt.Fprintf(w, "{\"return\": {\"exited\": true, \"exitcode\": 0, \"out-data\": %q}}\n",
 			base64.StdEncoding.EncodeToString(big))
 	}
-	st, err := f.agent().ExecStatus(context.Background(), 1)
+	st, err := agentOf(f).ExecStatus(context.Background(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +121,10 @@ func TestAgentBigReply(t *testing.T) {
 
 func TestAgentErrorReply(t *testing.T) {
 	f := newFakeAgent(t)
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		fmt.Fprint(w, `{"error": {"class": "GenericError", "desc": "Guest agent command failed, error was 'Failed to execute child process “nope” (No such file or directory)'"}}`+"\n")
 	}
-	_, err := f.agent().Exec(context.Background(), "nope", nil, nil)
+	_, err := agentOf(f).Exec(context.Background(), "nope", nil, nil)
 	var ae *AgentError
 	if !errors.As(err, &ae) {
 		t.Fatalf("err = %v (%T), want *AgentError", err, err)
@@ -214,8 +136,8 @@ func TestAgentErrorReply(t *testing.T) {
 
 func TestAgentSilentTimesOut(t *testing.T) {
 	f := newFakeAgent(t)
-	f.silent = true
-	a := Agent{Path: f.sock(), Timeout: 300 * time.Millisecond}
+	f.Silent = true
+	a := Agent{Path: f.Sock(), Timeout: 300 * time.Millisecond}
 	// Even with a long context, the sync is bounded by Timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -225,7 +147,7 @@ func TestAgentSilentTimesOut(t *testing.T) {
 	if err == nil {
 		t.Fatal("Ping of a silent agent succeeded")
 	}
-	want := "guest agent at " + f.path + " did not answer within 300ms (is qemu-guest-agent running in the guest?)"
+	want := "guest agent at " + f.Path + " did not answer within 300ms (is qemu-guest-agent running in the guest?)"
 	if err.Error() != want {
 		t.Errorf("err = %q\nwant  %q", err, want)
 	}
@@ -240,11 +162,11 @@ func TestAgentSilentTimesOut(t *testing.T) {
 // A context deadline shorter than Timeout wins.
 func TestAgentContextDeadline(t *testing.T) {
 	f := newFakeAgent(t)
-	f.silent = true
+	f.Silent = true
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := Agent{Path: f.sock(), Timeout: 10 * time.Second}.Ping(ctx)
+	err := Agent{Path: f.Sock(), Timeout: 10 * time.Second}.Ping(ctx)
 	var te *AgentTimeoutError
 	if !errors.As(err, &te) || time.Since(start) > 2*time.Second {
 		t.Fatalf("err = %v after %v", err, time.Since(start))
@@ -255,7 +177,7 @@ func TestAgentContextDeadline(t *testing.T) {
 // guest-fstrim takes minutes on big filesystems.
 func TestAgentLongCommandUsesContextDeadline(t *testing.T) {
 	f := newFakeAgent(t)
-	f.handle = func(w net.Conn, cmd string, req gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, req gjson.Result) {
 		if cmd != "guest-fstrim" || req.Get("arguments.minimum").Int() != 65536 {
 			fmt.Fprint(w, `{"error": {"class": "GenericError", "desc": "unexpected"}}`+"\n")
 			return
@@ -263,7 +185,7 @@ func TestAgentLongCommandUsesContextDeadline(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		fmt.Fprint(w, `{"return": {"paths": [{"path": "/mnt/a", "trimmed": 1020678144, "minimum": 65536}, {"path": "/", "error": "Operation not supported"}]}}`+"\n")
 	}
-	a := Agent{Path: f.sock(), Timeout: 200 * time.Millisecond}
+	a := Agent{Path: f.Sock(), Timeout: 200 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := a.Fstrim(ctx, 65536)
@@ -288,11 +210,11 @@ func TestAgentLongCommandUsesContextDeadline(t *testing.T) {
 
 func TestAgentCancel(t *testing.T) {
 	f := newFakeAgent(t)
-	f.silent = true
+	f.Silent = true
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	err := Agent{Path: f.sock(), Timeout: 10 * time.Second}.Ping(ctx)
+	err := Agent{Path: f.Sock(), Timeout: 10 * time.Second}.Ping(ctx)
 	if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
 		t.Fatalf("err = %v after %v, want context.Canceled soon", err, time.Since(start))
 	}
@@ -309,7 +231,7 @@ func TestAgentNoSocket(t *testing.T) {
 func TestAgentRunPolls(t *testing.T) {
 	f := newFakeAgent(t)
 	var polls atomic.Int32
-	f.handle = func(w net.Conn, cmd string, req gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, req gjson.Result) {
 		switch cmd {
 		case "guest-exec":
 			in, _ := base64.StdEncoding.DecodeString(req.Get("arguments.input-data").String())
@@ -328,7 +250,7 @@ func TestAgentRunPolls(t *testing.T) {
 				base64.StdEncoding.EncodeToString([]byte("data")), base64.StdEncoding.EncodeToString([]byte("warn")))
 		}
 	}
-	st, err := f.agent().Run(context.Background(), "sh", []string{"-c", "cat"}, []byte("data"), 10*time.Millisecond)
+	st, err := agentOf(f).Run(context.Background(), "sh", []string{"-c", "cat"}, []byte("data"), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +261,7 @@ func TestAgentRunPolls(t *testing.T) {
 
 func TestAgentRunDeadline(t *testing.T) {
 	f := newFakeAgent(t)
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		if cmd == "guest-exec" {
 			fmt.Fprint(w, `{"return": {"pid": 9}}`+"\n")
 			return
@@ -348,7 +270,7 @@ func TestAgentRunDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := f.agent().Run(ctx, "sleep", []string{"100"}, nil, 20*time.Millisecond)
+	_, err := agentOf(f).Run(ctx, "sleep", []string{"100"}, nil, 20*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "sleep (guest pid 9) still running") || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
@@ -358,11 +280,11 @@ func TestAgentRunDeadline(t *testing.T) {
 // other.
 func TestAgentSerialisesCallers(t *testing.T) {
 	f := newFakeAgent(t)
-	f.handle = func(w net.Conn, cmd string, _ gjson.Result) {
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
 		time.Sleep(150 * time.Millisecond)
 		fmt.Fprint(w, `{"return": {}}`+"\n")
 	}
-	a := Agent{Path: f.sock(), Timeout: 250 * time.Millisecond}
+	a := Agent{Path: f.Sock(), Timeout: 250 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	errs := make(chan error, 4)

@@ -14,13 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // ErrNoConfig means the VMID has no config on this node.
-var ErrNoConfig = errors.New("no such VM on this node")
+var ErrNoConfig = exitcode.New(exitcode.Usage, "no such VM on this node")
 
 // VM is one VM as far as this node can tell.
 type VM struct {
@@ -74,10 +76,17 @@ func Load(p node.Paths, vmid int) (*VM, error) {
 	cfgPath := p.VMConfig(vmid)
 	cfg, err := qemuserver.LoadConfig(cfgPath, vmid)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("VM %d: %w (no %s)", vmid, ErrNoConfig, cfgPath)
+		case errors.Is(err, qemuserver.ErrParse):
+			return nil, err
+		case errors.Is(err, os.ErrPermission):
+			return nil, exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d", vmid), err)
 		}
-		return nil, err
+		// A directory, a device, a line too long to be a config line: not
+		// a config file Proxmox could read either.
+		return nil, exitcode.Wrap(exitcode.Usage, fmt.Sprintf("VM %d: %s is not a readable VM config", vmid, cfgPath), err)
 	}
 	v.Config = cfg
 	if v.Storages, err = qemuserver.LoadStorages(p.StorageCfg()); err != nil {
@@ -228,7 +237,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	limits := map[string]qemuserver.Limits{}
 	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
 	// give up with ErrBusy once the timeout has passed.
-	err := qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, func(s qmp.Session) error {
+	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
@@ -337,4 +346,58 @@ func ProcCmdline(p node.Paths, pid int) ([]string, error) {
 		return nil, err
 	}
 	return qemuserver.SplitNUL(bytes.TrimSpace(raw)), nil
+}
+
+// Kind is what the disk slot is (qemuserver.Kind): from the config line,
+// the pending line, or what the running QEMU attached.
+func (d *Disk) Kind() qemuserver.Kind {
+	switch {
+	case d.Drive != nil:
+		return d.Drive.Kind()
+	case d.PendingDrive != nil:
+		return d.PendingDrive.Kind()
+	case d.Running != nil && d.Running.CDROM:
+		return qemuserver.KindCDROM
+	case strings.HasPrefix(d.ID, "efidisk"):
+		return qemuserver.KindEFIVars
+	}
+	return qemuserver.KindDisk
+}
+
+// Select returns the disks named in ids (every disk when none is named).
+// An unknown disk, or a named disk whose config line does not parse, is a
+// usage error naming it; with no names, the first unparsable line is.
+func (v *VM) Select(ids []string) ([]*Disk, error) {
+	if len(ids) == 0 {
+		for _, d := range v.Disks {
+			if d.ParseError != nil {
+				return nil, exitcode.Wrap(exitcode.Usage, "", d.ParseError)
+			}
+		}
+		return v.Disks, nil
+	}
+	var out []*Disk
+	for _, id := range ids {
+		d := v.Disk(id)
+		if d == nil {
+			var have []string
+			for _, d := range v.Disks {
+				have = append(have, d.ID)
+			}
+			return nil, exitcode.Usagef("VM %d has no disk %s (disks: %s)", v.VMID, units.Clip(id, 40), strings.Join(have, ", "))
+		}
+		if d.ParseError != nil {
+			return nil, exitcode.Wrap(exitcode.Usage, "", d.ParseError)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Exchange runs fn in one short QMP exchange with the VM's QEMU: the one
+// retry policy of every command. A socket that another client (pvestatd,
+// say) holds briefly is retried until timeout has passed; only a socket that
+// stays busy that long is reported (qmp.ErrBusy).
+func (v *VM) Exchange(ctx context.Context, timeout time.Duration, fn func(qmp.Session) error) error {
+	return qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, fn)
 }

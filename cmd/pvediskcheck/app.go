@@ -3,50 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
-
-// Exit codes, the same for every command (README "Exit codes").
-const (
-	exitOK          = 0 // ran and found nothing wrong
-	exitProblem     = 1 // ran and found a problem (failed check or verification)
-	exitUsage       = 2 // bad input or usage
-	exitUnreachable = 3 // could not reach what it needs (VM not running, socket busy, timeout, permission)
-)
-
-// exitError carries an exit code through urfave/cli; msg "" prints nothing.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-func usageErr(format string, a ...any) error {
-	return &exitError{exitUsage, fmt.Sprintf(format, a...)}
-}
-func unreachable(format string, a ...any) error {
-	return &exitError{exitUnreachable, fmt.Sprintf(format, a...)}
-}
-
-// problemFound ends a command that ran fine but found something wrong.
-var problemFound = &exitError{code: exitProblem}
-
-const exitCodesHelp = `EXIT CODES
-   0  ran and found nothing wrong
-   1  ran and found a problem (a failed check or verification)
-   2  bad input or usage
-   3  could not reach what it needs (VM not running, socket busy, timeout, permission)`
 
 // commands lists every subcommand; each file adds its own in init().
 var commands []*cli.Command
@@ -75,7 +43,7 @@ EXAMPLES
    pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
    pvediskcheck flush 370 --trigger
 
-` + exitCodesHelp,
+` + exitcode.Help,
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
@@ -91,7 +59,14 @@ EXAMPLES
 		Commands:       commands,
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return usageErr("%v", err)
+			return exitcode.Usagef("%v", err)
+		},
+		// Reached only when the first argument is not a command.
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return exitcode.Usagef("unknown command %s (pvediskcheck --help lists the commands)", units.Clip(c.Args().First(), 40))
+			}
+			return cli.ShowAppHelp(c)
 		},
 	}
 	for _, c := range app.Commands {
@@ -107,31 +82,18 @@ EXAMPLES
 	return app
 }
 
-// run is main without os.Exit, for tests.
+// run is main without os.Exit, for tests: the one place where an error
+// becomes an exit code and a line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	err := app.RunContext(ctx, interspersed(app, args))
-	if err == nil {
-		return exitOK
+	if err != nil && ctx.Err() != nil && exitcode.Of(err) != exitcode.Usage {
+		err = exitcode.Wrap(exitcode.Unreachable, "interrupted", err)
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, "pvediskcheck: "+ee.msg)
-		}
-		return ee.code
-	}
-	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "pvediskcheck: interrupted")
-		return exitUnreachable
-	}
-	msg := err.Error()
-	if strings.Contains(msg, "flag provided but not defined") || strings.Contains(msg, "invalid value") || strings.Contains(msg, "Required flag") {
+	if msg := exitcode.Message(err); msg != "" {
 		fmt.Fprintln(stderr, "pvediskcheck: "+msg)
-		return exitUsage
 	}
-	fmt.Fprintln(stderr, "pvediskcheck: "+msg)
-	return exitUnreachable
+	return int(exitcode.Of(err))
 }
 
 // env is what every command needs from the global flags.
@@ -185,11 +147,11 @@ func isTerminal(w io.Writer) bool {
 // vmidArg parses the first argument as a VMID (exit 2 when bad).
 func vmidArg(c *cli.Context) (int, error) {
 	if c.NArg() < 1 {
-		return 0, usageErr("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
+		return 0, exitcode.Usagef("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
 	}
 	id, err := qemuserver.ParseVMID(c.Args().First())
 	if err != nil {
-		return 0, usageErr("%v", err)
+		return 0, exitcode.Usagef("%v", err)
 	}
 	return id, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -37,7 +39,7 @@ EXAMPLES
    pvediskcheck cache 370
    pvediskcheck cache 370 scsi1 --json
 
-` + exitCodesHelp + `
+` + exitcode.Help + `
    A stopped VM prints its configured values and exits 3; with --verify, a disk
    whose flushes are ignored makes the exit code 1.`,
 		Flags: []cli.Flag{
@@ -143,14 +145,14 @@ func cacheAction(c *cli.Context) error {
 		printCache(e, out)
 	}
 	if !v.Running {
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d is not running", vmid)}
+		return exitcode.Unreachablef("VM %d is not running", vmid)
 	}
 	if liveErr != nil {
-		return &exitError{code: exitUnreachable, msg: qmpErrMsg(vmid, liveErr)}
+		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
 	}
 	for _, d := range out.Disks {
 		if d.Flush != nil && d.Flush.Verdict == "ignored" {
-			return problemFound
+			return exitcode.ErrProblem
 		}
 	}
 	return nil
@@ -321,12 +323,12 @@ func loadVM(e *env, vmid int) (*vm.VM, error) {
 	v, err := vm.Load(e.paths, vmid)
 	if err != nil {
 		if errors.Is(err, vm.ErrNoConfig) {
-			return nil, usageErr("%v", err)
+			return nil, exitcode.Usagef("%v", err)
 		}
 		if errors.Is(err, qemuserver.ErrParse) {
-			return nil, usageErr("%v", err)
+			return nil, exitcode.Usagef("%v", err)
 		}
-		return nil, unreachable("VM %d: %v", vmid, err)
+		return nil, exitcode.Unreachablef("VM %d: %v", vmid, err)
 	}
 	return v, nil
 }
@@ -337,7 +339,7 @@ func selectDisks(v *vm.VM, args []string) ([]*vm.Disk, error) {
 	if len(args) == 0 {
 		for _, d := range v.Disks {
 			if d.ParseError != nil {
-				return nil, usageErr("%v", d.ParseError)
+				return nil, exitcode.Usagef("%v", d.ParseError)
 			}
 		}
 		return v.Disks, nil
@@ -350,10 +352,10 @@ func selectDisks(v *vm.VM, args []string) ([]*vm.Disk, error) {
 			for _, d := range v.Disks {
 				ids = append(ids, d.ID)
 			}
-			return nil, usageErr("VM %d has no disk %q (disks: %s)", v.VMID, a, strings.Join(ids, ", "))
+			return nil, exitcode.Usagef("VM %d has no disk %q (disks: %s)", v.VMID, a, strings.Join(ids, ", "))
 		}
 		if d.ParseError != nil {
-			return nil, usageErr("%v", d.ParseError)
+			return nil, exitcode.Usagef("%v", d.ParseError)
 		}
 		out = append(out, d)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -50,7 +52,7 @@ EXAMPLES
    pvediskcheck check --all --json
    pvediskcheck check 370 --next-start     # also compare with 'qm showcmd'
 
-` + exitCodesHelp + `
+` + exitcode.Help + `
    (1 means any warning or error; --fail-on error only counts errors.)`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "all", Usage: "check every VM config on this node"},
@@ -121,16 +123,16 @@ func checkAction(c *cli.Context) error {
 	e := newEnv(c)
 	failOn := c.String("fail-on")
 	if failOn != "warning" && failOn != "error" {
-		return usageErr("--fail-on: %q is not warning or error", failOn)
+		return exitcode.Usagef("--fail-on: %q is not warning or error", failOn)
 	}
 	var ids []int
 	if c.Bool("all") {
 		if c.NArg() > 0 {
-			return usageErr("check: give VMIDs or --all, not both")
+			return exitcode.Usagef("check: give VMIDs or --all, not both")
 		}
 		files, err := filepath.Glob(filepath.Join(e.paths.QemuServerDir(), "*.conf"))
 		if err != nil {
-			return unreachable("%v", err)
+			return exitcode.Unreachablef("%v", err)
 		}
 		for _, f := range files {
 			if id, err := qemuserver.ParseVMID(strings.TrimSuffix(filepath.Base(f), ".conf")); err == nil {
@@ -140,15 +142,15 @@ func checkAction(c *cli.Context) error {
 		sort.Ints(ids)
 	} else {
 		if c.NArg() == 0 {
-			return usageErr("check: missing VMID (or --all)")
+			return exitcode.Usagef("check: missing VMID (or --all)")
 		}
 		for _, a := range c.Args().Slice() {
 			id, err := qemuserver.ParseVMID(a)
 			if err != nil {
-				return usageErr("%v", err)
+				return exitcode.Usagef("%v", err)
 			}
 			if _, err := os.Stat(e.paths.VMConfig(id)); err != nil {
-				return usageErr("VM %d: %v (no %s)", id, vm.ErrNoConfig, e.paths.VMConfig(id))
+				return exitcode.Usagef("VM %d: %v (no %s)", id, vm.ErrNoConfig, e.paths.VMConfig(id))
 			}
 			ids = append(ids, id)
 		}
@@ -192,7 +194,7 @@ func checkAction(c *cli.Context) error {
 		printCheck(e, out)
 	}
 	if out.Summary.Errors > 0 || (failOn == "warning" && out.Summary.Warnings > 0) {
-		return problemFound
+		return exitcode.ErrProblem
 	}
 	return nil
 }

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )

@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -83,7 +85,7 @@ EXAMPLES
    pvediskcheck discard 370 --wait 2m        # run fstrim -av in the guest meanwhile
    pvediskcheck --json discard 370 --trim
 
-` + exitCodesHelp + `
+` + exitcode.Help + `
    --trim/--wait: 1 when a disk's verdict is not-returned.
    3 also when a tool (lvs, qemu-img, zfs, rbd) times out or fails, or a volume
    is missing from its report (checked before the guest is asked to trim), when
@@ -202,13 +204,13 @@ func discardAction(c *cli.Context) error {
 	mode := "status"
 	switch {
 	case c.Bool("trim") && c.IsSet("wait"):
-		return usageErr("discard: --trim and --wait exclude each other (--trim uses the guest agent, --wait watches while you trim in the guest)")
+		return exitcode.Usagef("discard: --trim and --wait exclude each other (--trim uses the guest agent, --wait watches while you trim in the guest)")
 	case c.Bool("trim"):
 		mode = "trim"
 	case c.IsSet("wait"):
 		mode = "wait"
 		if c.Duration("wait") <= 0 {
-			return usageErr("discard: --wait needs a positive duration, e.g. --wait 2m")
+			return exitcode.Usagef("discard: --wait needs a positive duration, e.g. --wait 2m")
 		}
 	}
 	v, err := loadVM(e, vmid)
@@ -220,13 +222,13 @@ func discardAction(c *cli.Context) error {
 		return err
 	}
 	if mode != "status" && !v.Running {
-		return unreachable("VM %d is not running: --%s needs the running QEMU (and the guest)", vmid, mode)
+		return exitcode.Unreachablef("VM %d is not running: --%s needs the running QEMU (and the guest)", vmid, mode)
 	}
 	out := discardJSON{VMID: vmid, Running: v.Running, Mode: mode, Disks: []discardDiskJSON{}}
 	disks := discardDisks(e, v, sel)
 	if v.Running {
 		if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
-			return &exitError{code: exitUnreachable, msg: qmpErrMsg(vmid, err)}
+			return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))
 		}
 		for _, dd := range disks {
 			if dd.d.Live != nil && dd.d.Live.Inserted {
@@ -245,17 +247,17 @@ func discardAction(c *cli.Context) error {
 	var fsinfo []qmp.GuestFilesystem
 	if mode == "trim" {
 		if !agentEnabled(v) {
-			return unreachable("VM %d has no guest agent configured (agent: 1): use --wait and run fstrim in the guest instead", vmid)
+			return exitcode.Unreachablef("VM %d has no guest agent configured (agent: 1): use --wait and run fstrim in the guest instead", vmid)
 		}
 		agent = qmp.Agent{Path: v.QGASocket(), Timeout: e.timeout}
 		if _, err := os.Stat(agent.Path); err != nil {
-			return unreachable("VM %d: no guest agent socket at %s (agent: 1 needs a VM restart to add it)", vmid, agent.Path)
+			return exitcode.Unreachablef("VM %d: no guest agent socket at %s (agent: 1 needs a VM restart to add it)", vmid, agent.Path)
 		}
 		// Also proves the agent answers before the trim is asked for.
 		if fsinfo, err = agent.FsInfo(e.ctx()); err != nil {
 			var ae *qmp.AgentError
 			if !errors.As(err, &ae) || ae.Class != "CommandNotFound" && !strings.Contains(ae.Desc, "disabled") {
-				return unreachable("VM %d: %v", vmid, err)
+				return exitcode.Unreachablef("VM %d: %v", vmid, err)
 			}
 			fsinfo = nil // an old or restricted agent: trims cannot be placed on disks
 		}
@@ -268,7 +270,7 @@ func discardAction(c *cli.Context) error {
 		start := time.Now()
 		res, err := discardRunTrim(e, agent, c.Duration("trim-timeout"))
 		if err != nil {
-			return unreachable("VM %d: %v", vmid, err)
+			return exitcode.Unreachablef("VM %d: %v", vmid, err)
 		}
 		w := time.Since(start).Seconds()
 		out.WindowSeconds = &w
@@ -322,10 +324,10 @@ func discardAction(c *cli.Context) error {
 		printDiscard(e, out)
 	}
 	if !v.Running {
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d is not running", vmid)}
+		return exitcode.Unreachablef("VM %d is not running", vmid)
 	}
 	if exitNot {
-		return problemFound
+		return exitcode.ErrProblem
 	}
 	return nil
 }
@@ -418,14 +420,14 @@ func discardMeasure(e *env, v *vm.VM, disks []*discardDisk, withPCI bool) (*disc
 	s := &discardSnap{at: time.Now(), alloc: map[string]alloc.Result{}}
 	if v.Running {
 		if err := discardReadCounters(e.ctx(), v, e.timeout, s, withPCI); err != nil {
-			return nil, &exitError{code: exitUnreachable, msg: qmpErrMsg(v.VMID, err)}
+			return nil, exitcode.Unreachablef("%s", qmpErrMsg(v.VMID, err))
 		}
 	}
 	m := alloc.NewMeter(e.runner, e.timeout)
 	for _, dd := range disks {
 		r, err := m.Measure(e.ctx(), dd.vol)
 		if err != nil {
-			return nil, unreachable("VM %d %s: cannot measure the allocation of %s: %v", v.VMID, dd.d.ID, dd.drive.Volume, toolErr(err))
+			return nil, exitcode.Unreachablef("VM %d %s: cannot measure the allocation of %s: %v", v.VMID, dd.d.ID, dd.drive.Volume, toolErr(err))
 		}
 		s.alloc[dd.d.ID] = r
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/fio"
 )
 
@@ -204,14 +206,14 @@ type fioCompareJSON struct {
 func fioSummaryAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() == 0 {
-		return usageErr("fio summary: name a directory or files (usage: pvediskcheck fio summary %s)", c.Command.ArgsUsage)
+		return exitcode.Usagef("fio summary: name a directory or files (usage: pvediskcheck fio summary %s)", c.Command.ArgsUsage)
 	}
 	mode, err := groupByFlag(c)
 	if err != nil {
 		return err
 	}
 	if e.json && c.Bool("csv") {
-		return usageErr("fio summary: --json and --csv exclude each other")
+		return exitcode.Usagef("fio summary: --json and --csv exclude each other")
 	}
 	ram, err := hostRAM(e, c.String("host-ram"))
 	if err != nil {
@@ -234,7 +236,7 @@ func fioSummaryAction(c *cli.Context) error {
 		return err
 	}
 	if len(sum.Unreadable) > 0 {
-		return problemFound
+		return exitcode.ErrProblem
 	}
 	return nil
 }
@@ -242,14 +244,14 @@ func fioSummaryAction(c *cli.Context) error {
 func fioCompareAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() != 2 {
-		return usageErr("fio compare: needs A and B (usage: pvediskcheck fio compare %s)", c.Command.ArgsUsage)
+		return exitcode.Usagef("fio compare: needs A and B (usage: pvediskcheck fio compare %s)", c.Command.ArgsUsage)
 	}
 	mode, err := groupByFlag(c)
 	if err != nil {
 		return err
 	}
 	if e.json && c.Bool("csv") {
-		return usageErr("fio compare: --json and --csv exclude each other")
+		return exitcode.Usagef("fio compare: --json and --csv exclude each other")
 	}
 	var metrics []string
 	for _, m := range c.StringSlice("metric") {
@@ -258,7 +260,7 @@ func fioCompareAction(c *cli.Context) error {
 				continue
 			}
 			if _, ok := fio.MetricByKey(k); !ok {
-				return usageErr("fio compare: unknown --metric %q (iops, bw, clat, lat, p99, fsync)", k)
+				return exitcode.Usagef("fio compare: unknown --metric %q (iops, bw, clat, lat, p99, fsync)", k)
 			}
 			metrics = append(metrics, k)
 		}
@@ -298,7 +300,7 @@ func fioCompareAction(c *cli.Context) error {
 		return err
 	}
 	if different {
-		return problemFound
+		return exitcode.ErrProblem
 	}
 	return nil
 }
@@ -312,13 +314,13 @@ func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.G
 			return nil, nil, err
 		}
 		if l := labels(sum.Groups); len(l) > 1 {
-			return nil, nil, usageErr("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
+			return nil, nil, exitcode.Usagef("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
 				arg, len(l), strings.Join(l, ", "), arg)
 		}
 		return sum.Groups, sum.Unreadable, nil
 	}
 	if dir == "" {
-		return nil, nil, usageErr("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
+		return nil, nil, exitcode.Usagef("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
 	}
 	if *inDir == nil {
 		sum, err := loadSummary([]string{dir}, opt)
@@ -334,7 +336,7 @@ func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.G
 		}
 	}
 	if len(gs) == 0 {
-		return nil, nil, usageErr("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
+		return nil, nil, exitcode.Usagef("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
 	}
 	return gs, (*inDir).Unreadable, nil
 }
@@ -342,12 +344,12 @@ func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.G
 func fioJobsAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() != 1 {
-		return usageErr("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
+		return exitcode.Usagef("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
 	}
 	dev := c.Args().First()
 	const byID = "/dev/disk/by-id/"
 	if !strings.HasPrefix(dev, byID) || len(dev) == len(byID) {
-		return usageErr("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", dev)
+		return exitcode.Usagef("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", dev)
 	}
 	label := c.String("label")
 	if label == "" {
@@ -357,13 +359,13 @@ func fioJobsAction(c *cli.Context) error {
 		}
 	}
 	if strings.ContainsAny(label, "/ \t") {
-		return usageErr("fio jobs: --label %q: no slashes or spaces (it goes into file names)", label)
+		return exitcode.Usagef("fio jobs: --label %q: no slashes or spaces (it goes into file names)", label)
 	}
 	if _, ok := fio.ParseSize(c.String("size")); !ok {
-		return usageErr("fio jobs: --size %q: expected a size such as 2G or 512M", c.String("size"))
+		return exitcode.Usagef("fio jobs: --size %q: expected a size such as 2G or 512M", c.String("size"))
 	}
 	if c.Int("runtime") < 1 || c.Int("ramp") < 0 || c.Int("runs") < 1 {
-		return usageErr("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
+		return exitcode.Usagef("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
 	}
 	js := fio.JobSet{Device: dev, Label: label, Size: c.String("size"),
 		RuntimeS: c.Int("runtime"), RampS: c.Int("ramp"), Runs: c.Int("runs")}
@@ -374,7 +376,7 @@ func fioJobsAction(c *cli.Context) error {
 func groupByFlag(c *cli.Context) (fio.GroupBy, error) {
 	g := fio.GroupBy(c.String("group-by"))
 	if !slices.Contains(fio.GroupBys, g) {
-		return "", usageErr("--group-by %q: expected auto, name, job or dir", g)
+		return "", exitcode.Usagef("--group-by %q: expected auto, name, job or dir", g)
 	}
 	return g, nil
 }
@@ -384,7 +386,7 @@ func hostRAM(e *env, flag string) (int64, error) {
 	if flag != "" {
 		n, ok := fio.ParseSize(flag)
 		if !ok {
-			return 0, usageErr("--host-ram %q: expected a size such as 64G", flag)
+			return 0, exitcode.Usagef("--host-ram %q: expected a size such as 64G", flag)
 		}
 		return n, nil
 	}
@@ -401,10 +403,10 @@ func hostRAM(e *env, flag string) (int64, error) {
 func loadSummary(args []string, opt fio.Options) (*fio.Summary, error) {
 	files, err := fio.ListFiles(args)
 	if err != nil {
-		return nil, usageErr("%v", err)
+		return nil, exitcode.Usagef("%v", err)
 	}
 	if len(files) == 0 {
-		return nil, usageErr("no *.json file in %s", strings.Join(args, " "))
+		return nil, exitcode.Usagef("no *.json file in %s", strings.Join(args, " "))
 	}
 	results, unreadable := fio.ReadFiles(files)
 	sum := fio.Summarize(results, opt)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -55,7 +57,7 @@ EXAMPLES
    pvediskcheck flush 370                 # watch 15 s while the guest works
    pvediskcheck flush 370 scsi1 --trigger --for 10s --json
 
-` + exitCodesHelp,
+` + exitcode.Help,
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "for", Value: flushDefaultWindow, Usage: "measurement window"},
 			&cli.Float64Flag{Name: "hz", Value: 4, Usage: "samples per second (2-10)"},
@@ -114,11 +116,11 @@ func flushAction(c *cli.Context) error {
 	}
 	hz := c.Float64("hz")
 	if hz < 2 || hz > 10 {
-		return usageErr("--hz %g: use 2 to 10 samples per second", hz)
+		return exitcode.Usagef("--hz %g: use 2 to 10 samples per second", hz)
 	}
 	window := c.Duration("for")
 	if window < time.Second {
-		return usageErr("--for %s: the window must be at least 1s", window)
+		return exitcode.Usagef("--for %s: the window must be at least 1s", window)
 	}
 	v, err := loadVM(e, vmid)
 	if err != nil {
@@ -129,10 +131,10 @@ func flushAction(c *cli.Context) error {
 		return err
 	}
 	if !v.Running {
-		return unreachable("VM %d is not running: flushes can only be measured on a running VM", vmid)
+		return exitcode.Unreachablef("VM %d is not running: flushes can only be measured on a running VM", vmid)
 	}
 	if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
-		return &exitError{exitUnreachable, qmpErrMsg(vmid, err)}
+		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))
 	}
 	res, err := measureFlushes(e, v, disks, window, hz, c.Bool("trigger"))
 	if err != nil {
@@ -151,7 +153,7 @@ func flushAction(c *cli.Context) error {
 	}
 	for _, fv := range res.Verdicts {
 		if fv.Verdict == "ignored" {
-			return problemFound
+			return exitcode.ErrProblem
 		}
 	}
 	return nil
@@ -238,10 +240,10 @@ func measureFlushes(e *env, v *vm.VM, disks []*vm.Disk, window time.Duration, hz
 		if ctx.Err() != nil {
 			return nil, errors.New("interrupted")
 		}
-		return nil, &exitError{exitUnreachable, qmpErrMsg(v.VMID, err)}
+		return nil, exitcode.Unreachablef("%s", qmpErrMsg(v.VMID, err))
 	}
 	if err := <-triggerDone; err != nil {
-		return nil, unreachable("--trigger: %v", err)
+		return nil, exitcode.Unreachablef("--trigger: %v", err)
 	}
 	for _, d := range disks {
 		if ids[d.ID] {

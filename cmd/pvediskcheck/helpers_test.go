@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
@@ -63,3 +64,11 @@ func gjsonFloat(doc, path string) float64 {
 	}
 	return gjson.Get(doc, path).Float()
 }
+
+// Exit codes as the tests compare them.
+const (
+	exitOK          = int(exitcode.OK)
+	exitProblem     = int(exitcode.Problem)
+	exitUsage       = int(exitcode.Usage)
+	exitUnreachable = int(exitcode.Unreachable)
+)

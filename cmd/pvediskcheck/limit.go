@@ -13,6 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -113,7 +115,7 @@ EXAMPLES
    pvediskcheck limit 370 scsi1 --verify --for 20s
    pvediskcheck limit 370 scsi1 --clear --persist
 
-` + exitCodesHelp + `
+` + exitcode.Help + `
    Exit 1 also when a limit is exceeded, or when QEMU does not report the limits
    that were just applied. A stopped VM exits 3 (except --persist), so does a
    busy or missing QMP socket. Rejected values exit 2 and change nothing.`,
@@ -197,14 +199,14 @@ func limitAction(c *cli.Context) error {
 	pos := c.Args().Slice()
 	e := newEnv(c)
 	if len(pos) == 0 {
-		return usageErr("limit: missing VMID (usage: pvediskcheck limit %s)", c.Command.ArgsUsage)
+		return exitcode.Usagef("limit: missing VMID (usage: pvediskcheck limit %s)", c.Command.ArgsUsage)
 	}
 	vmid, err := qemuserver.ParseVMID(pos[0])
 	if err != nil {
-		return usageErr("%v", err)
+		return exitcode.Usagef("%v", err)
 	}
 	if len(pos) > 2 {
-		return usageErr("limit: too many arguments %q (usage: pvediskcheck limit %s)", pos[2:], c.Command.ArgsUsage)
+		return exitcode.Usagef("limit: too many arguments %q (usage: pvediskcheck limit %s)", pos[2:], c.Command.ArgsUsage)
 	}
 	diskArg := ""
 	if len(pos) == 2 {
@@ -220,22 +222,22 @@ func limitAction(c *cli.Context) error {
 	apply := clear || len(changes) > 0
 	switch {
 	case apply && diskArg == "":
-		return usageErr("limit: name the disk to change (pvediskcheck limit %d DISK --mbps-wr 20)", vmid)
+		return exitcode.Usagef("limit: name the disk to change (pvediskcheck limit %d DISK --mbps-wr 20)", vmid)
 	case (persist || dry) && !apply:
-		return usageErr("limit: --persist and --dry-run need limit flags or --clear")
+		return exitcode.Usagef("limit: --persist and --dry-run need limit flags or --clear")
 	case c.IsSet("for") && !verify:
-		return usageErr("limit: --for needs --verify")
+		return exitcode.Usagef("limit: --for needs --verify")
 	case verify && diskArg == "":
-		return usageErr("limit: --verify needs DISK")
+		return exitcode.Usagef("limit: --verify needs DISK")
 	case verify && c.Duration("for") < limitSkip+limitMinSteady:
-		return usageErr("limit: --for %s is too short: the first %s are not judged and a verdict needs %s more", c.Duration("for"), limitSkip, limitMinSteady)
+		return exitcode.Usagef("limit: --for %s is too short: the first %s are not judged and a verdict needs %s more", c.Duration("for"), limitSkip, limitMinSteady)
 	case verify && dry:
-		return usageErr("limit: --verify cannot be combined with --dry-run")
+		return exitcode.Usagef("limit: --verify cannot be combined with --dry-run")
 	}
 	// Each value on its own, as Proxmox's schema checks it.
 	for k, v := range changes {
 		if err := limitCheckValue(k, v); err != nil {
-			return usageErr("limit: --%s %s: %v", limitFlagName(k), v, err)
+			return exitcode.Usagef("limit: --%s %s: %v", limitFlagName(k), v, err)
 		}
 	}
 	v, err := loadVM(e, vmid)
@@ -253,28 +255,28 @@ func limitAction(c *cli.Context) error {
 	if apply {
 		d := disks[0]
 		if d.Drive == nil {
-			return usageErr("limit: %s is not in VM %d's config", d.ID, vmid)
+			return exitcode.Usagef("limit: %s is not in VM %d's config", d.ID, vmid)
 		}
 		if d.Drive.IsCDROM() || d.Drive.IsNone() {
-			return usageErr("limit: %s is a CD-ROM drive", d.ID)
+			return exitcode.Usagef("limit: %s is a CD-ROM drive", d.ID)
 		}
 		if d.Drive.Bool("scsiblock") {
-			return usageErr("limit: %s is passed through with scsiblock=1: QEMU has no throttle node for it", d.ID)
+			return exitcode.Usagef("limit: %s is passed through with scsiblock=1: QEMU has no throttle node for it", d.ID)
 		}
 		if persist && (d.PendingDrive != nil || d.PendingDelete) {
-			return usageErr("limit: %s has a pending change in [PENDING]; qm set would replace it: apply it (restart) or revert it first (qm pending %d)", d.ID, vmid)
+			return exitcode.Usagef("limit: %s has a pending change in [PENDING]; qm set would replace it: apply it (restart) or revert it first (qm pending %d)", d.ID, vmid)
 		}
 		if persist && filepath.Clean(e.paths.Root) != "/" && filepath.Clean(os.Getenv("PVEDISKCHECK_ROOT")) != filepath.Clean(e.paths.Root) {
-			return usageErr("limit: --persist runs this node's qm, which does not know --root %s; refusing (set PVEDISKCHECK_ROOT to that root when its qm serves it)", e.paths.Root)
+			return exitcode.Usagef("limit: --persist runs this node's qm, which does not know --root %s; refusing (set PVEDISKCHECK_ROOT to that root when its qm serves it)", e.paths.Root)
 		}
 		if !v.Running && !persist {
 			if err := limitValidateSet(limitMergeOpts(d.Drive.Opts, changes, clear)); err != nil {
 				return err
 			}
-			return unreachable("VM %d is not running: nothing to apply live. Use --persist to change the config with qm set (the limits then apply at the next start)", vmid)
+			return exitcode.Unreachablef("VM %d is not running: nothing to apply live. Use --persist to change the config with qm set (the limits then apply at the next start)", vmid)
 		}
 	} else if verify && !v.Running {
-		return unreachable("VM %d is not running: nothing to measure", vmid)
+		return exitcode.Unreachablef("VM %d is not running: nothing to measure", vmid)
 	}
 
 	// Read the running limits (one exchange for all disks).
@@ -295,7 +297,7 @@ func limitAction(c *cli.Context) error {
 			return nil
 		})
 		if liveErr != nil && apply {
-			return &exitError{code: exitUnreachable, msg: qmpErrMsg(vmid, liveErr)}
+			return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
 		}
 	}
 
@@ -318,14 +320,13 @@ func limitAction(c *cli.Context) error {
 		outs = append(outs, o)
 	}
 	if len(outs) == 0 {
-		return usageErr("limit: VM %d has no disk with limits to show", vmid)
+		return exitcode.Usagef("limit: VM %d has no disk with limits to show", vmid)
 	}
 
 	var final error
 	if apply {
 		if err := limitApply(e, v, disks[0], outs[0], running[disks[0].ID], changes, clear, persist, dry); err != nil {
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != exitProblem {
+			if exitcode.Of(err) != exitcode.Problem {
 				return err
 			}
 			final = err
@@ -333,8 +334,7 @@ func limitAction(c *cli.Context) error {
 	}
 	if verify && final == nil {
 		if err := limitVerify(e, v, disks[0], outs[0]); err != nil {
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != exitProblem {
+			if exitcode.Of(err) != exitcode.Problem {
 				return err
 			}
 			final = err
@@ -362,10 +362,10 @@ func limitAction(c *cli.Context) error {
 		return final
 	}
 	if !v.Running && !(apply && persist) {
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d is not running", vmid)}
+		return exitcode.Unreachablef("VM %d is not running", vmid)
 	}
 	if liveErr != nil {
-		return &exitError{code: exitUnreachable, msg: qmpErrMsg(vmid, liveErr)}
+		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
 	}
 	return nil
 }
@@ -429,7 +429,7 @@ func limitMergeOpts(base map[string]string, changes map[string]string, clear boo
 // (throttle_is_valid: a burst below its rate is refused live and at start).
 func limitValidateSet(opts map[string]string) error {
 	if p := qemuserver.LimitProblems(opts); len(p) > 0 {
-		return usageErr("limit: Proxmox rejects this: %s (nothing was changed)", strings.Join(p, "; "))
+		return exitcode.Usagef("limit: Proxmox rejects this: %s (nothing was changed)", strings.Join(p, "; "))
 	}
 	l := (&qemuserver.Drive{Opts: opts}).Limits()
 	for _, k := range qemuserver.LimitKeys {
@@ -438,7 +438,7 @@ func limitValidateSet(opts map[string]string) error {
 		}
 		rate := strings.TrimSuffix(k.QEMU, "-max")
 		if l[k.QEMU] != 0 && l[k.QEMU] < l[rate] {
-			return usageErr("limit: QEMU rejects this: %s (%s) is lower than its rate %s (%s) (nothing was changed)",
+			return exitcode.Usagef("limit: QEMU rejects this: %s (%s) is lower than its rate %s (%s) (nothing was changed)",
 				k.Proxmox, opts[k.Proxmox], strings.TrimSuffix(k.Proxmox, "_max"), opts[strings.TrimSuffix(k.Proxmox, "_max")])
 		}
 	}
@@ -535,7 +535,7 @@ func limitApply(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, runBefore qemuserver
 		line := nd.String()
 		if _, err := qemuserver.ParseDrive(d.ID, line); err != nil {
 			o.Apply = nil
-			return usageErr("limit: the new line would not parse: %v (nothing was changed)", err)
+			return exitcode.Usagef("limit: the new line would not parse: %v (nothing was changed)", err)
 		}
 		want := nd.Limits()
 		argv := []string{"qm", "set", strconv.Itoa(v.VMID), "--" + d.ID, line}
@@ -548,16 +548,16 @@ func limitApply(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, runBefore qemuserver
 		a.Output = strings.TrimSpace(string(out))
 		if err != nil {
 			o.Apply = a
-			return unreachable("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
+			return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
 		}
 		// The config as Proxmox saved it.
 		v2, err := vm.Load(e.paths, v.VMID)
 		if err != nil {
-			return unreachable("limit: qm set ran, but the config cannot be read back: %v", err)
+			return exitcode.Unreachablef("limit: qm set ran, but the config cannot be read back: %v", err)
 		}
 		d2 := v2.Disk(d.ID)
 		if d2 == nil || d2.Drive == nil || !d2.Drive.Limits().Equal(want) {
-			return &exitError{code: exitProblem, msg: fmt.Sprintf("limit: qm set ran, but %s's config line does not carry the new limits", d.ID)}
+			return exitcode.Problemf("limit: qm set ran, but %s's config line does not carry the new limits", d.ID)
 		}
 		a.Persisted = true
 		o.Limits.Configured = limitToProxmox(d2.Drive.Limits())
@@ -591,9 +591,9 @@ func limitApply(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, runBefore qemuserver
 	if err != nil {
 		var qe *qmp.Error
 		if errors.As(err, &qe) {
-			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d: QEMU refused the limits: %v (nothing was changed)", v.VMID, err)}
+			return exitcode.Unreachablef("VM %d: QEMU refused the limits: %v (nothing was changed)", v.VMID, err)
 		}
-		return &exitError{code: exitUnreachable, msg: qmpErrMsg(v.VMID, err)}
+		return exitcode.Unreachablef("%s", qmpErrMsg(v.VMID, err))
 	}
 	o.Notes = append(o.Notes, fmt.Sprintf("applied live only: the config of VM %d was not changed, these limits disappear at the next restart (use --persist to save them)", v.VMID))
 	return limitReadBack(e, v, d, o, want, "QEMU accepted "+name)
@@ -608,7 +608,7 @@ func limitReadBack(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, want qemuserver.L
 		return err
 	})
 	if err != nil {
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("%s, but the limits cannot be read back: %s", what, qmpErrMsg(v.VMID, err))}
+		return exitcode.Unreachablef("%s, but the limits cannot be read back: %s", what, qmpErrMsg(v.VMID, err))
 	}
 	run := qemuserver.Limits(after)
 	o.Apply.After = limitToProxmox(run)
@@ -617,7 +617,7 @@ func limitReadBack(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, want qemuserver.L
 		o.Limits = limitSetsFor(d2.Disk(d.ID), run, true)
 	}
 	if !run.Equal(want) {
-		return &exitError{code: exitProblem, msg: fmt.Sprintf("limit: %s, but QEMU runs %s with {%s}, not {%s}", what, d.ID, run.Normal(), want.Normal())}
+		return exitcode.Problemf("limit: %s, but QEMU runs %s with {%s}, not {%s}", what, d.ID, run.Normal(), want.Normal())
 	}
 	o.Apply.Confirmed = true
 	return nil
@@ -639,13 +639,13 @@ func limitVerify(e *env, v *vm.VM, d *vm.Disk, o *limitJSON) error {
 	}
 	if err != nil {
 		if e.ctx().Err() != nil {
-			return &exitError{code: exitUnreachable, msg: "interrupted: " + err.Error()}
+			return exitcode.Unreachablef("%s", "interrupted: "+err.Error())
 		}
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d: sampling query-blockstats: %v", v.VMID, err)}
+		return exitcode.Unreachablef("VM %d: sampling query-blockstats: %v", v.VMID, err)
 	}
 	r, err := ser.Rates(d.ID, limitSkip)
 	if err != nil || r.Seconds() < limitMinSteady.Seconds()*0.9 {
-		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("VM %d: not enough samples for a verdict (%d taken, %d lost to a busy QMP socket): %v", v.VMID, len(ser.Samples), ser.Missed, err)}
+		return exitcode.Unreachablef("VM %d: not enough samples for a verdict (%d taken, %d lost to a busy QMP socket): %v", v.VMID, len(ser.Samples), ser.Missed, err)
 	}
 	vj := &limitVerifyJSON{
 		WindowS: window.Seconds(), SkippedS: limitSkip.Seconds(), SteadyS: limitRound(r.Seconds(), 3),
@@ -688,7 +688,7 @@ func limitVerify(e *env, v *vm.VM, d *vm.Disk, o *limitJSON) error {
 		o.Notes = append(o.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, qemuserver.Limits(after).Normal()))
 	}
 	if exceeded {
-		return problemFound
+		return exitcode.ErrProblem
 	}
 	return nil
 }

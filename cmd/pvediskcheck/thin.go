@@ -11,6 +11,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -56,7 +58,7 @@ EXAMPLES
    pvediskcheck thin
    pvediskcheck thin local-lvm --json
 
-` + exitCodesHelp + `
+` + exitcode.Help + `
    1 when a pool's data or metadata use is at or above 90 %.
    3 when lvs or zfs fails or times out, or a pool is missing from its report.`,
 		Action: thinAction,
@@ -110,17 +112,17 @@ func thinAction(c *cli.Context) error {
 	e := newEnv(c)
 	st, err := qemuserver.LoadStorages(e.paths.StorageCfg())
 	if err != nil {
-		return usageErr("%v", err)
+		return exitcode.Usagef("%v", err)
 	}
 	var want []*qemuserver.Storage
 	if c.NArg() > 0 {
 		for _, id := range c.Args().Slice() {
 			s, ok := st[id]
 			if !ok {
-				return usageErr("thin: no storage %q in %s", id, e.paths.StorageCfg())
+				return exitcode.Usagef("thin: no storage %q in %s", id, e.paths.StorageCfg())
 			}
 			if s.Type != "lvmthin" && s.Type != "zfspool" {
-				return usageErr("thin: storage %s is of type %s; thin reports lvmthin and zfspool storages", id, s.Type)
+				return exitcode.Usagef("thin: storage %s is of type %s; thin reports lvmthin and zfspool storages", id, s.Type)
 			}
 			want = append(want, s)
 		}
@@ -149,7 +151,7 @@ func thinAction(c *cli.Context) error {
 	var rep *lvm.Report
 	if len(vgs) > 0 {
 		if rep, err = lvm.List(e.ctx(), e.runner, vgs...); err != nil {
-			return unreachable("thin: %v", toolErr(err))
+			return exitcode.Unreachablef("thin: %v", toolErr(err))
 		}
 	}
 	for _, s := range want {
@@ -161,7 +163,7 @@ func thinAction(c *cli.Context) error {
 			p, err = thinZFS(e, s, uses[s.ID])
 		}
 		if err != nil {
-			return unreachable("thin: %v", err)
+			return exitcode.Unreachablef("thin: %v", err)
 		}
 		thinWarn(&p)
 		out.Pools = append(out.Pools, p)
@@ -175,7 +177,7 @@ func thinAction(c *cli.Context) error {
 	}
 	for _, p := range out.Pools {
 		if p.DataPercent != nil && *p.DataPercent >= thinFailPercent || p.MetadataPercent != nil && *p.MetadataPercent >= thinFailPercent {
-			return problemFound
+			return exitcode.ErrProblem
 		}
 	}
 	return nil
