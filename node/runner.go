@@ -64,7 +64,7 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if ctx.Err() == context.DeadlineExceeded {
-		return nil, fmt.Errorf("%s: %w after %s", argv[0], ErrTimeout, timeout)
+		return nil, fmt.Errorf("%s: %w after %s (raise --timeout if the node is just slow)", argv[0], ErrTimeout, timeout)
 	}
 	if err != nil {
 		var ee *exec.ExitError

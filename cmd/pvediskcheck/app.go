@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
-	"github.com/pvediskcheck/pvediskcheck/node"
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -56,7 +52,13 @@ EXAMPLES
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},
-		Commands:       commands,
+		Commands: commands,
+		Before: func(c *cli.Context) error {
+			if d := c.Duration("timeout"); d <= 0 {
+				return exitcode.Usagef("--timeout %s: give a positive duration, e.g. 5s", d)
+			}
+			return nil
+		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return exitcode.Usagef("%v", err)
@@ -94,64 +96,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pvediskcheck: "+msg)
 	}
 	return int(exitcode.Of(err))
-}
-
-// env is what every command needs from the global flags.
-type env struct {
-	c       *cli.Context
-	paths   node.Paths
-	runner  node.Runner
-	timeout time.Duration
-	json    bool
-	out     io.Writer
-	errOut  io.Writer
-	color   bool
-}
-
-func newEnv(c *cli.Context) *env {
-	e := &env{
-		c:       c,
-		paths:   node.NewPaths(c.String("root"), c.String("proc"), c.String("sys")),
-		timeout: c.Duration("timeout"),
-		json:    c.Bool("json"),
-		out:     c.App.Writer,
-		errOut:  c.App.ErrWriter,
-	}
-	if e.timeout <= 0 {
-		e.timeout = 5 * time.Second
-	}
-	e.runner = node.Runner{Timeout: e.timeout}
-	e.color = !c.Bool("no-color") && isTerminal(e.out)
-	return e
-}
-
-func (e *env) ctx() context.Context { return e.c.Context }
-
-// printJSON writes v indented, with a trailing newline.
-func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// vmidArg parses the first argument as a VMID (exit 2 when bad).
-func vmidArg(c *cli.Context) (int, error) {
-	if c.NArg() < 1 {
-		return 0, exitcode.Usagef("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
-	}
-	id, err := qemuserver.ParseVMID(c.Args().First())
-	if err != nil {
-		return 0, exitcode.Usagef("%v", err)
-	}
-	return id, nil
 }

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -109,7 +108,7 @@ func cacheAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	disks, err := selectDisks(v, c.Args().Tail())
+	disks, err := v.Select(c.Args().Tail())
 	if err != nil {
 		return err
 	}
@@ -237,7 +236,7 @@ func printCache(e *env, out cacheJSON) {
 	fmt.Fprintf(e.out, "VM %d: %s, %s\n", out.VMID, state, gen)
 	t := newTable(e.out, "DISK", "CONTROLLER", "VOLUME", "CONFIG", "RUNNING", "NEXT START", "AIO", "IOTHREAD")
 	for _, d := range out.Disks {
-		cfg := orDash(d.Cache.Configured)
+		cfg := units.OrDash(d.Cache.Configured)
 		if d.Cache.ConfiguredDefault {
 			cfg += " (default)"
 		}
@@ -252,7 +251,7 @@ func printCache(e *env, out cacheJSON) {
 		if d.Cache.Pending != nil {
 			next = *d.Cache.Pending + " (pending)"
 		}
-		t.row(d.ID, orDash(d.Controller), orDash(d.Volume), cfg, run, next, orDash(d.AIO), onOff(d.IOThread))
+		t.row(d.ID, units.OrDash(d.Controller), units.OrDash(d.Volume), cfg, run, next, units.OrDash(d.AIO), units.OnOff(d.IOThread))
 	}
 	t.flush()
 	fmt.Fprintln(e.out)
@@ -291,7 +290,7 @@ func printCache(e *env, out cacheJSON) {
 	for _, d := range out.Disks {
 		var lines []string
 		if d.Cache.GuestWriteCache != nil && d.Cache.WriteCache != nil && (*d.Cache.WriteCache == "on") != *d.Cache.GuestWriteCache {
-			lines = append(lines, fmt.Sprintf("the guest has turned the write cache %s at runtime (configured %s)", onOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache))
+			lines = append(lines, fmt.Sprintf("the guest has turned the write cache %s at runtime (configured %s)", units.OnOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache))
 		}
 		for _, dr := range d.Drift {
 			lines = append(lines, e.paint(red, "DRIFT")+" "+dr)
@@ -316,58 +315,4 @@ func printCache(e *env, out cacheJSON) {
 	for _, n := range out.Notes {
 		fmt.Fprintln(e.out, "note: "+n)
 	}
-}
-
-// loadVM loads a VM, mapping errors to exit codes.
-func loadVM(e *env, vmid int) (*vm.VM, error) {
-	v, err := vm.Load(e.paths, vmid)
-	if err != nil {
-		if errors.Is(err, vm.ErrNoConfig) {
-			return nil, exitcode.Usagef("%v", err)
-		}
-		if errors.Is(err, qemuserver.ErrParse) {
-			return nil, exitcode.Usagef("%v", err)
-		}
-		return nil, exitcode.Unreachablef("VM %d: %v", vmid, err)
-	}
-	return v, nil
-}
-
-// selectDisks returns the disks named in args (all when none), exit 2 for an
-// unknown disk.
-func selectDisks(v *vm.VM, args []string) ([]*vm.Disk, error) {
-	if len(args) == 0 {
-		for _, d := range v.Disks {
-			if d.ParseError != nil {
-				return nil, exitcode.Usagef("%v", d.ParseError)
-			}
-		}
-		return v.Disks, nil
-	}
-	var out []*vm.Disk
-	for _, a := range args {
-		d := v.Disk(a)
-		if d == nil {
-			var ids []string
-			for _, d := range v.Disks {
-				ids = append(ids, d.ID)
-			}
-			return nil, exitcode.Usagef("VM %d has no disk %q (disks: %s)", v.VMID, a, strings.Join(ids, ", "))
-		}
-		if d.ParseError != nil {
-			return nil, exitcode.Usagef("%v", d.ParseError)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-func qmpErrMsg(vmid int, err error) string {
-	switch {
-	case errors.Is(err, qmp.ErrBusy):
-		return fmt.Sprintf("VM %d: %v", vmid, err)
-	case errors.Is(err, qmp.ErrNoSocket):
-		return fmt.Sprintf("VM %d: %v (is the VM running?)", vmid, err)
-	}
-	return fmt.Sprintf("VM %d: QMP: %v", vmid, err)
 }

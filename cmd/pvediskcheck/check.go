@@ -14,6 +14,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -333,7 +335,7 @@ func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 				fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and this %s guest has VirtIO drivers", strings.ToUpper(drv.Bus), ostype),
 				fmt.Sprintf("with the VM stopped: qm set %d --delete %s --scsi%d %s (adjust the guest's fstab/boot device)", vmid, d.ID, freeSlot(next, "scsi"), f.String()))
 		}
-		if drv.Opts["discard"] != "on" && wastesThin(v, drv, stor, d) {
+		if drv.Opts["discard"] != "on" && wastesThin(v, stor, d) {
 			f := drv.Clone()
 			f.Opts["discard"] = "on"
 			kind := "thin storage"
@@ -422,8 +424,8 @@ func checkThinPools(e *env, v *vm.VM, thin *thinCache, out *checkVM) {
 		}
 		if pool.SizeBytes > 0 && virt > pool.SizeBytes {
 			out.Findings = append(out.Findings, finding{"warning", "thin-overcommit", "",
-				fmt.Sprintf("thin pool %s (storage %s): its volumes total %.1f GiB on a %.1f GiB pool (%.1fx): writes fail for every VM on it once the pool fills", key, s.ID, gib(virt), gib(pool.SizeBytes), float64(virt)/float64(pool.SizeBytes)),
-				fmt.Sprintf("lvextend -L +%.0fG %s (or move disks to other storage)", math.Ceil(gib(virt-pool.SizeBytes)), key)})
+				fmt.Sprintf("thin pool %s (storage %s): its volumes total %.1f GiB on a %.1f GiB pool (%.1fx): writes fail for every VM on it once the pool fills", key, s.ID, units.GiBf(virt), units.GiBf(pool.SizeBytes), float64(virt)/float64(pool.SizeBytes)),
+				fmt.Sprintf("lvextend -L +%.0fG %s (or move disks to other storage)", math.Ceil(units.GiBf(virt-pool.SizeBytes)), key)})
 		}
 		for _, p := range []struct {
 			what string
@@ -437,8 +439,6 @@ func checkThinPools(e *env, v *vm.VM, thin *thinCache, out *checkVM) {
 		}
 	}
 }
-
-func gib(b int64) float64 { return float64(b) / (1 << 30) }
 
 func cacheName(d *qemuserver.Drive, s *qemuserver.Storage) string {
 	if c := d.Opts["cache"]; c != "" {
@@ -487,26 +487,12 @@ func freeSlot(conf map[string]string, bus string) int {
 	return 0
 }
 
-// wastesThin reports storage where discard would return space: thin pools,
-// rbd, qcow2 images, and raw files that are sparse.
-func wastesThin(v *vm.VM, d *qemuserver.Drive, s *qemuserver.Storage, disk *vm.Disk) bool {
-	if s == nil {
+// wastesThin: discard would return space on this disk's storage.
+func wastesThin(v *vm.VM, s *qemuserver.Storage, disk *vm.Disk) bool {
+	if disk.Configured == nil {
 		return false
 	}
-	if s.IsThin() {
-		return true
-	}
-	if !s.IsFileBased() {
-		return false
-	}
-	st := disk.Configured
-	if st == nil {
-		return false
-	}
-	if st.Format == "qcow2" {
-		return true
-	}
-	return isSparse(v.HostPath(st.Path))
+	return storage.ReturnsSpace(s, disk.Configured.Format, v.HostPath(disk.Configured.Path))
 }
 
 func checkNextStart(e *env, v *vm.VM, out *checkVM) {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -217,7 +218,7 @@ func discardAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sel, err := selectDisks(v, c.Args().Tail())
+	sel, err := v.Select(c.Args().Tail())
 	if err != nil {
 		return err
 	}
@@ -355,7 +356,7 @@ func discardDisks(e *env, v *vm.VM, sel []*vm.Disk) []*discardDisk {
 		if dd.storage != nil {
 			j.StorageType = dd.storage.Type
 		}
-		j.Thin = d.Configured != nil && wastesThin(v, drv, dd.storage, d)
+		j.Thin = wastesThin(v, dd.storage, d)
 		j.Discard.Configured = "ignore"
 		if drv.Opts["discard"] == "on" {
 			j.Discard.Configured = "on"
@@ -427,7 +428,7 @@ func discardMeasure(e *env, v *vm.VM, disks []*discardDisk, withPCI bool) (*disc
 	for _, dd := range disks {
 		r, err := m.Measure(e.ctx(), dd.vol)
 		if err != nil {
-			return nil, exitcode.Unreachablef("VM %d %s: cannot measure the allocation of %s: %v", v.VMID, dd.d.ID, dd.drive.Volume, toolErr(err))
+			return nil, exitcode.Unreachablef("VM %d %s: cannot measure the allocation of %s: %v", v.VMID, dd.d.ID, dd.drive.Volume, err)
 		}
 		s.alloc[dd.d.ID] = r
 	}
@@ -518,7 +519,7 @@ func discardWatch(e *env, v *vm.VM, disks []*discardDisk, before *discardSnap, w
 				ok += s.nodes[dd.node].DiscardBytesOK - before.nodes[dd.node].DiscardBytesOK
 			}
 		}
-		fmt.Fprintf(e.errOut, "\r\x1b[K%s left: QEMU received %s, storage accepted %s", time.Until(end).Round(time.Second), human(sent), human(ok))
+		fmt.Fprintf(e.errOut, "\r\x1b[K%s left: QEMU received %s, storage accepted %s", time.Until(end).Round(time.Second), units.Bytes(sent), units.Bytes(ok))
 	}
 	if tty {
 		fmt.Fprint(e.errOut, "\r\x1b[K")
@@ -645,7 +646,7 @@ func printDiscard(e *env, out discardJSON) {
 			if len(p.Disks) > 0 {
 				on = "on " + strings.Join(p.Disks, "+")
 			}
-			line := fmt.Sprintf("  guest %s: trimmed %s (%s)", p.Path, human(p.TrimmedBytes), on)
+			line := fmt.Sprintf("  guest %s: trimmed %s (%s)", p.Path, units.Bytes(p.TrimmedBytes), on)
 			if p.Error != "" {
 				line += ": error: " + p.Error
 			}
@@ -665,18 +666,18 @@ func printDiscard(e *env, out discardJSON) {
 			}
 			sent, acc, ref := "-", "-", "-"
 			if c := d.SinceStart; c != nil {
-				sent = human(c.GuestSentBytes)
+				sent = units.Bytes(c.GuestSentBytes)
 				if !c.DeviceCounts {
 					sent = "not counted"
 				}
-				acc, ref = human(c.StorageAcceptedBytes), fmt.Sprint(c.StorageFailedOps)
+				acc, ref = units.Bytes(c.StorageAcceptedBytes), fmt.Sprint(c.StorageFailedOps)
 			}
 			stor := d.Storage + " (" + d.StorageType
 			if d.Thin {
 				stor += ", thin"
 			}
 			stor += ")"
-			t.row(d.ID, orDash(d.Controller), stor, disc, onOff(d.SSD.Configured), humanPtr(d.Allocation.VirtualBytes), allocText(d.Allocation), sent, acc, ref)
+			t.row(d.ID, units.OrDash(d.Controller), stor, disc, units.OnOff(d.SSD.Configured), units.BytesPtr(d.Allocation.VirtualBytes), allocText(d.Allocation), sent, acc, ref)
 		}
 		t.flush()
 	}
@@ -696,31 +697,31 @@ func printDiscard(e *env, out discardJSON) {
 			if d.Discard.Running != nil {
 				run = *d.Discard.Running
 			}
-			fmt.Fprintf(e.out, "\n%s (%s, %s, discard=%s): %s\n", d.ID, d.Volume, orDash(d.Controller), run, e.paint(color, r.Verdict))
+			fmt.Fprintf(e.out, "\n%s (%s, %s, discard=%s): %s\n", d.ID, d.Volume, units.OrDash(d.Controller), run, e.paint(color, r.Verdict))
 			guest := "unknown (no guest agent figure for this disk)"
 			if r.GuestTrimmedBytes != nil {
-				guest = human(*r.GuestTrimmedBytes)
+				guest = units.Bytes(*r.GuestTrimmedBytes)
 			} else if out.Mode == "trim" {
 				guest = "nothing (no mounted filesystem on this disk alone)"
 			}
 			fmt.Fprintf(e.out, "  guest trimmed     %s\n", guest)
-			recv := fmt.Sprintf("%s in %d requests", human(r.QEMUReceivedBytes), r.QEMUReceivedOps)
+			recv := fmt.Sprintf("%s in %d requests", units.Bytes(r.QEMUReceivedBytes), r.QEMUReceivedOps)
 			if d.SinceStart != nil && !d.SinceStart.DeviceCounts {
 				recv = "not counted (VirtIO Block)"
 			}
 			fmt.Fprintf(e.out, "  QEMU received     %s\n", recv)
-			fmt.Fprintf(e.out, "  storage accepted  %s in %d requests, refused %d\n", human(r.StorageAcceptedBytes), r.StorageAcceptedOps, r.StorageFailedOps)
+			fmt.Fprintf(e.out, "  storage accepted  %s in %d requests, refused %d\n", units.Bytes(r.StorageAcceptedBytes), r.StorageAcceptedOps, r.StorageFailedOps)
 			if r.ReturnedBytes != nil {
 				res := ""
 				if r.ResolutionBytes > 0 {
-					res = ", +-" + human(r.ResolutionBytes)
+					res = ", +-" + units.Bytes(r.ResolutionBytes)
 				}
-				fmt.Fprintf(e.out, "  volume            %s -> %s allocated (returned %s%s, %s)\n", human(*r.AllocatedBeforeBytes), human(*r.AllocatedAfterBytes), human(*r.ReturnedBytes), res, d.Allocation.Method)
+				fmt.Fprintf(e.out, "  volume            %s -> %s allocated (returned %s%s, %s)\n", units.Bytes(*r.AllocatedBeforeBytes), units.Bytes(*r.AllocatedAfterBytes), units.Bytes(*r.ReturnedBytes), res, d.Allocation.Method)
 			} else {
 				fmt.Fprintf(e.out, "  volume            not measurable: %s\n", d.Allocation.Unmeasured)
 			}
 			if r.PoolReturnedBytes != nil {
-				fmt.Fprintf(e.out, "  pool              %s -> %s allocated (returned %s, %s, all its volumes)\n", human(*r.PoolBeforeBytes), human(*r.PoolAfterBytes), human(*r.PoolReturnedBytes), d.Allocation.Pool.Name)
+				fmt.Fprintf(e.out, "  pool              %s -> %s allocated (returned %s, %s, all its volumes)\n", units.Bytes(*r.PoolBeforeBytes), units.Bytes(*r.PoolAfterBytes), units.Bytes(*r.PoolReturnedBytes), d.Allocation.Pool.Name)
 			}
 			for _, rs := range r.Reasons {
 				fmt.Fprintf(e.out, "  - %s\n", rs.Text)
@@ -735,7 +736,7 @@ func printDiscard(e *env, out discardJSON) {
 		}
 		fmt.Fprintf(e.out, "\n%s:\n", d.ID)
 		if p := d.Allocation.Pool; p != nil {
-			fmt.Fprintf(e.out, "  pool %s: %s of %s used (%s), discards %s\n", p.Name, humanPtr(p.AllocatedBytes), human(p.SizeBytes), pctPtr(p.DataPercent), orDash(p.Discards))
+			fmt.Fprintf(e.out, "  pool %s: %s of %s used (%s), discards %s\n", p.Name, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent), units.OrDash(p.Discards))
 		}
 		if d.Allocation.Unmeasured != "" {
 			fmt.Fprintf(e.out, "  allocation not measurable: %s\n", d.Allocation.Unmeasured)
@@ -756,5 +757,5 @@ func allocText(r alloc.Result) string {
 	if r.AllocatedBytes == nil {
 		return "unmeasured"
 	}
-	return human(*r.AllocatedBytes)
+	return units.Bytes(*r.AllocatedBytes)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Verdicts of `discard --trim` / `--wait`, per disk.
@@ -73,7 +75,7 @@ func decideDiscard(in verdictIn) (string, []discardReason) {
 	if ignore {
 		text := "QEMU runs this disk with discard=ignore: it drops every discard the guest sends"
 		if in.DevCounts && in.DevBytes > 0 {
-			text += fmt.Sprintf(" (it received %s in %d requests and passed on none)", human(in.DevBytes), in.DevOps)
+			text += fmt.Sprintf(" (it received %s in %d requests and passed on none)", units.Bytes(in.DevBytes), in.DevOps)
 		}
 		if in.ConfiguredDiscard == "on" {
 			add("discard-pending", text+"; the config already has discard=on, which applies at the next start",
@@ -121,7 +123,7 @@ func decideDiscard(in verdictIn) (string, []discardReason) {
 	returned := *in.Before - *in.After
 	tol := 2 * in.Resolution
 	if returned < -tol {
-		add("allocation-grew", fmt.Sprintf("the volume's allocation grew by %s during the measurement: the guest wrote meanwhile, which hides what a trim returned", human(-returned)), "")
+		add("allocation-grew", fmt.Sprintf("the volume's allocation grew by %s during the measurement: the guest wrote meanwhile, which hides what a trim returned", units.Bytes(-returned)), "")
 	}
 	if returned > tol {
 		verdict := verdictReturned
@@ -137,10 +139,10 @@ func decideDiscard(in verdictIn) (string, []discardReason) {
 				if len(in.Snapshots) > 0 {
 					verdict = verdictPartly
 					add("snapshots-hold-blocks", fmt.Sprintf("the volume gave back %s but pool %s only %s: snapshot(s) %s still reference those blocks, which come back when the snapshots are deleted",
-						human(returned), in.PoolName, human(max(poolRet, 0)), strings.Join(in.Snapshots, ", ")),
+						units.Bytes(returned), in.PoolName, units.Bytes(max(poolRet, 0)), strings.Join(in.Snapshots, ", ")),
 						fmt.Sprintf("qm delsnapshot %d <name> for snapshots you no longer need", in.VMID))
 				} else {
-					add("pool-busy", fmt.Sprintf("pool %s got back %s of the volume's %s: other volumes of the pool allocated space meanwhile", in.PoolName, human(max(poolRet, 0)), human(returned)), "")
+					add("pool-busy", fmt.Sprintf("pool %s got back %s of the volume's %s: other volumes of the pool allocated space meanwhile", in.PoolName, units.Bytes(max(poolRet, 0)), units.Bytes(returned)), "")
 				}
 			}
 		}
@@ -153,12 +155,12 @@ func decideDiscard(in verdictIn) (string, []discardReason) {
 	if !ignore && in.FailedOps == 0 && in.OKBytes > 0 {
 		if in.StorageType == "lvmthin" && in.ChunkBytes > 0 && in.OKOps > 0 && in.OKBytes/in.OKOps < in.ChunkBytes {
 			add("below-chunk-size", fmt.Sprintf("the storage accepted %s in %d discards, %s each on average, smaller than pool %s's chunk size (%s): a thin pool frees only whole chunks",
-				human(in.OKBytes), in.OKOps, human(in.OKBytes/in.OKOps), in.PoolName, human(in.ChunkBytes)), "")
+				units.Bytes(in.OKBytes), in.OKOps, units.Bytes(in.OKBytes/in.OKOps), in.PoolName, units.Bytes(in.ChunkBytes)), "")
 		} else if len(in.Snapshots) > 0 && in.SnapshotHeldBytes != nil && *in.SnapshotHeldBytes > 0 {
-			add("snapshots-hold-blocks", fmt.Sprintf("the storage accepted %s of discards but snapshot(s) %s hold %s of this volume's blocks", human(in.OKBytes), strings.Join(in.Snapshots, ", "), human(*in.SnapshotHeldBytes)),
+			add("snapshots-hold-blocks", fmt.Sprintf("the storage accepted %s of discards but snapshot(s) %s hold %s of this volume's blocks", units.Bytes(in.OKBytes), strings.Join(in.Snapshots, ", "), units.Bytes(*in.SnapshotHeldBytes)),
 				fmt.Sprintf("qm delsnapshot %d <name> for snapshots you no longer need", in.VMID))
 		} else {
-			add("already-free", fmt.Sprintf("the storage accepted %s of discards but the volume's allocation did not change: those ranges held nothing (trimmed before, or never written)", human(in.OKBytes)), "")
+			add("already-free", fmt.Sprintf("the storage accepted %s of discards but the volume's allocation did not change: those ranges held nothing (trimmed before, or never written)", units.Bytes(in.OKBytes)), "")
 		}
 	}
 	if !ignore || !in.Thin {

@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
 )
@@ -424,45 +424,20 @@ func labels(gs []fio.Group) []string {
 	return l
 }
 
-// fmtNum prints a mean the way the labs do: thousands separated, decimals
-// only where they carry information.
-func fmtNum(v float64) string {
-	switch a := max(v, -v); {
-	case a >= 100:
-		s := strconv.FormatInt(int64(v+0.5), 10)
-		for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-			s = s[:i] + "," + s[i:]
-		}
-		return s
-	case a >= 10:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	default:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	}
-}
-
-// fmtPct prints a percentage whole, with one decimal under 1% (but 0%).
-func fmtPct(p float64) string {
-	if r := math.Round(p*10) / 10; r != 0 && r < 1 {
-		return strconv.FormatFloat(r, 'f', 1, 64) + "%"
-	}
-	return strconv.FormatFloat(p, 'f', 0, 64) + "%"
-}
-
 // cell is "44,289 (±3%)"; wide adds "43,625-44,953 cv 2.1%". scale divides
 // the values (1000: ns to µs).
 func cell(s *fio.Stat, scale float64, wide bool) string {
 	if s == nil || s.N == 0 {
 		return "-"
 	}
-	out := fmtNum(s.Mean / scale)
+	out := units.Grouped(s.Mean / scale)
 	if s.N > 1 {
-		out += " (±" + fmtPct(s.SpreadPct) + ")"
+		out += " (±" + units.PercentWhole(s.SpreadPct) + ")"
 	}
 	if wide && s.N > 1 {
-		out += " " + fmtNum(s.Min/scale) + "-" + fmtNum(s.Max/scale)
+		out += " " + units.Grouped(s.Min/scale) + "-" + units.Grouped(s.Max/scale)
 		if s.CVPct != nil {
-			out += " cv " + fmtPct(*s.CVPct)
+			out += " cv " + units.PercentWhole(*s.CVPct)
 		}
 	}
 	return out
@@ -493,7 +468,7 @@ func summaryTable(e *env, sum *fio.Summary, wide bool) {
 	p99 := p99Title(gs)
 	t := newTable(e.out, "LABEL", "JOB", "WORKLOAD", "I/O", "RUNS", "IOPS", "MiB/s", "CLAT MEAN µs", p99, "FSYNC MEAN µs")
 	for _, g := range gs {
-		t.row(orDash(g.Label), g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()),
+		t.row(units.OrDash(g.Label), g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()),
 			cell(&g.IOPS, 1, wide), cell(&g.BandwidthMiBps, 1, wide), cell(g.ClatMeanNs, 1000, wide),
 			p99Cell(g, p99, wide), cell(g.FsyncMeanNs, 1000, wide))
 	}
@@ -547,7 +522,7 @@ func printWarnings(e *env, gs []*fio.Group) {
 		var where []string
 		for _, g := range en.groups {
 			covered += len(en.files[g])
-			n := orDash(g.Name())
+			n := units.OrDash(g.Name())
 			if dirs[g.Name()] > 1 {
 				n += " (" + g.Dir + ")"
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -126,7 +127,7 @@ func flushAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	disks, err := selectDisks(v, c.Args().Tail())
+	disks, err := v.Select(c.Args().Tail())
 	if err != nil {
 		return err
 	}
@@ -324,19 +325,19 @@ func judgeFlush(d *vm.Disk, samples []flushSample) flushVerdict {
 	switch {
 	case fv.Mode == "writethrough":
 		fv.Verdict = "not-applicable"
-		fv.Reason = fmt.Sprintf("cache=writethrough: QEMU writes every write through to storage before acknowledging it, so nothing acknowledged waits in node RAM (%s written)", mib(float64(fv.WrittenBytes)))
+		fv.Reason = fmt.Sprintf("cache=writethrough: QEMU writes every write through to storage before acknowledging it, so nothing acknowledged waits in node RAM (%s written)", units.MiBf(float64(fv.WrittenBytes)))
 	case direct && !noFlush:
 		fv.Verdict = "not-applicable"
-		fv.Reason = fmt.Sprintf("cache=%s opens the volume with O_DIRECT: nothing is held in node RAM (%s written, %d flushes taking %.1f ms)", fv.Mode, mib(float64(fv.WrittenBytes)), fv.Flushes, fv.FlushTimeMs)
+		fv.Reason = fmt.Sprintf("cache=%s opens the volume with O_DIRECT: nothing is held in node RAM (%s written, %d flushes taking %.1f ms)", fv.Mode, units.MiBf(float64(fv.WrittenBytes)), fv.Flushes, fv.FlushTimeMs)
 		if fv.Mode == "none" {
 			fv.Reason += "; flushes reach the storage's own cache"
 		}
 	case fv.WrittenBytes >= 1<<20 && !realData:
 		fv.Verdict = "zero-data"
-		fv.Reason = fmt.Sprintf("the guest wrote %s but none of it entered node RAM: the writes were zeroes, which detect-zeroes turns into write-zeroes, so there is nothing to judge; write non-zero data (e.g. yes | dd ... oflag=direct conv=fsync)", mib(float64(fv.WrittenBytes)))
+		fv.Reason = fmt.Sprintf("the guest wrote %s but none of it entered node RAM: the writes were zeroes, which detect-zeroes turns into write-zeroes, so there is nothing to judge; write non-zero data (e.g. yes | dd ... oflag=direct conv=fsync)", units.MiBf(float64(fv.WrittenBytes)))
 	case fv.Flushes == 0:
 		fv.Verdict = "no-flushes"
-		fv.Reason = fmt.Sprintf("the guest sent no flush in the window (%s written): run a workload that fsyncs, or use --trigger to run sync in the guest", mib(float64(fv.WrittenBytes)))
+		fv.Reason = fmt.Sprintf("the guest sent no flush in the window (%s written): run a workload that fsyncs, or use --trigger to run sync in the guest", units.MiBf(float64(fv.WrittenBytes)))
 	case fv.MeanFlushMs*1e6 < ignoredFlushNs && (noFlush || (realData && endHeld > 0)):
 		fv.Verdict = "ignored"
 		// What a crash loses is what this volume holds in node RAM now
@@ -351,13 +352,13 @@ func judgeFlush(d *vm.Disk, samples []flushSample) flushVerdict {
 			held = "node Dirty+Writeback"
 		}
 		fv.Reason = fmt.Sprintf("%d flush(es) counted but took %.3f ms in all: the data the guest believes safe is still in node RAM (%s now %s, %s written in the window); a host crash would lose up to %s",
-			fv.Flushes, fv.FlushTimeMs, held, mib(float64(endHeld)), mib(float64(fv.WrittenBytes)), mib(float64(fv.CrashLosesBytes)))
+			fv.Flushes, fv.FlushTimeMs, held, units.MiBf(float64(endHeld)), units.MiBf(float64(fv.WrittenBytes)), units.MiBf(float64(fv.CrashLosesBytes)))
 		if noFlush {
 			fv.Reason += " (QEMU runs this disk with cache.no-flush: cache=unsafe)"
 		}
 	default:
 		fv.Verdict = "honored"
-		fv.Reason = fmt.Sprintf("%d flush(es) took %.1f ms (%.2f ms each): the node wrote the guest's data to storage before acknowledging (%s written in the window)", fv.Flushes, fv.FlushTimeMs, fv.MeanFlushMs, mib(float64(fv.WrittenBytes)))
+		fv.Reason = fmt.Sprintf("%d flush(es) took %.1f ms (%.2f ms each): the node wrote the guest's data to storage before acknowledging (%s written in the window)", fv.Flushes, fv.FlushTimeMs, fv.MeanFlushMs, units.MiBf(float64(fv.WrittenBytes)))
 		if fv.MeanFlushMs*1e6 < ignoredFlushNs {
 			fv.Reason = fmt.Sprintf("%d flush(es), %.3f ms each: nothing of this disk was waiting in node RAM to be written", fv.Flushes, fv.MeanFlushMs)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -248,7 +249,7 @@ func limitAction(c *cli.Context) error {
 	if diskArg != "" {
 		args = []string{diskArg}
 	}
-	disks, err := selectDisks(v, args)
+	disks, err := v.Select(args)
 	if err != nil {
 		return err
 	}
@@ -503,17 +504,11 @@ func fmtLimit(k qemuserver.LimitKey, v int64) string {
 	case v == 0:
 		return "-"
 	case k.Scale == qemuserver.MiB:
-		return fmtLimitNum(float64(v)/k.Scale) + " MiB/s"
+		return units.Number(float64(v)/k.Scale) + " MiB/s"
 	case strings.HasSuffix(k.Proxmox, "_length"):
 		return strconv.FormatInt(v, 10) + " s"
 	}
 	return strconv.FormatInt(v, 10) + " ops/s"
-}
-
-func fmtLimitNum(f float64) string {
-	s := strconv.FormatFloat(f, 'f', 3, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s
 }
 
 func limitApply(e *env, v *vm.VM, d *vm.Disk, o *limitJSON, runBefore qemuserver.Limits, changes map[string]string, clear, persist, dry bool) error {
@@ -648,13 +643,13 @@ func limitVerify(e *env, v *vm.VM, d *vm.Disk, o *limitJSON) error {
 		return exitcode.Unreachablef("VM %d: not enough samples for a verdict (%d taken, %d lost to a busy QMP socket): %v", v.VMID, len(ser.Samples), ser.Missed, err)
 	}
 	vj := &limitVerifyJSON{
-		WindowS: window.Seconds(), SkippedS: limitSkip.Seconds(), SteadyS: limitRound(r.Seconds(), 3),
+		WindowS: window.Seconds(), SkippedS: limitSkip.Seconds(), SteadyS: units.Round(r.Seconds(), 3),
 		Samples: len(ser.Samples), Missed: ser.Missed, Verdicts: []limitVerdictJSON{},
 		Measured: limitMeasuredJSON{
-			ReadBps: limitRound(r.ReadBytesPerSec, 0), WriteBps: limitRound(r.WriteBytesPerSec, 0),
-			ReadIOPS: limitRound(r.ReadOpsPerSec, 1), WriteIOPS: limitRound(r.WriteOpsPerSec, 1),
-			ReadLatencyMs: limitRound(limitMs(r.ReadLatency), 2), WriteLatencyMs: limitRound(limitMs(r.WriteLatency), 2),
-			ReadQueueDepth: limitRound(r.ReadQueueDepth, 2), WriteQueueDepth: limitRound(r.WriteQueueDepth, 2),
+			ReadBps: units.Round(r.ReadBytesPerSec, 0), WriteBps: units.Round(r.WriteBytesPerSec, 0),
+			ReadIOPS: units.Round(r.ReadOpsPerSec, 1), WriteIOPS: units.Round(r.WriteOpsPerSec, 1),
+			ReadLatencyMs: units.Round(units.Ms(r.ReadLatency), 2), WriteLatencyMs: units.Round(units.Ms(r.WriteLatency), 2),
+			ReadQueueDepth: units.Round(r.ReadQueueDepth, 2), WriteQueueDepth: units.Round(r.WriteQueueDepth, 2),
 		},
 	}
 	o.Verify = vj
@@ -703,13 +698,13 @@ func limitJudge(k qemuserver.LimitKey, lim int64, run qemuserver.Limits, r sampl
 		ops += r.ReadOpsPerSec
 		bytes += r.ReadBytesPerSec
 		qd += r.ReadQueueDepth
-		latSum += r.ReadOpsPerSec * limitMs(r.ReadLatency)
+		latSum += r.ReadOpsPerSec * units.Ms(r.ReadLatency)
 	}
 	if wr {
 		ops += r.WriteOpsPerSec
 		bytes += r.WriteBytesPerSec
 		qd += r.WriteQueueDepth
-		latSum += r.WriteOpsPerSec * limitMs(r.WriteLatency)
+		latSum += r.WriteOpsPerSec * units.Ms(r.WriteLatency)
 	}
 	if ops > 0 {
 		lat = latSum / ops
@@ -732,10 +727,10 @@ func limitJudge(k qemuserver.LimitKey, lim int64, run qemuserver.Limits, r sampl
 		}
 		allowed += float64(mx) * float64(length) / k.Scale / r.Seconds()
 	}
-	vd := limitVerdictJSON{Limit: k.Proxmox, Value: value, Unit: unit, Measured: limitRound(measured, 3), Allowed: limitRound(allowed, 3),
-		QueueDepth: limitRound(qd, 2), LatencyMs: limitRound(lat, 2)}
+	vd := limitVerdictJSON{Limit: k.Proxmox, Value: value, Unit: unit, Measured: units.Round(measured, 3), Allowed: units.Round(allowed, 3),
+		QueueDepth: units.Round(qd, 2), LatencyMs: units.Round(lat, 2)}
 	if value > 0 {
-		vd.Ratio = limitRound(measured/value, 4)
+		vd.Ratio = units.Round(measured/value, 4)
 	}
 	if qd > 0 {
 		// At a fixed rate, a request waits behind the queue: depth / rate.
@@ -745,19 +740,19 @@ func limitJudge(k qemuserver.LimitKey, lim int64, run qemuserver.Limits, r sampl
 		} else {
 			p = qd / float64(lim) * 1000
 		}
-		p = limitRound(p, 2)
+		p = units.Round(p, 2)
 		vd.PredictedLatencyMs = &p
 	}
 	switch {
 	case measured > allowed:
 		vd.Verdict = "exceeded"
-		vd.Reason = fmt.Sprintf("measured %s %s, more than 5 %% above the limit of %s %s over %.1f s of steady load", fmtLimitNum(measured), unit, fmtLimitNum(value), unit, r.Seconds())
+		vd.Reason = fmt.Sprintf("measured %s %s, more than 5 %% above the limit of %s %s over %.1f s of steady load", units.Number(measured), unit, units.Number(value), unit, r.Seconds())
 	case measured >= value*limitBindingRatio:
 		vd.Verdict = "holds"
 		vd.Reason = fmt.Sprintf("the guest pushed against the limit and got %.1f %% of it", measured/value*100)
 	default:
 		vd.Verdict = "not-binding"
-		vd.Reason = fmt.Sprintf("the disk did %s %s, under 80 %% of the limit: this proves nothing. Run a load in the guest that exceeds the limit, e.g. %s", fmtLimitNum(measured), unit, limitFioHint(k))
+		vd.Reason = fmt.Sprintf("the disk did %s %s, under 80 %% of the limit: this proves nothing. Run a load in the guest that exceeds the limit, e.g. %s", units.Number(measured), unit, limitFioHint(k))
 	}
 	return vd
 }
@@ -774,13 +769,6 @@ func limitFioHint(k qemuserver.LimitKey) string {
 		return "fio --name=limit --filename=/dev/sdX --direct=1 --ioengine=libaio --rw=" + rw + " --bs=1M --iodepth=8 --time_based --runtime=30"
 	}
 	return "fio --name=limit --filename=/dev/sdX --direct=1 --ioengine=libaio --rw=rand" + rw + " --bs=4k --iodepth=32 --time_based --runtime=30"
-}
-
-func limitMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func limitRound(f float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(f*p) / p
 }
 
 func printLimit(e *env, o *limitJSON) {
@@ -867,7 +855,7 @@ func printLimit(e *env, o *limitJSON) {
 				if vd.PredictedLatencyMs != nil {
 					pred = fmt.Sprintf("%.0f ms", *vd.PredictedLatencyMs)
 				}
-				t.row("  "+vd.Limit, fmtLimitNum(vd.Value)+" "+vd.Unit, fmt.Sprintf("%.2f %s", vd.Measured, vd.Unit), fmt.Sprintf("%.1f %%", vd.Ratio*100),
+				t.row("  "+vd.Limit, units.Number(vd.Value)+" "+vd.Unit, fmt.Sprintf("%.2f %s", vd.Measured, vd.Unit), fmt.Sprintf("%.1f %%", vd.Ratio*100),
 					fmt.Sprintf("%.1f", vd.QueueDepth), fmt.Sprintf("%.0f ms", vd.LatencyMs), pred, vd.Verdict)
 			}
 			t.flush()
@@ -894,9 +882,9 @@ func limitFmtProxmox(k qemuserver.LimitKey, v float64, ok bool) string {
 	}
 	switch {
 	case k.Scale == qemuserver.MiB:
-		return fmtLimitNum(v) + " MiB/s"
+		return units.Number(v) + " MiB/s"
 	case strings.HasSuffix(k.Proxmox, "_length"):
-		return fmtLimitNum(v) + " s"
+		return units.Number(v) + " s"
 	}
-	return fmtLimitNum(v) + " ops/s"
+	return units.Number(v) + " ops/s"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/lvm"
@@ -151,7 +152,7 @@ func thinAction(c *cli.Context) error {
 	var rep *lvm.Report
 	if len(vgs) > 0 {
 		if rep, err = lvm.List(e.ctx(), e.runner, vgs...); err != nil {
-			return exitcode.Unreachablef("thin: %v", toolErr(err))
+			return exitcode.Unreachablef("thin: %v", err)
 		}
 	}
 	for _, s := range want {
@@ -228,7 +229,7 @@ func thinZFS(e *env, s *qemuserver.Storage, uses map[string]thinUse) (thinPoolJS
 	argv := alloc.ZFSArgv(ds, "used", "available")
 	b, err := e.runner.Run(e.ctx(), argv...)
 	if err != nil {
-		return thinPoolJSON{}, fmt.Errorf("`%s`: %v", strings.Join(argv, " "), toolErr(err))
+		return thinPoolJSON{}, fmt.Errorf("`%s`: %v", strings.Join(argv, " "), err)
 	}
 	pp, err := alloc.ParseZFSGet(b)
 	if err != nil {
@@ -237,7 +238,7 @@ func thinZFS(e *env, s *qemuserver.Storage, uses map[string]thinUse) (thinPoolJS
 	argv = thinZFSListArgv(ds)
 	b, err = e.runner.Run(e.ctx(), argv...)
 	if err != nil {
-		return thinPoolJSON{}, fmt.Errorf("`%s`: %v", strings.Join(argv, " "), toolErr(err))
+		return thinPoolJSON{}, fmt.Errorf("`%s`: %v", strings.Join(argv, " "), err)
 	}
 	vols, err := parseZFSList(b)
 	if err != nil {
@@ -348,7 +349,7 @@ func thinSort(p *thinPoolJSON) {
 func thinWarn(p *thinPoolJSON) {
 	add := func(code, text, fix string) { p.Warnings = append(p.Warnings, discardReason{code, text, fix}) }
 	if p.DataPercent != nil && *p.DataPercent >= thinWarnPercent {
-		add("pool-data-full", fmt.Sprintf("data use is %.2f %% of %s: at 100 %% the pool stops every write of every volume on it", *p.DataPercent, human(p.SizeBytes)),
+		add("pool-data-full", fmt.Sprintf("data use is %.2f %% of %s: at 100 %% the pool stops every write of every volume on it", *p.DataPercent, units.Bytes(p.SizeBytes)),
 			"trim the guests (pvediskcheck discard VMID --trim), delete old snapshots, or grow the pool (lvextend -L +SIZE "+p.Pool+")")
 	}
 	if p.MetadataPercent != nil && *p.MetadataPercent >= thinWarnPercent {
@@ -357,7 +358,7 @@ func thinWarn(p *thinPoolJSON) {
 	}
 	if p.OvercommitRatio > 1 {
 		add("overcommit", fmt.Sprintf("the thin volumes' virtual sizes add up to %s, %.1f times the pool's %s: the pool fills before the guests' disks do",
-			human(p.VirtualSumBytes), p.OvercommitRatio, human(p.SizeBytes)), "")
+			units.Bytes(p.VirtualSumBytes), p.OvercommitRatio, units.Bytes(p.SizeBytes)), "")
 	}
 	if p.Discards == "ignore" {
 		add("pool-ignores-discards", "the pool ignores discards: nothing a guest trims is freed",
@@ -369,7 +370,7 @@ func thinWarn(p *thinPoolJSON) {
 		}
 		if v.VirtualBytes >= thinLargeBytes || p.SizeBytes > 0 && float64(v.VirtualBytes) >= thinLargeShare*float64(p.SizeBytes) {
 			add("discard-off", fmt.Sprintf("VM %d %s (%s, %s allocated of %s) has discard off: what its guest trims never returns to the pool",
-				v.VMID, v.Disk, v.Name, humanPtr(v.AllocatedBytes), human(v.VirtualBytes)),
+				v.VMID, v.Disk, v.Name, units.BytesPtr(v.AllocatedBytes), units.Bytes(v.VirtualBytes)),
 				fmt.Sprintf("pvediskcheck discard %d %s (shows the qm set that turns it on)", v.VMID, v.Disk))
 		}
 	}
@@ -463,21 +464,21 @@ func printThin(e *env, out thinJSON) {
 		if i > 0 {
 			fmt.Fprintln(e.out)
 		}
-		pct := pctPtr(p.DataPercent)
+		pct := units.PercentPtr(p.DataPercent)
 		color := ""
 		if p.DataPercent != nil && *p.DataPercent >= thinFailPercent {
 			color = red
 		} else if p.DataPercent != nil && *p.DataPercent >= thinWarnPercent {
 			color = yellow
 		}
-		fmt.Fprintf(e.out, "%s (%s %s): %s of %s used (%s)", p.Storage, p.Type, p.Pool, humanPtr(p.AllocatedBytes), human(p.SizeBytes), e.paint(color, pct))
+		fmt.Fprintf(e.out, "%s (%s %s): %s of %s used (%s)", p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), e.paint(color, pct))
 		if p.MetadataPercent != nil {
-			fmt.Fprintf(e.out, ", metadata %s", pctPtr(p.MetadataPercent))
+			fmt.Fprintf(e.out, ", metadata %s", units.PercentPtr(p.MetadataPercent))
 		}
 		if p.Discards != "" {
 			fmt.Fprintf(e.out, ", discards %s", p.Discards)
 		}
-		fmt.Fprintf(e.out, "\n  thin volumes: %d, virtual sizes %s, overcommit %.2fx\n", len(p.Volumes), human(p.VirtualSumBytes), p.OvercommitRatio)
+		fmt.Fprintf(e.out, "\n  thin volumes: %d, virtual sizes %s, overcommit %.2fx\n", len(p.Volumes), units.Bytes(p.VirtualSumBytes), p.OvercommitRatio)
 		t := newTable(e.out, "  VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD", "SNAPSHOTS")
 		for _, v := range p.Volumes {
 			guest := v.Guest
@@ -491,7 +492,7 @@ func printThin(e *env, out thinJSON) {
 			if len(v.Snapshots) > 0 {
 				snaps = strings.Join(v.Snapshots, ",")
 			}
-			t.row("  "+v.Name, guest, orDash(v.Disk), human(v.VirtualBytes), humanPtr(v.AllocatedBytes), pctPtr(v.DataPercent), v.Discard, snaps)
+			t.row("  "+v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard, snaps)
 		}
 		t.flush()
 		for _, w := range p.Warnings {

@@ -37,19 +37,3 @@ func (e *env) paint(color, s string) string {
 	}
 	return color + s + reset
 }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
-func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1024*1024)) }

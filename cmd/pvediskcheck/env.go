@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// env is what every command needs from the global flags.
+type env struct {
+	c       *cli.Context
+	node    node.Node // what capabilities get: paths, runner, timeout
+	paths   node.Paths
+	runner  node.Runner
+	timeout time.Duration
+	json    bool
+	out     io.Writer
+	errOut  io.Writer
+	color   bool
+}
+
+func newEnv(c *cli.Context) *env {
+	e := &env{
+		c:       c,
+		paths:   node.NewPaths(c.String("root"), c.String("proc"), c.String("sys")),
+		timeout: c.Duration("timeout"),
+		json:    c.Bool("json"),
+		out:     c.App.Writer,
+		errOut:  c.App.ErrWriter,
+	}
+	e.node = node.New(e.paths, e.timeout)
+	e.timeout, e.runner = e.node.Timeout, e.node.Runner
+	e.color = !c.Bool("no-color") && isTerminal(e.out)
+	return e
+}
+
+func (e *env) ctx() context.Context { return e.c.Context }
+
+// printJSON writes v indented, with a trailing newline.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// vmidArg parses the first argument as a VMID (exit 2 when bad).
+func vmidArg(c *cli.Context) (int, error) {
+	if c.NArg() < 1 {
+		return 0, exitcode.Usagef("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
+	}
+	id, err := qemuserver.ParseVMID(c.Args().First())
+	if err != nil {
+		return 0, exitcode.Usagef("%v", err)
+	}
+	return id, nil
+}
+
+// loadVM loads a VM; its errors carry their exit codes (no config or a
+// config that does not parse: 2; anything else: 3).
+func loadVM(e *env, vmid int) (*vm.VM, error) {
+	v, err := vm.Load(e.paths, vmid)
+	if err != nil && exitcode.Of(err) == exitcode.Unreachable {
+		return nil, exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d", vmid), err)
+	}
+	return v, err
+}
+
+// qmpErrMsg says what went wrong talking to the VM's QEMU.
+func qmpErrMsg(vmid int, err error) string {
+	switch {
+	case errors.Is(err, qmp.ErrBusy):
+		return fmt.Sprintf("VM %d: %v", vmid, err)
+	case errors.Is(err, qmp.ErrNoSocket):
+		return fmt.Sprintf("VM %d: %v (is the VM running?)", vmid, err)
+	}
+	return fmt.Sprintf("VM %d: QMP: %v", vmid, err)
+}

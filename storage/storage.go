@@ -1,0 +1,43 @@
+// Package storage says what each Proxmox storage type does with a VM's
+// writes, flushes and discards, as far as the node can know it: whether a
+// discard can give space back, where an acknowledged write sits, which aio
+// modes qemu-server avoids there. qemuserver parses storage.cfg; this package
+// holds what the types mean.
+package storage
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// ReturnsSpace reports whether discards that reach this volume can give
+// space back to the storage: thin storages (lvmthin, zfspool, rbd), qcow2
+// images, and raw files that are sparse. hostPath is the volume's path as
+// this process can open it (for the sparse test of raw files).
+func ReturnsSpace(s *qemuserver.Storage, format, hostPath string) bool {
+	if s == nil {
+		return false
+	}
+	if s.IsThin() {
+		return true
+	}
+	if !s.IsFileBased() {
+		return false
+	}
+	if format == "qcow2" {
+		return true
+	}
+	return IsSparse(hostPath)
+}
+
+// IsSparse reports a regular file that allocates less than its size.
+func IsSparse(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Blocks*512 < st.Size()
+}
