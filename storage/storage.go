@@ -13,12 +13,21 @@ import (
 )
 
 // ReturnsSpace reports whether discards that reach this volume can give
-// space back to the storage: thin storages (lvmthin, zfspool, rbd), qcow2
-// images, and raw files that are sparse. hostPath is the volume's path as
-// this process can open it (for the sparse test of raw files).
+// space back to the storage: thin storages (lvmthin, rbd, zfspool with
+// sparse), qcow2 images, and raw files that are sparse. hostPath is the
+// volume's path as this process can open it (for the sparse test of raw
+// files).
+//
+// A zfspool without `sparse 1` creates its zvols without -s
+// (ZFSPoolPlugin.pm zfs_create_zvol), so each carries a refreservation of its
+// full size: a discard frees the zvol's blocks, but the pool's free space
+// does not grow, whatever the disk's discard setting.
 func ReturnsSpace(s *qemuserver.Storage, format, hostPath string) bool {
 	if s == nil {
 		return false
+	}
+	if s.Type == "zfspool" {
+		return s.Bool("sparse")
 	}
 	if s.IsThin() {
 		return true
