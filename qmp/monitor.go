@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Monitor is go-qemu's four-method seam; SocketMonitor implements it.
@@ -45,12 +46,17 @@ func (e *Error) Error() string { return e.Desc + " (" + e.Class + ")" }
 // replies of any size (no 64 KiB line limit) and skips events that arrive
 // between the handshake and a reply.
 type SocketMonitor struct {
-	Path    string
-	Timeout time.Duration // dial, greeting and each reply
+	Path string
+	// Timeout bounds the whole exchange: dial, greeting, capabilities and
+	// every command until Disconnect.
+	Timeout time.Duration
 
 	mu   sync.Mutex
 	conn net.Conn
 	rd   *bufio.Reader
+	end  time.Time       // Timeout after Connect began
+	ctx  context.Context // cancelling it unblocks a read at once (Do)
+	stop func() bool
 	// Greeting is QEMU's banner ({"QMP": {"version": ...}}).
 	Greeting []byte
 }
@@ -69,7 +75,8 @@ func NewSocketMonitor(path string, timeout time.Duration) *SocketMonitor {
 func (m *SocketMonitor) Connect() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := net.Dialer{Timeout: m.Timeout}
+	m.end = time.Now().Add(m.Timeout)
+	d := net.Dialer{Deadline: m.end}
 	c, err := d.Dial("unix", m.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
@@ -85,11 +92,17 @@ func (m *SocketMonitor) Connect() error {
 	}
 	m.conn = c
 	m.rd = bufio.NewReaderSize(c, 64*1024)
-	_ = c.SetDeadline(time.Now().Add(m.Timeout))
-	line, err := m.rd.ReadBytes('\n')
+	_ = c.SetDeadline(m.end)
+	if m.ctx != nil {
+		m.stop = context.AfterFunc(m.ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	}
+	line, err := readLine(m.rd, MaxGreetingBytes)
 	if err != nil {
 		c.Close()
 		m.conn = nil
+		if errors.Is(err, ErrTooLarge) {
+			return fmt.Errorf("QMP %s: not a QMP greeting: %w", m.Path, err)
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return fmt.Errorf("%w: %s sent no greeting within %s", ErrBusy, m.Path, m.Timeout)
@@ -117,6 +130,9 @@ func (m *SocketMonitor) Disconnect() error {
 	if m.conn == nil {
 		return nil
 	}
+	if m.stop != nil {
+		m.stop()
+	}
 	err := m.conn.Close()
 	m.conn = nil
 	return err
@@ -134,18 +150,24 @@ func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
 	if m.conn == nil {
 		return nil, fmt.Errorf("QMP %s: not connected", m.Path)
 	}
-	_ = m.conn.SetDeadline(time.Now().Add(m.Timeout))
+	_ = m.conn.SetDeadline(m.end)
 	if _, err := m.conn.Write(append(cmd, '\n')); err != nil {
 		return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
 	}
 	for {
-		line, err := m.rd.ReadBytes('\n')
+		line, err := readLine(m.rd, MaxReplyBytes)
 		if err != nil {
+			if m.ctx != nil && m.ctx.Err() != nil {
+				return nil, fmt.Errorf("QMP %s: %s interrupted: %w", m.Path, gjson.GetBytes(cmd, "execute").String(), m.ctx.Err())
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), m.Timeout)
 			}
 			return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+		}
+		if !gjson.ValidBytes(line) {
+			return nil, fmt.Errorf("QMP %s: malformed reply to %s: %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Clip(string(line), 80))
 		}
 		r := gjson.ParseBytes(line)
 		if r.Get("event").Exists() {
@@ -195,7 +217,11 @@ func Do(ctx context.Context, path string, timeout time.Duration, fn func(Session
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < m.Timeout {
 		m.Timeout = time.Until(dl)
 	}
+	m.ctx = ctx
 	if err := m.Connect(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("QMP %s: %w", path, ctx.Err())
+		}
 		return err
 	}
 	defer m.Disconnect()

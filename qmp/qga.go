@@ -196,11 +196,11 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 }
 
 // qgaReadSync reads until the reply {"return": id} that follows a 0xFF
-// sentinel, discarding everything before it. Replies are newline-terminated;
-// bufio.Reader.ReadBytes has no line-length limit.
+// sentinel, discarding everything before it. Replies are newline-terminated
+// and bounded by MaxAgentReplyBytes.
 func qgaReadSync(rd *bufio.Reader, id int64) error {
 	for {
-		line, err := rd.ReadBytes('\n')
+		line, err := readLine(rd, MaxAgentReplyBytes)
 		if err != nil {
 			return err
 		}
@@ -221,7 +221,7 @@ func qgaReadSync(rd *bufio.Reader, id int64) error {
 // qgaReadReply reads the command's reply line.
 func qgaReadReply(rd *bufio.Reader, command string) (gjson.Result, error) {
 	for {
-		line, err := rd.ReadBytes('\n')
+		line, err := readLine(rd, MaxAgentReplyBytes)
 		if err != nil {
 			return gjson.Result{}, err
 		}

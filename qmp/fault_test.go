@@ -1,0 +1,164 @@
+package qmp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+)
+
+// flood writes b to c until the client goes away.
+func flood(c net.Conn, b []byte) {
+	for {
+		if _, err := c.Write(b); err != nil {
+			return
+		}
+	}
+}
+
+// allocated runs fn and returns the bytes it allocated.
+func allocated(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// Hostile and broken sockets: each ends in an error within the timeout (plus
+// a margin for a loaded machine), with bounded memory, and is not mistaken for
+// a busy socket (which DoRetry would retry).
+func TestMonitorHostileSockets(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	junk := []byte(strings.Repeat("x", 64<<10))
+	cases := []struct {
+		name    string
+		raw     func(c net.Conn)
+		handler func(cmd string, args gjson.Result) string
+		want    string // in the error
+		busy    bool
+	}{
+		{name: "endless greeting without a line end", raw: func(c net.Conn) { flood(c, junk) }, want: "not a QMP greeting"},
+		{name: "a greeting that is not QMP", raw: func(c net.Conn) {
+			fmt.Fprint(c, "SSH-2.0-OpenSSH_9.2\r\n")
+			time.Sleep(time.Second)
+		}, want: "unexpected greeting"},
+		{name: "greeting, then silence", raw: func(c net.Conn) {
+			fmt.Fprint(c, qmptest.Greeting72+"\r\n")
+			time.Sleep(2 * time.Second)
+		}, want: "no reply to qmp_capabilities"},
+		{name: "endless reply", raw: func(c net.Conn) {
+			fmt.Fprint(c, qmptest.Greeting72+"\r\n")
+			buf := make([]byte, 4096)
+			c.Read(buf)
+			fmt.Fprint(c, `{"return": {}}`+"\r\n")
+			c.Read(buf)
+			fmt.Fprint(c, `{"return": "`)
+			flood(c, junk)
+		}, want: "reply too large"},
+		{name: "endless events", raw: func(c net.Conn) {
+			fmt.Fprint(c, qmptest.Greeting72+"\r\n")
+			buf := make([]byte, 4096)
+			c.Read(buf)
+			fmt.Fprint(c, `{"return": {}}`+"\r\n")
+			c.Read(buf)
+			flood(c, []byte(qmptest.Event+"\r\n"))
+		}, want: "no reply to query-block within"},
+		{name: "garbage reply", handler: func(string, gjson.Result) string { return "Segmentation fault" }, want: "malformed reply to query-block"},
+		{name: "a client that holds the socket", raw: func(c net.Conn) { time.Sleep(2 * time.Second) }, busy: true, want: "busy"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := qmptest.NewQEMU(t, c.handler)
+			q.Raw = c.raw
+			sock := q.Sock()
+			var err error
+			var took time.Duration
+			alloc := allocated(func() {
+				start := time.Now()
+				err = Do(context.Background(), sock, timeout, func(s Session) error {
+					_, err := s.Exec("query-block", nil)
+					return err
+				})
+				took = time.Since(start)
+			})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+			if errors.Is(err, ErrBusy) != c.busy {
+				t.Errorf("errors.Is(err, ErrBusy) = %v, want %v", !c.busy, c.busy)
+			}
+			if took > timeout+time.Second {
+				t.Errorf("took %s with a %s timeout", took, timeout)
+			}
+			if limit := uint64(3*MaxReplyBytes + 8<<20); alloc > limit {
+				t.Errorf("allocated %d bytes, more than %d", alloc, limit)
+			}
+			t.Logf("%s: %v after %s, %d KiB allocated", c.name, err, took.Round(time.Millisecond), alloc>>10)
+		})
+	}
+}
+
+// The whole exchange is bounded by the timeout, not each command: a QEMU
+// that answers each command just before its deadline cannot stretch it.
+func TestMonitorExchangeDeadline(t *testing.T) {
+	q := qmptest.NewQEMU(t, func(string, gjson.Result) string {
+		time.Sleep(150 * time.Millisecond)
+		return qmptest.Return("{}")
+	})
+	start := time.Now()
+	err := Do(context.Background(), q.Sock(), 400*time.Millisecond, func(s Session) error {
+		for i := 0; i < 10; i++ {
+			if _, err := s.Exec("query-status", nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "no reply to query-status") {
+		t.Fatalf("err = %v, want the exchange to end at its deadline", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("took %s with a 400ms timeout", took)
+	}
+}
+
+// Cancelling the context ends a blocked exchange at once.
+func TestMonitorCancel(t *testing.T) {
+	q := qmptest.NewQEMU(t, func(string, gjson.Result) string { time.Sleep(5 * time.Second); return "" })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	err := Do(ctx, q.Sock(), 10*time.Second, func(s Session) error {
+		_, err := s.Exec("query-blockstats", nil)
+		return err
+	})
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("err = %v after %s, want context.Canceled at once", err, time.Since(start))
+	}
+}
+
+// A flooding agent is bounded too.
+func TestAgentFloodBounded(t *testing.T) {
+	f := qmptest.NewAgent(t)
+	f.Raw = func(c net.Conn) { flood(c, []byte(strings.Repeat("z", 64<<10))) }
+	var err error
+	alloc := allocated(func() {
+		err = Agent{Path: f.Sock(), Timeout: 2 * time.Second}.Ping(context.Background())
+	})
+	if err == nil || !strings.Contains(err.Error(), "reply too large") {
+		t.Fatalf("err = %v", err)
+	}
+	if limit := uint64(3*MaxAgentReplyBytes + 8<<20); alloc > limit {
+		t.Errorf("allocated %d bytes, more than %d", alloc, limit)
+	}
+}
