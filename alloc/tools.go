@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/tidwall/gjson"
 )
 
@@ -29,6 +30,9 @@ func ParseQemuImgInfo(b []byte) (virtual, actual int64, err error) {
 	v, a := r.Get("virtual-size"), r.Get("actual-size")
 	if !v.Exists() || !a.Exists() {
 		return 0, 0, fmt.Errorf("%w qemu-img output: no virtual-size/actual-size", ErrParse)
+	}
+	if v.Int() < 0 || a.Int() < 0 {
+		return 0, 0, fmt.Errorf("%w qemu-img output: negative size (virtual-size %d, actual-size %d)", ErrParse, v.Int(), a.Int())
 	}
 	return v.Int(), a.Int(), nil
 }
@@ -62,14 +66,14 @@ func ParseZFSGet(b []byte) (map[string]int64, error) {
 		}
 		f := strings.Split(line, "\t")
 		if len(f) != 2 {
-			return nil, fmt.Errorf("%w zfs get line %q", ErrParse, line)
+			return nil, fmt.Errorf("%w zfs get line %s", ErrParse, units.Clip(line, 80))
 		}
 		if f[1] == "-" || f[1] == "none" {
 			continue
 		}
 		n, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w zfs get: %s is %q, want bytes (-p)", ErrParse, f[0], f[1])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w zfs get: %s is %s, want bytes (-p)", ErrParse, units.Clip(f[0], 40), units.Clip(f[1], 40))
 		}
 		out[f[0]] = n
 	}
@@ -161,6 +165,9 @@ func ParseRBDDu(b []byte, image string) (provisioned, used int64, snaps []string
 		}
 		found = true
 		provisioned, used = im.Get("provisioned_size").Int(), im.Get("used_size").Int()
+		if provisioned < 0 || used < 0 {
+			return 0, 0, nil, fmt.Errorf("%w rbd du: negative size for %s", ErrParse, units.Clip(image, 60))
+		}
 	}
 	if !found {
 		return 0, 0, nil, fmt.Errorf("%w: rbd du lists no image %s", ErrNotInReport, image)

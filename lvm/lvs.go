@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Fields are the lvs columns asked for. All exist in lvm2 2.02.x and 2.03.x
@@ -199,9 +200,9 @@ func bytesField(row gjson.Result, k string) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	if err != nil || n < 0 {
 		// Sizes with a unit suffix mean --units b --nosuffix were not honoured.
-		return 0, fmt.Errorf("%w: %s of %s/%s is %q, want bytes", ErrParse, k, row.Get("vg_name").String(), row.Get("lv_name").String(), s)
+		return 0, fmt.Errorf("%w: %s of %s/%s is %s, want bytes", ErrParse, k, units.Clip(row.Get("vg_name").String(), 40), units.Clip(row.Get("lv_name").String(), 40), units.Clip(s, 40))
 	}
 	return n, nil
 }
@@ -214,7 +215,7 @@ func percentField(row gjson.Result, k string) (*float64, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > 100.0001 {
-		return nil, fmt.Errorf("%w: %s of %s/%s is %q", ErrParse, k, row.Get("vg_name").String(), row.Get("lv_name").String(), s)
+		return nil, fmt.Errorf("%w: %s of %s/%s is %s", ErrParse, k, units.Clip(row.Get("vg_name").String(), 40), units.Clip(row.Get("lv_name").String(), 40), units.Clip(s, 40))
 	}
 	return &f, nil
 }
