@@ -1,15 +1,11 @@
 package sampler
 
 import (
-	"context"
 	"errors"
 	"math"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -86,71 +82,5 @@ func TestRatesErrors(t *testing.T) {
 	}
 	if _, err := s.Rates("virtio0", 0); err == nil {
 		t.Errorf("unknown disk: no error")
-	}
-}
-
-// TestBlockstatsRealQEMU samples a throttled disk under a deep queue started
-// at the beginning of the window, while a third client holds the QMP socket
-// for a while: the sampler must wait it out, and the steady part must give
-// the limit within 3 %.
-func TestBlockstatsRealQEMU(t *testing.T) {
-	v, _ := fakenode.QEMUVersion(fakenode.QEMUBinary())
-	for _, gen := range []string{"blockdev", "drive"} {
-		t.Run("qemu-"+v+"/"+gen, func(t *testing.T) {
-			n := fakenode.NewT(t)
-			n.MustVolume(t, "local-lvm", "vm-370-disk-1", 256<<20)
-			if err := n.WriteConfig(370, "scsihw: virtio-scsi-single\nscsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M\n"); err != nil {
-				t.Fatal(err)
-			}
-			vm := n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
-			sock := n.Paths.QMPSocket(370)
-			ctx := context.Background()
-			lim := qemuserver.Limits{"bps-write": 20 << 20}
-			if err := qmp.Do(ctx, sock, 5*time.Second, func(s qmp.Session) error { return s.SetThrottleLimits("scsi1", gen == "blockdev", lim.Full()) }); err != nil {
-				t.Fatal(err)
-			}
-			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 48})
-			// A client that takes the socket for 1.2 s (a slow pvestatd).
-			time.AfterFunc(4*time.Second, func() {
-				c, err := net.Dial("unix", sock)
-				if err != nil {
-					return
-				}
-				time.Sleep(1200 * time.Millisecond)
-				c.Close()
-			})
-			b := &Blockstats{Socket: sock, Disks: []string{"scsi1"}}
-			ser, err := b.Run(ctx, 10*time.Second)
-			if st := load.Stop(); st.Err != nil {
-				t.Errorf("load: %v", st.Err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d samples, %d ticks missed, %d waited for the socket", len(ser.Samples), ser.Missed, ser.Busy)
-			if ser.Missed+ser.Busy == 0 {
-				t.Errorf("the held socket went unnoticed")
-			}
-			if len(ser.Samples) < 15 || ser.Samples[len(ser.Samples)-1].Time.Sub(ser.Samples[0].Time) < 9800*time.Millisecond {
-				t.Errorf("%d samples over %s", len(ser.Samples), ser.Samples[len(ser.Samples)-1].Time.Sub(ser.Samples[0].Time))
-			}
-			t0 := ser.Samples[0].Time
-			for i := 1; i < len(ser.Samples); i++ {
-				d := DeltaRates("scsi1", ser.Samples[i-1], ser.Samples[i])
-				t.Logf("t=%5.2f s  %6.2f MiB/s", ser.Samples[i].Time.Sub(t0).Seconds(), d.WriteBytesPerSec/(1<<20))
-			}
-			for _, skip := range []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second} {
-				r, err := ser.Rates("scsi1", skip)
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := DeltaRates("scsi1", ser.Samples[len(ser.Samples)-r.Samples], ser.Samples[len(ser.Samples)-1])
-				t.Logf("skip %s: fit %.3f MiB/s (%+.2f %%), two-point %.3f MiB/s (%+.2f %%)", skip,
-					r.WriteBytesPerSec/(1<<20), (r.WriteBytesPerSec/(20<<20)-1)*100, d.WriteBytesPerSec/(1<<20), (d.WriteBytesPerSec/(20<<20)-1)*100)
-				if skip == 3*time.Second && math.Abs(r.WriteBytesPerSec/(20<<20)-1) > 0.03 {
-					t.Errorf("steady rate %.3f MiB/s, not within 3 %% of 20", r.WriteBytesPerSec/(1<<20))
-				}
-			}
-		})
 	}
 }
