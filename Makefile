@@ -10,7 +10,7 @@ BIN     := bin/pvediskcheck
 SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
 export SOURCE_DATE_EPOCH
 
-.PHONY: e2e bench all build test test-host test-qemu11 lint demo install clean help deps qemu11
+.PHONY: e2e bench all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
 .PHONY: man completion vendor deb deb-test
 
 all: build
@@ -18,6 +18,9 @@ all: build
 help:
 	@echo "build    build $(BIN) (static, -trimpath, version stamped)"
 	@echo "test     install test dependencies when missing, then run every test"
+	@echo "test-unit  the unit tests outside cmd/ and internal/, as user nobody without QEMU (none may skip)"
+	@echo "fuzz     run every fuzz target for FUZZTIME each (default 30s); make test runs their seeds"
+	@echo "mutants  mutation testing (gremlins) of the capability packages, qemuserver and fio"
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet + gofmt check"
 	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"
@@ -38,28 +41,40 @@ deps:
 
 # test runs every test on the host's QEMU (Debian 12: 7.2), then the
 # real-QEMU integration suite again on QEMU 11.1.3 (the labs' version).
-test: deps build qemu11 test-host test-qemu11 deb-test
+test: deps build qemu11 test-unit test-host test-qemu11 deb-test
 
+# test-unit proves that the unit tier needs neither root nor QEMU.
+test-unit:
+	@echo "== unit tests outside cmd/ and internal/, as nobody, no QEMU on PATH"
+	@scripts/test-unprivileged.sh
+
+# Every test, the integration tier (real QEMU, root, qemu-img, fio) included.
 # Packages run one at a time (-p 1): the measuring tests (limits within 3 %,
 # flush timings) share 2 cores with TCG guests otherwise.
 test-host:
 	@echo "== all tests, host QEMU: $$(qemu-system-x86_64 --version | head -n1)"
-	$(GO) test -p 1 -count=1 -timeout 40m ./...
+	$(GO) test -tags integration -p 1 -count=1 -timeout 40m ./...
 
 # Packages whose tests start QEMU; the guest tier picks its 11.1 scenario itself.
-QEMU_PKGS := ./cmd/... ./internal/...
+QEMU_PKGS := ./cmd/... ./internal/... ./qmp/... ./sampler/...
 test-qemu11:
 	@echo "== real-QEMU integration suite, QEMU 11.1: $$(scripts/qemu-11.1 --version | head -n1)"
-	PVEDISKCHECK_QEMU=$(CURDIR)/scripts/qemu-11.1 $(GO) test -p 1 -count=1 -timeout 40m $(QEMU_PKGS)
+	PVEDISKCHECK_QEMU=$(CURDIR)/scripts/qemu-11.1 $(GO) test -tags integration -p 1 -count=1 -timeout 40m $(QEMU_PKGS)
 
 # e2e runs only the end-to-end tier: a real Linux guest built from Debian
 # packages (scripts/build-guest.sh, cached) with Proxmox's disk layouts.
 e2e: deps build
-	$(GO) test -p 1 -count=1 -timeout 20m -run 'E2E|GuestSmoke' -v ./cmd/... ./internal/e2e/...
+	$(GO) test -tags integration -p 1 -count=1 -timeout 20m -run 'E2E|GuestSmoke' -v ./cmd/... ./internal/e2e/...
 
 # bench prints the speed targets measured side by side in one run (README "Speed").
 bench: deps build
-	$(GO) test -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
+	$(GO) test -tags integration -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
+
+fuzz:
+	@scripts/fuzz.sh
+
+mutants:
+	@scripts/mutants.sh
 
 # qemu11: QEMU 11.1.3, the version on the labs' Proxmox VE 9.2, from Debian
 # trixie-backports in a chroot cached at $(PVEDISKCHECK_CACHE)/trixie-qemu11 (default
@@ -71,6 +86,7 @@ qemu11:
 
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
 install: build
