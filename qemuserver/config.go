@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // ErrParse wraps every config, drive and storage.cfg syntax error.
@@ -43,10 +44,10 @@ const (
 func ParseVMID(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || strings.TrimSpace(s) != s || strings.HasPrefix(s, "+") {
-		return 0, fmt.Errorf("invalid VMID %q: not a number", s)
+		return 0, fmt.Errorf("invalid VMID %s: not a number", units.Clip(s, 20))
 	}
 	if n < MinVMID || n > MaxVMID {
-		return 0, fmt.Errorf("invalid VMID %q: out of range %d-%d", s, MinVMID, MaxVMID)
+		return 0, fmt.Errorf("invalid VMID %s: out of range %d-%d", units.Clip(s, 20), MinVMID, MaxVMID)
 	}
 	return n, nil
 }

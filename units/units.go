@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Binary byte units.
@@ -139,4 +140,20 @@ func Clip(s string, n int) string {
 		return strconv.Quote(s)
 	}
 	return fmt.Sprintf("%q... (%d bytes)", s[:n], len(s))
+}
+
+// Line cuts a message to at most n bytes (on a rune boundary) and one line,
+// saying how much was left out: errors that echo what was typed stay short.
+func Line(msg string, n int) string {
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if len(msg) <= n {
+		return msg
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", msg[:cut], len(msg))
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // commands lists every subcommand; each file adds its own in init().
-var commands []*cli.Command
+// Each is a constructor: every run builds its commands afresh, so no parsed
+// state is shared between runs (tests call run many times in one process).
+var commands []func() *cli.Command
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
@@ -52,7 +54,7 @@ EXAMPLES
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},
-		Commands: commands,
+		Commands: newCommands(),
 		Before: func(c *cli.Context) error {
 			if d := c.Duration("timeout"); d <= 0 {
 				return exitcode.Usagef("--timeout %s: give a positive duration, e.g. 5s", d)
@@ -61,7 +63,7 @@ EXAMPLES
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return exitcode.Usagef("%v", err)
+			return exitcode.Usagef("%s", units.Line(err.Error(), 200))
 		},
 		// Reached only when the first argument is not a command.
 		Action: func(c *cli.Context) error {
@@ -84,6 +86,9 @@ EXAMPLES
 	return app
 }
 
+// maxErrorLine bounds the error line on stderr (whatever raised it).
+const maxErrorLine = 500
+
 // run is main without os.Exit, for tests: the one place where an error
 // becomes an exit code and a line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -93,7 +98,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = exitcode.Wrap(exitcode.Unreachable, "interrupted", err)
 	}
 	if msg := exitcode.Message(err); msg != "" {
-		fmt.Fprintln(stderr, "pvediskcheck: "+msg)
+		// One line, and never kilobytes of echoed input.
+		fmt.Fprintln(stderr, "pvediskcheck: "+units.Line(msg, maxErrorLine))
 	}
 	return int(exitcode.Of(err))
+}
+
+func newCommands() []*cli.Command {
+	out := make([]*cli.Command, len(commands))
+	for i, c := range commands {
+		out[i] = c()
+	}
+	return out
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, cacheCommand()) }
+func init() { commands = append(commands, cacheCommand) }
 
 func cacheCommand() *cli.Command {
 	return &cli.Command{

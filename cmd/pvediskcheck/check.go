@@ -22,7 +22,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, checkCommand()) }
+func init() { commands = append(commands, checkCommand) }
 
 func checkCommand() *cli.Command {
 	return &cli.Command{

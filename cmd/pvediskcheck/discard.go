@@ -19,7 +19,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, discardCommand()) }
+func init() { commands = append(commands, discardCommand) }
 
 const discardTrimTimeout = 10 * time.Minute
 

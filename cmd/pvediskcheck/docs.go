@@ -13,7 +13,7 @@ import (
 // The man page and the bash completion are generated at build time from the
 // same App that prints --help, so the three never disagree (Makefile `man`,
 // `completion`; debian/rules). The commands are hidden: not part of the tool.
-func init() { commands = append(commands, genManCommand(), genBashCompletionCommand()) }
+func init() { commands = append(commands, genManCommand, genBashCompletionCommand) }
 
 func genManCommand() *cli.Command {
 	return &cli.Command{

@@ -19,7 +19,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/fio"
 )
 
-func init() { commands = append(commands, fioCommand()) }
+func init() { commands = append(commands, fioCommand) }
 
 func fioCommand() *cli.Command {
 	groupBy := &cli.StringFlag{Name: "group-by", Value: string(fio.GroupAuto),

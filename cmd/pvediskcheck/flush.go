@@ -18,7 +18,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, flushCommand()) }
+func init() { commands = append(commands, flushCommand) }
 
 const flushDefaultWindow = 15 * time.Second
 

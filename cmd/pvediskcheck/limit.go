@@ -22,7 +22,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, limitCommand()) }
+func init() { commands = append(commands, limitCommand) }
 
 const (
 	limitDefaultWindow = 10 * time.Second

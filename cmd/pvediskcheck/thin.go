@@ -19,7 +19,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
-func init() { commands = append(commands, thinCommand()) }
+func init() { commands = append(commands, thinCommand) }
 
 // Thresholds of the thin report.
 const (
