@@ -204,7 +204,11 @@ func (s Session) Exec(name string, args any) (gjson.Result, error) {
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	return gjson.GetBytes(out, "return"), nil
+	ret := gjson.GetBytes(out, "return")
+	if err := checkShape(name, ret); err != nil {
+		return gjson.Result{}, err
+	}
+	return ret, nil
 }
 
 // Do connects to the socket, runs fn and disconnects: one exchange, so the
