@@ -1,4 +1,4 @@
-package main
+package discard
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
-// pciDevices maps "bus:slot.function" (hex, as the guest agent reports a
+// PCIDevices maps "bus:slot.function" (hex, as the guest agent reports a
 // disk's controller) to the qdev id of the PCI device QEMU has there, from
-// query-pci (bridges included).
-func pciDevices(ret gjson.Result) map[string]string {
+// query-pci's return value (devices behind bridges included).
+func PCIDevices(ret gjson.Result) map[string]string {
 	out := map[string]string{}
 	var walk func(devs gjson.Result)
 	walk = func(devs gjson.Result) {
@@ -31,15 +31,24 @@ func pciDevices(ret gjson.Result) map[string]string {
 	return out
 }
 
-// guestDiskID names the Proxmox disk behind one disk of a guest filesystem:
+// SCSI controller sizes, from qemu-server's scsihw_infos
+// (QemuServer/DriveDevice.pm): how many disks one controller holds.
+const (
+	lsiDisksPerController  = 7   // lsi, lsi53c810 (and no scsihw): scsi-id = index % 7
+	wideDisksPerController = 256 // pvscsi (scsi-id), virtio-scsi-pci and megasas (lun)
+)
+
+// GuestDiskID names the Proxmox disk behind one disk of a guest filesystem:
 // the PCI controller the guest reports, looked up in query-pci, plus the
-// position on it, following qemu-server's controller layout:
-// virtio-blk is one PCI device per disk (virtioN); VirtIO SCSI single is one
-// controller per disk (virtioscsiN -> scsiN); a shared virtio-scsi-pci or
-// megasas controller (scsihw0) puts scsiI at lun I; lsi/pvscsi
-// (scsihwN) at scsi-id I%7; AHCI (ahciN) holds sata N*6+port, and the guest
-// agent reports the port as the unit. "" when it cannot tell.
-func guestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string {
+// position on it, following qemu-server's device lines
+// (print_drivedevice_full): virtio-blk is one PCI device per disk
+// (virtioN); VirtIO SCSI single is one controller per disk (virtioscsiN ->
+// scsiN); a shared virtio-scsi-pci or megasas controller (scsihwN) puts
+// scsiI at scsi-id 0, lun I, which qemu-ga reports as the unit; lsi and
+// pvscsi put it at scsi-id I % size (the target); AHCI (ahciN) holds sata
+// N*6+port, and qemu-ga reports the port as the unit. "" when it cannot
+// tell.
+func GuestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string {
 	addr := gd.PCI
 	if i := strings.IndexByte(addr, ':'); i == 4 { // strip the domain
 		addr = addr[i+1:]
@@ -55,7 +64,7 @@ func guestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string 
 		n, err := strconv.Atoi(strings.TrimPrefix(ctrl, prefix))
 		return n, err == nil
 	}
-	if _, ok := num("virtio"); ok && !strings.HasPrefix(ctrl, "virtioscsi") {
+	if _, ok := num("virtio"); ok {
 		return ctrl
 	}
 	if n, ok := num("virtioscsi"); ok {
@@ -65,8 +74,10 @@ func guestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string 
 		switch scsihw {
 		case "virtio-scsi-pci", "megasas":
 			return "scsi" + strconv.Itoa(gd.Unit) // lun= is the disk's index
-		default: // lsi, lsi53c810, pvscsi: scsi-id is the target
-			return "scsi" + strconv.Itoa(n*7+gd.Target)
+		case "pvscsi":
+			return "scsi" + strconv.Itoa(n*wideDisksPerController+gd.Target)
+		default: // lsi, lsi53c810
+			return "scsi" + strconv.Itoa(n*lsiDisksPerController+gd.Target)
 		}
 	}
 	if n, ok := num("ahci"); ok {
@@ -75,36 +86,30 @@ func guestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string 
 	return ""
 }
 
-// guestTrim is what the guest trimmed, attributed to disks.
-type guestTrim struct {
-	// PerDisk is bytes trimmed on filesystems that sit on that disk alone.
+// GuestTrim is what the guest trimmed, attributed to disks.
+type GuestTrim struct {
+	// PerDisk is bytes trimmed on filesystems that sit on that disk alone
+	// (0 for a disk with a mounted filesystem that trimmed nothing).
 	PerDisk map[string]int64
 	// Paths is every filesystem guest-fstrim reported, for the record.
-	Paths []guestTrimPath
-	// Shared marks disks under a filesystem that spans several disks.
-	Shared map[string]bool
+	Paths []GuestPath
+	// Shared names, per disk, the filesystems that span it and others.
+	Shared map[string][]string
 	// Mapped is true when filesystems could be placed on disks at all.
 	Mapped bool
 }
 
-type guestTrimPath struct {
-	Path         string   `json:"path"`
-	TrimmedBytes int64    `json:"trimmed_bytes"`
-	Disks        []string `json:"disks"`           // Proxmox disk ids below it, when known
-	Error        string   `json:"error,omitempty"` // the guest's error for this filesystem
-}
-
-// attributeTrim places guest-fstrim's per-filesystem figures on disks with
-// guest-get-fsinfo and query-pci. A filesystem on several disks (LVM or RAID
-// in the guest) is listed but not attributed: the split is unknown.
-func attributeTrim(res []qmp.FstrimResult, fsinfo []qmp.GuestFilesystem, pci map[string]string, scsihw string) guestTrim {
-	g := guestTrim{PerDisk: map[string]int64{}, Shared: map[string]bool{}, Mapped: len(fsinfo) > 0 && len(pci) > 0}
+// Attribute places guest-fstrim's per-filesystem figures on disks with
+// guest-get-fsinfo and query-pci. A filesystem on several disks (LVM or
+// RAID in the guest) is listed but not attributed: the split is unknown.
+func Attribute(res []qmp.FstrimResult, fsinfo []qmp.GuestFilesystem, pci map[string]string, scsihw string) GuestTrim {
+	g := GuestTrim{PerDisk: map[string]int64{}, Shared: map[string][]string{}, Mapped: len(fsinfo) > 0 && len(pci) > 0}
 	disksOf := map[string][]string{}
 	for _, fs := range fsinfo {
 		var ids []string
 		seen := map[string]bool{}
 		for _, gd := range fs.Disks {
-			id := guestDiskID(gd, pci, scsihw)
+			id := GuestDiskID(gd, pci, scsihw)
 			if id == "" {
 				id = "?" + gd.Dev
 			}
@@ -116,7 +121,7 @@ func attributeTrim(res []qmp.FstrimResult, fsinfo []qmp.GuestFilesystem, pci map
 		disksOf[fs.Mountpoint] = ids
 		if len(ids) > 1 {
 			for _, id := range ids {
-				g.Shared[id] = true
+				g.Shared[id] = append(g.Shared[id], fs.Mountpoint)
 			}
 		}
 		// Every disk that carries a mounted filesystem is known, even when
@@ -128,7 +133,7 @@ func attributeTrim(res []qmp.FstrimResult, fsinfo []qmp.GuestFilesystem, pci map
 		}
 	}
 	for _, r := range res {
-		p := guestTrimPath{Path: r.Path, TrimmedBytes: r.Trimmed, Disks: disksOf[r.Path], Error: r.Error}
+		p := GuestPath{Path: r.Path, TrimmedBytes: r.Trimmed, Disks: disksOf[r.Path], Error: r.Error}
 		if p.Disks == nil {
 			p.Disks = []string{}
 		}
