@@ -31,23 +31,23 @@ func PCIDevices(ret gjson.Result) map[string]string {
 	return out
 }
 
-// SCSI controller sizes, from qemu-server's scsihw_infos
-// (QemuServer/DriveDevice.pm): how many disks one controller holds.
-const (
-	lsiDisksPerController  = 7   // lsi, lsi53c810 (and no scsihw): scsi-id = index % 7
-	wideDisksPerController = 256 // pvscsi (scsi-id), virtio-scsi-pci and megasas (lun)
-)
+// lsiDisksPerController is how many disks an lsi or lsi53c810 controller
+// (and no scsihw) holds: scsiI sits on scsihw(I/7) at scsi-id I%7
+// (qemu-server's scsihw_infos, QemuServer/DriveDevice.pm). pvscsi,
+// virtio-scsi-pci and megasas hold 256, more than the 31 SCSI disks a VM
+// can have: every disk is on scsihw0.
+const lsiDisksPerController = 7
 
 // GuestDiskID names the Proxmox disk behind one disk of a guest filesystem:
 // the PCI controller the guest reports, looked up in query-pci, plus the
 // position on it, following qemu-server's device lines
 // (print_drivedevice_full): virtio-blk is one PCI device per disk
 // (virtioN); VirtIO SCSI single is one controller per disk (virtioscsiN ->
-// scsiN); a shared virtio-scsi-pci or megasas controller (scsihwN) puts
-// scsiI at scsi-id 0, lun I, which qemu-ga reports as the unit; lsi and
-// pvscsi put it at scsi-id I % size (the target); AHCI (ahciN) holds sata
-// N*6+port, and qemu-ga reports the port as the unit. "" when it cannot
-// tell.
+// scsiN); a shared virtio-scsi-pci or megasas controller (scsihw0) puts
+// scsiI at scsi-id 0, lun I, which qemu-ga reports as the unit; pvscsi at
+// scsi-id I, lsi at scsi-id I%7 of scsihw(I/7) (the target); AHCI (ahciN)
+// holds sata N*6+port, and qemu-ga reports the port as the unit. "" when
+// it cannot tell.
 func GuestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string {
 	addr := gd.PCI
 	if i := strings.IndexByte(addr, ':'); i == 4 { // strip the domain
@@ -75,7 +75,7 @@ func GuestDiskID(gd qmp.GuestDisk, pci map[string]string, scsihw string) string 
 		case "virtio-scsi-pci", "megasas":
 			return "scsi" + strconv.Itoa(gd.Unit) // lun= is the disk's index
 		case "pvscsi":
-			return "scsi" + strconv.Itoa(n*wideDisksPerController+gd.Target)
+			return "scsi" + strconv.Itoa(gd.Target) // scsi-id= is the disk's index
 		default: // lsi, lsi53c810
 			return "scsi" + strconv.Itoa(n*lsiDisksPerController+gd.Target)
 		}

@@ -37,6 +37,10 @@ func TestSampling(t *testing.T) {
 	if s := sampling(t0, nil, 0, iv, "gone"); len(s.Gaps) != 0 || s.Gaps == nil || s.CoveredSeconds != 0 {
 		t.Errorf("no samples: %+v", s)
 	}
+	// README and the help text say --wait samples every second.
+	if DefaultInterval != time.Second {
+		t.Errorf("DefaultInterval %s", DefaultInterval)
+	}
 }
 
 func TestExited(t *testing.T) {

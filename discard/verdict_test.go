@@ -32,7 +32,7 @@ const (
 	labPool      = 15032385536
 	labRes       = labVol/20000 + 512
 	labPoolRes   = labPool/20000 + 512
-	labTolerance = resolutionTolerance * labRes
+	labTolerance = 2 * labRes // two readings, each rounded
 )
 
 func pct(p float64, size int64) *int64 { b := int64(p / 100 * float64(size)); return &b }
@@ -351,7 +351,7 @@ func TestJudgeEdges(t *testing.T) {
 	// The pool's slack: rounding of both figures plus 5 % of what the
 	// volume gave.
 	const ret = gib
-	slack := int64(resolutionTolerance*labPoolRes + labTolerance + ret/poolSlackDivisor)
+	slack := int64(2*labPoolRes + labTolerance + ret/20) // rounding of both, plus 5 %
 	for _, c := range []struct {
 		pool  int64
 		codes []Code

@@ -140,6 +140,9 @@ func discardAction(c *cli.Context) error {
 		o.OnSample = discardWaitProgress(e)
 	}
 	rep, err := discard.Run(e.ctx(), e.node, v, sel, o)
+	if o.OnSample != nil && o.Mode == discard.Wait {
+		fmt.Fprint(e.errOut, "\r\x1b[K") // the progress line, however the window ended
+	}
 	if rep == nil {
 		return err
 	}
@@ -161,10 +164,7 @@ func discardWaitProgress(e *env) func(discard.Progress) {
 			fmt.Fprintf(e.errOut, "watching for %s: run fstrim in the guest now (e.g. fstrim -av)\n", p.Window)
 			first = false
 		}
-		fmt.Fprintf(e.errOut, "\r\x1b[K%s left: QEMU received %s, storage accepted %s", (p.Window - p.Elapsed).Round(time.Second), units.Bytes(p.ReceivedBytes), units.Bytes(p.AcceptedBytes))
-		if p.Elapsed >= p.Window {
-			fmt.Fprint(e.errOut, "\r\x1b[K")
-		}
+		fmt.Fprintf(e.errOut, "\r\x1b[K%s left: QEMU received %s, storage accepted %s", max(p.Window-p.Elapsed, 0).Round(time.Second), units.Bytes(p.ReceivedBytes), units.Bytes(p.AcceptedBytes))
 	}
 }
 

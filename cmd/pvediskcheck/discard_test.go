@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -471,4 +473,46 @@ func codes(rs []discardReason) []string {
 		out = append(out, r.Code)
 	}
 	return out
+}
+
+// TestDiscardWaitQEMUKilled: QEMU killed during --wait: exit 3 soon after,
+// and the report of what was measured until then is still printed (JSON
+// and text), with where the window was cut. Any moment inside the window
+// will do; the window is long so that the kill lands inside it.
+func TestDiscardWaitQEMUKilled(t *testing.T) {
+	for _, asJSON := range []bool{true, false} {
+		t.Run(sf("json=%v", asJSON), func(t *testing.T) {
+			n, vm, _ := discardVM380(t, "", false, false)
+			killedAt := make(chan time.Time, 1)
+			go func() {
+				time.Sleep(1500 * time.Millisecond)
+				killedAt <- time.Now()
+				_ = syscall.Kill(vm.Pid, syscall.SIGKILL)
+			}()
+			args := []string{"--root", n.Root, "discard", "380", "scsi1", "--wait", "30s"}
+			if asJSON {
+				args = append([]string{"--json"}, args...)
+			}
+			stdout, errs, code := runCLI(t, args...)
+			toError := time.Since(<-killedAt)
+			t.Logf("exit %d %s after SIGKILL: %s", code, toError.Round(time.Millisecond), strings.TrimSpace(errs))
+			if code != exitUnreachable || toError > 3*time.Second || !strings.Contains(errs, "QEMU stopped answering") {
+				t.Errorf("exit %d after %s: %s", code, toError, errs)
+			}
+			if !asJSON {
+				if !strings.Contains(stdout, "cut: QEMU stopped answering") || !strings.Contains(stdout, "scsi1 (local-lvm:vm-380-disk-0") {
+					t.Errorf("text:\n%s", stdout)
+				}
+				return
+			}
+			var out discard.Report
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+			}
+			r := out.Disks[0].Result
+			if out.Sampling == nil || !strings.Contains(out.Sampling.Cut, "exited") || out.Sampling.Samples < 1 || r == nil || r.StandsOnSeconds == nil || !hasReason(r.Reasons, discard.CodeWindowCut) {
+				t.Errorf("report %s", stdout)
+			}
+		})
+	}
 }
