@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +22,9 @@ type Sample struct {
 	// socket that was briefly busy does not shift the timestamp).
 	Time  time.Time
 	Stats map[string]qmp.BlockStats // by disk id (scsi1, virtio0)
+	// Nodes are the counters of Blockstats.Nodes, by node name; nil when
+	// none were asked for.
+	Nodes map[string]qmp.BlockStats
 }
 
 // Blockstats samples query-blockstats for a VM's disks at a fixed rate.
@@ -35,6 +39,11 @@ type Blockstats struct {
 	Patience time.Duration
 	// OnSample, when set, is called after each sample (progress display).
 	OnSample func(s Sample, elapsed, window time.Duration)
+	// Nodes are block node names (a disk's protocol node, say) whose own
+	// counters are read in the same exchange (query-blockstats with
+	// query-nodes): a protocol node's driver-specific discard-* counters
+	// say what reached the storage.
+	Nodes []string
 }
 
 // Series is the result of one sampling run.
@@ -77,6 +86,20 @@ func (b *Blockstats) take(ctx context.Context, patience time.Duration) (Sample, 
 			if b.keep(st.ID) {
 				st.Timestamp = s.Time.UnixNano()
 				s.Stats[st.ID] = st
+			}
+		}
+		if len(b.Nodes) == 0 {
+			return nil
+		}
+		ret, err = sess.Exec("query-blockstats", map[string]any{"query-nodes": true})
+		if err != nil {
+			return err
+		}
+		s.Nodes = map[string]qmp.BlockStats{}
+		for _, st := range qmp.ParseBlockstats(ret) {
+			if slices.Contains(b.Nodes, st.NodeName) {
+				st.Timestamp = s.Time.UnixNano()
+				s.Nodes[st.NodeName] = st
 			}
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -97,7 +98,7 @@ func TestDiscardGuestE2E(t *testing.T) {
 	t.Logf("mkfs + 4 x 64 MiB written and removed in %.1f s", time.Since(prep).Seconds())
 
 	trimStart := time.Now()
-	var res discardJSON
+	var res discard.Report
 	errs, code := runJSON(t, n, &res, "discard", "370", "--trim")
 	t.Logf("discard --trim took %.1f s (guest-fstrim %.1f s)", time.Since(trimStart).Seconds(), *res.WindowSeconds)
 	if code != exitProblem {
@@ -111,18 +112,18 @@ func TestDiscardGuestE2E(t *testing.T) {
 		r := dj.Result
 		t.Logf("%-8s discard=%-6s written: file %d; guest trimmed %v; QEMU received %d/%d; storage ok %d/%d failed %d; allocated %v -> %v (returned %v); pool %v -> %v; %s %v",
 			d.id, d.discard, allocWritten[d.id], deref(r.GuestTrimmedBytes), r.QEMUReceivedOps, r.QEMUReceivedBytes, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps,
-			deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), deref(r.ReturnedBytes), deref(r.PoolBeforeBytes), deref(r.PoolAfterBytes), r.Verdict, codes(r.Reasons))
+			deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), deref(r.ReturnedBytes), deref(r.PoolBeforeBytes), deref(r.PoolAfterBytes), r.Verdict, reasonCodes(r.Reasons))
 		if r.GuestTrimmedBytes == nil || *r.GuestTrimmedBytes < 60<<20 {
 			t.Errorf("%s: the guest's trim was not placed on this disk or is too small: %v", d.id, deref(r.GuestTrimmedBytes))
 		}
 		switch {
 		case d.discard == "ignore":
-			if r.Verdict != verdictNot || !hasCode(r.Reasons, "discard-ignore") || r.StorageAcceptedBytes != 0 || *r.ReturnedBytes > 2*r.ResolutionBytes {
-				t.Errorf("%s: %s %v accepted %d returned %d", d.id, r.Verdict, codes(r.Reasons), r.StorageAcceptedBytes, *r.ReturnedBytes)
+			if r.Verdict != discard.NotReturned || !hasReason(r.Reasons, "discard-ignore") || r.StorageAcceptedBytes != 0 || *r.ReturnedBytes > 2*r.ResolutionBytes {
+				t.Errorf("%s: %s %v accepted %d returned %d", d.id, r.Verdict, reasonCodes(r.Reasons), r.StorageAcceptedBytes, *r.ReturnedBytes)
 			}
 		default:
-			if r.Verdict != verdictReturned || r.StorageAcceptedBytes < 60<<20 || *r.ReturnedBytes < 60<<20 {
-				t.Errorf("%s: %s %v accepted %d returned %d", d.id, r.Verdict, codes(r.Reasons), r.StorageAcceptedBytes, *r.ReturnedBytes)
+			if r.Verdict != discard.Returned || r.StorageAcceptedBytes < 60<<20 || *r.ReturnedBytes < 60<<20 {
+				t.Errorf("%s: %s %v accepted %d returned %d", d.id, r.Verdict, reasonCodes(r.Reasons), r.StorageAcceptedBytes, *r.ReturnedBytes)
 			}
 		}
 		// QEMU-FACTS: SCSI and SATA count guest discards at the device even
@@ -136,7 +137,7 @@ func TestDiscardGuestE2E(t *testing.T) {
 		}
 	}
 	if dir := os.Getenv("PVEDISKCHECK_E2E_DUMP"); dir != "" {
-		// Fixture making (testdata/discard/README.md): the real answers the
+		// Fixture making (discard/testdata/README.md, PVEDISKCHECK_E2E_DUMP=$PWD/discard/testdata/guest): the real answers the
 		// guest mapping is built on, and this run's report.
 		b, _ := json.MarshalIndent(res, "", "  ")
 		_ = os.WriteFile(filepath.Join(dir, "e2e-trim-report.json"), b, 0o644)
@@ -161,12 +162,12 @@ func TestDiscardGuestE2E(t *testing.T) {
 	}
 
 	// Lab 37: a second trim right away trims nothing on ext4.
-	var again discardJSON
+	var again discard.Report
 	if _, code := runJSON(t, n, &again, "discard", "370", "scsi1", "--trim"); code != exitProblem {
 		t.Errorf("second --trim: exit %d", code)
 	}
-	if r := diskByID(t, again, "scsi1").Result; r.Verdict != verdictNot || !hasCode(r.Reasons, "guest-sent-nothing") || deref(r.GuestTrimmedBytes) != int64(0) {
-		t.Errorf("second --trim: %s %v trimmed %v", r.Verdict, codes(r.Reasons), deref(r.GuestTrimmedBytes))
+	if r := diskByID(t, again, "scsi1").Result; r.Verdict != discard.NotReturned || !hasReason(r.Reasons, "guest-sent-nothing") || deref(r.GuestTrimmedBytes) != int64(0) {
+		t.Errorf("second --trim: %s %v trimmed %v", r.Verdict, reasonCodes(r.Reasons), deref(r.GuestTrimmedBytes))
 	}
 
 	// --wait: the tool never touches the agent; the "admin" runs fstrim in
@@ -183,7 +184,7 @@ func TestDiscardGuestE2E(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		fstrimOut, fstrimErr = e2e.Sh(ctx, agent, "fstrim -v /mnt/s1")
 	}()
-	var w discardJSON
+	var w discard.Report
 	_, code = runJSON(t, n, &w, "discard", "370", "scsi1", "--wait", "8s")
 	wg.Wait()
 	if fstrimErr != nil {
@@ -191,8 +192,8 @@ func TestDiscardGuestE2E(t *testing.T) {
 	}
 	r := diskByID(t, w, "scsi1").Result
 	t.Logf("--wait: guest said %q; QEMU received %d, storage accepted %d, returned %v: %s %v",
-		strings.TrimSpace(fstrimOut), r.QEMUReceivedBytes, r.StorageAcceptedBytes, deref(r.ReturnedBytes), r.Verdict, codes(r.Reasons))
-	if code != 0 || r.Verdict != verdictReturned || r.GuestTrimmedBytes != nil || *r.ReturnedBytes < 28<<20 {
+		strings.TrimSpace(fstrimOut), r.QEMUReceivedBytes, r.StorageAcceptedBytes, deref(r.ReturnedBytes), r.Verdict, reasonCodes(r.Reasons))
+	if code != 0 || r.Verdict != discard.Returned || r.GuestTrimmedBytes != nil || *r.ReturnedBytes < 28<<20 {
 		t.Errorf("--wait: exit %d %s returned %v", code, r.Verdict, deref(r.ReturnedBytes))
 	}
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
@@ -99,7 +102,7 @@ func discardWaitVerdicts(t *testing.T, legacy bool) {
 		}
 	}()
 	start := time.Now()
-	var out discardJSON
+	var out discard.Report
 	errs, code := runJSON(t, n, &out, "discard", "380", "--wait", "4s")
 	took := time.Since(start)
 	wg.Wait()
@@ -118,7 +121,7 @@ func discardWaitVerdicts(t *testing.T, legacy bool) {
 		after := fakenode.MustAllocated(t, n.ThinVolumeFile(vols[d.ID]))
 		t.Logf("%-8s discard=%-6s file %d -> %d; tool: %v -> %v returned %v; qemu received %d/%d; storage ok %d/%d failed %d; %s %v",
 			d.ID, d.Discard.Configured, before[d.ID], after, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), deref(r.ReturnedBytes),
-			r.QEMUReceivedOps, r.QEMUReceivedBytes, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, codes(r.Reasons))
+			r.QEMUReceivedOps, r.QEMUReceivedBytes, r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, reasonCodes(r.Reasons))
 		if !d.Thin || d.StorageType != "lvmthin" || d.Allocation.Method != "lvs" {
 			t.Errorf("%s: thin=%v type=%s method=%s", d.ID, d.Thin, d.StorageType, d.Allocation.Method)
 		}
@@ -132,7 +135,7 @@ func discardWaitVerdicts(t *testing.T, legacy bool) {
 			if r.ReturnedBytes == nil || abs64(*r.ReturnedBytes-4<<20) > 2*r.ResolutionBytes {
 				t.Errorf("%s: returned %v, want 4 MiB +-%d", d.ID, deref(r.ReturnedBytes), 2*r.ResolutionBytes)
 			}
-			if r.Verdict != verdictReturned {
+			if r.Verdict != discard.Returned {
 				t.Errorf("%s: verdict %s %v, want returned", d.ID, r.Verdict, r.Reasons)
 			}
 		} else {
@@ -142,8 +145,8 @@ func discardWaitVerdicts(t *testing.T, legacy bool) {
 			if r.StorageAcceptedOps != 0 || r.StorageAcceptedBytes != 0 {
 				t.Errorf("%s: protocol node counted %d/%d with discard=ignore", d.ID, r.StorageAcceptedOps, r.StorageAcceptedBytes)
 			}
-			if r.Verdict != verdictNot || !hasCode(r.Reasons, "discard-ignore") {
-				t.Errorf("%s: verdict %s %v, want not-returned with discard-ignore", d.ID, r.Verdict, codes(r.Reasons))
+			if r.Verdict != discard.NotReturned || !hasReason(r.Reasons, "discard-ignore") {
+				t.Errorf("%s: verdict %s %v, want not-returned with discard-ignore", d.ID, r.Verdict, reasonCodes(r.Reasons))
 			}
 			if fix := r.Reasons[0].Fix; !strings.Contains(fix, "qm set 380 --"+d.ID+" local-lvm:"+vols[d.ID]+",discard=on,size=64M") || !strings.Contains(fix, "qm reboot 380") {
 				t.Errorf("%s: fix %q", d.ID, fix)
@@ -168,14 +171,14 @@ func TestDiscardStatus(t *testing.T) {
 	n, vm, vols := discardVM380(t, "", false, false)
 	vm.MustQemuIO(t, "scsi1", "discard 0 2M")
 	vm.MustQemuIO(t, "scsi2", "discard 0 2M")
-	var out discardJSON
+	var out discard.Report
 	start := time.Now()
 	errs, code := runJSON(t, n, &out, "discard", "380")
 	t.Logf("discard 380 (status, 6 disks, one lvs run, two QMP exchanges) took %s", time.Since(start).Round(time.Millisecond))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	byID := map[string]discardDiskJSON{}
+	byID := map[string]discard.Disk{}
 	for _, d := range out.Disks {
 		byID[d.ID] = d
 		if d.Result != nil {
@@ -195,8 +198,8 @@ func TestDiscardStatus(t *testing.T) {
 	if *s1.Discard.Running != "on" || *s2.Discard.Running != "ignore" || s1.ControllerDiscard != "yes" || v1.ControllerDiscard != "guest kernel 5.0 or newer" {
 		t.Errorf("discard views: %+v %+v %s %s", s1.Discard, s2.Discard, s1.ControllerDiscard, v1.ControllerDiscard)
 	}
-	if !hasCode(s2.Warnings, "discard-ignore") || hasCode(s1.Warnings, "discard-ignore") || !hasCode(v1.Warnings, "virtio-blk-discard") || !hasCode(s1.Warnings, "ssd-off") {
-		t.Errorf("warnings: scsi1 %v scsi2 %v virtio1 %v", codes(s1.Warnings), codes(s2.Warnings), codes(v1.Warnings))
+	if !hasReason(s2.Warnings, "discard-ignore") || hasReason(s1.Warnings, "discard-ignore") || !hasReason(v1.Warnings, "virtio-blk-discard") || !hasReason(s1.Warnings, "ssd-off") {
+		t.Errorf("warnings: scsi1 %v scsi2 %v virtio1 %v", reasonCodes(s1.Warnings), reasonCodes(s2.Warnings), reasonCodes(v1.Warnings))
 	}
 	if v1.SinceStart.DeviceCounts || !s1.SinceStart.DeviceCounts {
 		t.Errorf("device_counts_discards: virtio1 %v scsi1 %v", v1.SinceStart.DeviceCounts, s1.SinceStart.DeviceCounts)
@@ -296,7 +299,7 @@ func abs64(n int64) int64 {
 
 // discardDuring runs `discard --wait` on the node's VM while fn issues I/O
 // inside the window.
-func discardDuring(t *testing.T, n *fakenode.Node, vmid int, window string, fn func() error) (discardJSON, int, string) {
+func discardDuring(t *testing.T, n *fakenode.Node, vmid int, window string, fn func() error) (discard.Report, int, string) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var ioErr error
@@ -306,7 +309,7 @@ func discardDuring(t *testing.T, n *fakenode.Node, vmid int, window string, fn f
 		time.Sleep(1200 * time.Millisecond)
 		ioErr = fn()
 	}()
-	var out discardJSON
+	var out discard.Report
 	errs, code := runJSON(t, n, &out, "discard", sf("%d", vmid), "--wait", window)
 	wg.Wait()
 	if ioErr != nil {
@@ -315,7 +318,7 @@ func discardDuring(t *testing.T, n *fakenode.Node, vmid int, window string, fn f
 	return out, code, errs
 }
 
-func diskByID(t *testing.T, out discardJSON, id string) discardDiskJSON {
+func diskByID(t *testing.T, out discard.Report, id string) discard.Disk {
 	t.Helper()
 	for _, d := range out.Disks {
 		if d.ID == id {
@@ -323,7 +326,7 @@ func diskByID(t *testing.T, out discardJSON, id string) discardDiskJSON {
 		}
 	}
 	t.Fatalf("no disk %s in %+v", id, out)
-	return discardDiskJSON{}
+	return discard.Disk{}
 }
 
 // TestDiscardReasons: the reason chain on real discards. A thin snapshot
@@ -379,25 +382,25 @@ scsi4: local:390/vm-390-disk-3.qcow2,discard=on,size=64M
 	for _, d := range out.Disks {
 		r := d.Result
 		t.Logf("%s %s: %v -> %v (returned %v, %s) pool %v -> %v; ok %d/%d; %s %v", d.ID, d.StorageType, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes),
-			deref(r.ReturnedBytes), d.Allocation.Method, deref(r.PoolBeforeBytes), deref(r.PoolAfterBytes), r.StorageAcceptedOps, r.StorageAcceptedBytes, r.Verdict, codes(r.Reasons))
+			deref(r.ReturnedBytes), d.Allocation.Method, deref(r.PoolBeforeBytes), deref(r.PoolAfterBytes), r.StorageAcceptedOps, r.StorageAcceptedBytes, r.Verdict, reasonCodes(r.Reasons))
 	}
 	s1 := diskByID(t, out, "scsi1")
-	if s1.Result.Verdict != verdictPartly || !hasCode(s1.Result.Reasons, "snapshots-hold-blocks") || len(s1.Allocation.Snapshots) != 1 {
-		t.Errorf("scsi1 (snapshot): %s %v snapshots %v", s1.Result.Verdict, codes(s1.Result.Reasons), s1.Allocation.Snapshots)
+	if s1.Result.Verdict != discard.PartlyReturned || !hasReason(s1.Result.Reasons, "snapshots-hold-blocks") || len(s1.Allocation.Snapshots) != 1 {
+		t.Errorf("scsi1 (snapshot): %s %v snapshots %v", s1.Result.Verdict, reasonCodes(s1.Result.Reasons), s1.Allocation.Snapshots)
 	}
 	if r := s1.Result; abs64(*r.ReturnedBytes-4<<20) > 2*r.ResolutionBytes || *r.PoolReturnedBytes > 2*(s1.Allocation.Pool.ResolutionBytes) {
 		t.Errorf("scsi1: volume returned %d (want 4 MiB), pool returned %d (want 0)", *r.ReturnedBytes, *r.PoolReturnedBytes)
 	}
 	s2 := diskByID(t, out, "scsi2")
-	if s2.Result.Verdict != verdictNot || !hasCode(s2.Result.Reasons, "below-chunk-size") || s2.Result.StorageAcceptedOps != 64 || s2.Result.StorageAcceptedBytes != 1<<20 {
-		t.Errorf("scsi2 (small discards): %s %v ok %d/%d", s2.Result.Verdict, codes(s2.Result.Reasons), s2.Result.StorageAcceptedOps, s2.Result.StorageAcceptedBytes)
+	if s2.Result.Verdict != discard.NotReturned || !hasReason(s2.Result.Reasons, "below-chunk-size") || s2.Result.StorageAcceptedOps != 64 || s2.Result.StorageAcceptedBytes != 1<<20 {
+		t.Errorf("scsi2 (small discards): %s %v ok %d/%d", s2.Result.Verdict, reasonCodes(s2.Result.Reasons), s2.Result.StorageAcceptedOps, s2.Result.StorageAcceptedBytes)
 	}
 	s3 := diskByID(t, out, "scsi3")
-	if s3.Allocation.Method != "st_blocks" || s3.Result.Verdict != verdictReturned || *s3.Result.ReturnedBytes != 4<<20 || *s3.Result.AllocatedBeforeBytes != rawBefore {
+	if s3.Allocation.Method != "st_blocks" || s3.Result.Verdict != discard.Returned || *s3.Result.ReturnedBytes != 4<<20 || *s3.Result.AllocatedBeforeBytes != rawBefore {
 		t.Errorf("scsi3 (raw): %+v %s", s3.Allocation, s3.Result.Verdict)
 	}
 	s4 := diskByID(t, out, "scsi4")
-	if s4.Allocation.Method != "qemu-img" || s4.Result.Verdict != verdictReturned || *s4.Result.ReturnedBytes < 4<<20 || *s4.Result.AllocatedBeforeBytes != qcowBefore {
+	if s4.Allocation.Method != "qemu-img" || s4.Result.Verdict != discard.Returned || *s4.Result.ReturnedBytes < 4<<20 || *s4.Result.AllocatedBeforeBytes != qcowBefore {
 		t.Errorf("scsi4 (qcow2): %+v %s returned %v before %v (file %d)", s4.Allocation, s4.Result.Verdict, deref(s4.Result.ReturnedBytes), deref(s4.Result.AllocatedBeforeBytes), qcowBefore)
 	}
 	if s3.Thin != true || s4.Thin != true {
@@ -425,14 +428,91 @@ func TestDiscardPoolIgnores(t *testing.T) {
 	}
 	d := diskByID(t, out, "scsi1")
 	r := d.Result
-	t.Logf("%s: %v -> %v; ok %d/%d failed %d; %s %v", d.ID, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, codes(r.Reasons))
-	if r.Verdict != verdictNot || r.StorageFailedOps < 1 || r.StorageAcceptedOps != 0 || *r.ReturnedBytes != 0 {
+	t.Logf("%s: %v -> %v; ok %d/%d failed %d; %s %v", d.ID, deref(r.AllocatedBeforeBytes), deref(r.AllocatedAfterBytes), r.StorageAcceptedOps, r.StorageAcceptedBytes, r.StorageFailedOps, r.Verdict, reasonCodes(r.Reasons))
+	if r.Verdict != discard.NotReturned || r.StorageFailedOps < 1 || r.StorageAcceptedOps != 0 || *r.ReturnedBytes != 0 {
 		t.Errorf("verdict %s failed %d ok %d returned %d", r.Verdict, r.StorageFailedOps, r.StorageAcceptedOps, *r.ReturnedBytes)
 	}
-	if !hasCode(r.Reasons, "storage-refused") || !hasCode(r.Reasons, "pool-ignores-discards") || !strings.Contains(r.Reasons[len(r.Reasons)-1].Fix, "lvchange --discards passdown "+n.VG+"/data") {
+	if !hasReason(r.Reasons, "storage-refused") || !hasReason(r.Reasons, "pool-ignores-discards") || !strings.Contains(r.Reasons[len(r.Reasons)-1].Fix, "lvchange --discards passdown "+n.VG+"/data") {
 		t.Errorf("reasons %+v", r.Reasons)
 	}
-	if !hasCode(d.Warnings, "pool-ignores-discards") {
-		t.Errorf("warnings %v", codes(d.Warnings))
+	if !hasReason(d.Warnings, "pool-ignores-discards") {
+		t.Errorf("warnings %v", reasonCodes(d.Warnings))
+	}
+}
+
+func hasReason(rs []discard.Reason, code discard.Code) bool {
+	for _, r := range rs {
+		if r.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+func reasonCodes(rs []discard.Reason) []discard.Code {
+	var out []discard.Code
+	for _, r := range rs {
+		out = append(out, r.Code)
+	}
+	return out
+}
+
+// hasCode and codes read thin's warnings (discardReason).
+func hasCode(rs []discardReason, code string) bool {
+	for _, r := range rs {
+		if r.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+func codes(rs []discardReason) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Code)
+	}
+	return out
+}
+
+// TestDiscardWaitQEMUKilled: QEMU killed during --wait: exit 3 soon after,
+// and the report of what was measured until then is still printed (JSON
+// and text), with where the window was cut. Any moment inside the window
+// will do; the window is long so that the kill lands inside it.
+func TestDiscardWaitQEMUKilled(t *testing.T) {
+	for _, asJSON := range []bool{true, false} {
+		t.Run(sf("json=%v", asJSON), func(t *testing.T) {
+			n, vm, _ := discardVM380(t, "", false, false)
+			killedAt := make(chan time.Time, 1)
+			go func() {
+				time.Sleep(1500 * time.Millisecond)
+				killedAt <- time.Now()
+				_ = syscall.Kill(vm.Pid, syscall.SIGKILL)
+			}()
+			args := []string{"--root", n.Root, "discard", "380", "scsi1", "--wait", "30s"}
+			if asJSON {
+				args = append([]string{"--json"}, args...)
+			}
+			stdout, errs, code := runCLI(t, args...)
+			toError := time.Since(<-killedAt)
+			t.Logf("exit %d %s after SIGKILL: %s", code, toError.Round(time.Millisecond), strings.TrimSpace(errs))
+			if code != exitUnreachable || toError > 3*time.Second || !strings.Contains(errs, "QEMU stopped answering") {
+				t.Errorf("exit %d after %s: %s", code, toError, errs)
+			}
+			if !asJSON {
+				if !strings.Contains(stdout, "cut: QEMU stopped answering") || !strings.Contains(stdout, "scsi1 (local-lvm:vm-380-disk-0") {
+					t.Errorf("text:\n%s", stdout)
+				}
+				return
+			}
+			var out discard.Report
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+			}
+			r := out.Disks[0].Result
+			if out.Sampling == nil || !strings.Contains(out.Sampling.Cut, "exited") || out.Sampling.Samples < 1 || r == nil || r.StandsOnSeconds == nil || !hasReason(r.Reasons, discard.CodeWindowCut) {
+				t.Errorf("report %s", stdout)
+			}
+		})
 	}
 }

@@ -253,13 +253,14 @@ func deviceLine(d *qemuserver.Drive, s qemuserver.DiskSettings, vm qemuserver.VM
 }
 
 // scsiController is qemu-server's scsihw_infos: which controller (id) a SCSI
-// disk index sits on and its unit there.
+// disk index sits on and its unit there. Only lsi* (and no scsihw) hold 7
+// disks per controller; pvscsi, like virtio-scsi-pci and megasas, 256.
 func scsiController(scsihw string, index int) (id string, unit int) {
 	maxdev, prefix := 7, "scsihw"
 	switch scsihw {
 	case "virtio-scsi-single":
 		maxdev, prefix = 1, "virtioscsi"
-	case "virtio-scsi-pci", "megasas":
+	case "virtio-scsi-pci", "megasas", "pvscsi":
 		maxdev = 256
 	}
 	return prefix + strconv.Itoa(index/maxdev), index % maxdev

@@ -47,6 +47,8 @@ type QEMU struct {
 	start    sync.Once
 	mu       sync.Mutex
 	seen     []string
+	paused   chan struct{} // closed when not paused; nil before the first Pause
+	cur      net.Conn      // the client being served
 }
 
 // NewQEMU creates a fake QMP server on a fresh socket; it serves from the
@@ -101,13 +103,78 @@ func (q *QEMU) sleep(d time.Duration) bool {
 	}
 }
 
+// Pause makes QEMU stop answering, as a SIGSTOPped process: clients still
+// connect (the kernel accepts them), but no greeting or reply comes until
+// Resume. A command already sent is answered after Resume.
+func (q *QEMU) Pause() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused == nil || isClosed(q.paused) {
+		q.paused = make(chan struct{})
+	}
+}
+
+// Resume ends a Pause.
+func (q *QEMU) Resume() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused != nil && !isClosed(q.paused) {
+		close(q.paused)
+	}
+}
+
+// Kill makes QEMU go away as a SIGKILLed process does: connections are
+// cut and the socket file stays, refusing every new client.
+func (q *QEMU) Kill() {
+	if l, ok := q.ln.(*net.UnixListener); ok {
+		l.SetUnlinkOnClose(false)
+	}
+	q.ln.Close()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.cur != nil {
+		q.cur.Close()
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait blocks while paused; false when the server is done.
+func (q *QEMU) wait() bool {
+	q.mu.Lock()
+	ch := q.paused
+	q.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
 func (q *QEMU) serve(c net.Conn) {
 	defer c.Close()
+	q.mu.Lock()
+	q.cur = c
+	q.mu.Unlock()
 	if q.Raw != nil {
 		q.Raw(c)
 		return
 	}
 	if q.GreetDelay > 0 && !q.sleep(q.GreetDelay) {
+		return
+	}
+	if !q.wait() {
 		return
 	}
 	greeting := q.Greeting
@@ -127,6 +194,9 @@ func (q *QEMU) serve(c net.Conn) {
 	for {
 		line, err := rd.ReadString('\n')
 		if err != nil {
+			return
+		}
+		if !q.wait() {
 			return
 		}
 		req := gjson.Parse(line)
