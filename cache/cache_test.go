@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -164,54 +165,6 @@ func TestBuildRecordedVirtioHeld(t *testing.T) {
 	}
 }
 
-// storageCfg has every storage type Proxmox has (and one it does not).
-const storageCfg = `dir: local
-	path /var/lib/vz
-
-lvmthin: local-lvm
-	thinpool data
-	vgname pve
-
-lvm: thick
-	vgname vg0
-
-nfs: nas
-	server 10.0.0.2
-	export /srv
-	path /mnt/pve/nas
-
-cifs: smb
-	server 10.0.0.3
-	share vm
-
-btrfs: bt
-	path /mnt/bt
-
-zfspool: local-zfs
-	pool rpool/data
-
-rbd: ceph
-	pool vm
-
-rbd: ceph-krbd
-	pool vm
-	krbd 1
-
-iscsi: san
-	portal 10.0.0.4
-	target iqn.2003-01.org.example:vm
-
-iscsidirect: san-direct
-	portal 10.0.0.4
-	target iqn.2003-01.org.example:vm
-
-zfs: zfs-over-iscsi
-	pool tank
-	portal 10.0.0.5
-	target iqn.2003-01.org.example:zfs
-	iscsiprovider LIO
-`
-
 // TestBuildStorages: a stopped VM with a disk on each storage type shows
 // each storage's sentences under a heading that names it where it differs
 // from the page cache table, and says what the node cannot measure.
@@ -230,8 +183,13 @@ scsi9: san:0.0.1.scsi-36001405aabbccdd
 scsi10: san-direct:0.0.2.scsi-36001405eeff
 scsi11: zfs-over-iscsi:vm-100-disk-11,cache=unsafe,size=8G
 scsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G
+scsi13: drbd:vm-100-disk-13,size=8G
+
+[PENDING]
+scsi0: local-lvm:vm-100-disk-0,size=8G,discard=on
+scsi1: thick:vm-100-disk-1,size=8G,cache=none
 `
-	n := vmtest.New(t, 100, conf, storageCfg, nil)
+	n := vmtest.New(t, 100, conf, everyType(t), nil)
 	v := n.Load(t)
 	view := Build(v, v.Disks, nil)
 	if view.Running || len(view.Notes) != 1 || view.Notes[0] != "VM 100 is not running: showing the configured values" {
@@ -254,6 +212,8 @@ scsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G
 		{"scsi10", "libiscsi", "none, iSCSI through libiscsi", "iSCSI target's write cache", "another machine"},
 		{"scsi11", "libiscsi", "unsafe, iSCSI through libiscsi", "never reach it", "another machine"},
 		{"scsi12", "zvol", "writeback, ZFS zvol", "the zvol's page cache", "transaction group"},
+		// A third-party plugin: said to be not modelled.
+		{"scsi13", "unknown", "none, storage type linstor, not modelled", "(the storage below QEMU is not modelled", ""},
 	} {
 		var d *Disk
 		for i := range view.Disks {
@@ -278,13 +238,27 @@ scsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G
 	if ids := ToVerify(view); len(ids) != 0 {
 		t.Errorf("a stopped VM has nothing to verify: %v", ids)
 	}
+	// [PENDING] that leaves the mode alone shows no pending mode; an
+	// explicit cache=none over the default does.
+	for _, d := range view.Disks {
+		switch d.ID {
+		case "scsi0":
+			if d.Cache.Pending != nil {
+				t.Errorf("scsi0: pending %s for a discard change", *d.Cache.Pending)
+			}
+		case "scsi1":
+			if d.Cache.Pending == nil || *d.Cache.Pending != "none" {
+				t.Errorf("scsi1: pending %v", d.Cache.Pending)
+			}
+		}
+	}
 }
 
 // TestBuildKinds: every drive kind, from config lines (TPM state is built
 // here by hand: vm does not list it yet).
 func TestBuildKinds(t *testing.T) {
 	conf := "ide2: local:iso/x.iso,media=cdrom\nide0: none,media=cdrom\nide1: cdrom,media=cdrom\nefidisk0: local-lvm:vm-100-disk-1,efitype=4m,size=4M\nscsi0: local-lvm:vm-100-disk-0\n"
-	n := vmtest.New(t, 100, conf, storageCfg, nil)
+	n := vmtest.New(t, 100, conf, everyType(t), nil)
 	v := n.Load(t)
 	tpm, err := qemuserver.ParseDrive("tpmstate0", "local-lvm:vm-100-disk-2,size=4M,version=v2.0")
 	if err != nil {
@@ -316,7 +290,9 @@ func TestBuildKinds(t *testing.T) {
 // config lost, and a QMP that did not answer.
 func TestBuildRunningOnlyAndLiveError(t *testing.T) {
 	f := vmtest.LoadFixture(t, "testdata/real-drive-modes.json")
-	f.Conf = "scsihw: virtio-scsi-pci\nscsi1: local-lvm:vm-380-disk-1,cache=none,size=64M\n"
+	// efidisk0: the legacy generation attaches EFI vars as pflash, not a
+	// disk: not "in the config but not attached".
+	f.Conf = "scsihw: virtio-scsi-pci\nscsi1: local-lvm:vm-380-disk-1,cache=none,size=64M\nefidisk0: local-lvm:vm-380-disk-9,size=4M\n"
 	_, v := f.Start(t)
 	view := Build(v, v.Disks, errors.New("QMP socket busy"))
 	if len(view.Notes) != 1 || view.Notes[0] != "QMP: QMP socket busy; effective modes are taken from the command line" {
@@ -328,6 +304,9 @@ func TestBuildRunningOnlyAndLiveError(t *testing.T) {
 	}
 	if d.Heading != "writeback" || d.AckedDataIn != storage.PageCacheFacts["writeback"][0] {
 		t.Errorf("scsi3 heading %q", d.Heading)
+	}
+	if d := byID(view)["efidisk0"]; d.Kind != "efivars" || len(d.Drift) != 0 {
+		t.Errorf("efidisk0 under -drive: %+v", d)
 	}
 }
 
@@ -392,4 +371,15 @@ func TestAttachAndIgnored(t *testing.T) {
 	if !view.Ignored() || view.Disks[1].Flush == nil {
 		t.Errorf("%+v", view.Disks)
 	}
+}
+
+// everyType is storage.cfg with every storage type Proxmox has, and a
+// third-party plugin (the storage package's fixture).
+func everyType(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../storage/testdata/every-type.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

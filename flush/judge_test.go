@@ -127,6 +127,11 @@ func TestJudgeGuestShapes(t *testing.T) {
 	if j.Verdict != Honored || j.MeanFlushMs != 73.86 || j.CrashLosesBytes != 0 || !strings.Contains(j.Reason, "1 flush(es) took 73.9 ms (73.86 ms each)") {
 		t.Errorf("writeback: %+v", j)
 	}
+	// Pages under writeback are still in node RAM: a crash loses them too.
+	s := series(true, pt{t: 0}, pt{t: 1, wr: 64 * mib, flushes: 1, flushNs: 16_000, qemuWr: 64 * mib, cached: 64 * mib, dirty: 60 * mib, wb: 4 * mib})
+	if j := Judge(input("scsi1", "unsafe", storage.File, "raw", s)); j.Verdict != Ignored || j.CrashLosesBytes != 64*mib {
+		t.Errorf("unsafe with writeback pages: %+v", j)
+	}
 	j = Judge(input("scsi1", "unsafe", storage.File, "raw", ignoredUnsafe))
 	if j.Verdict != Ignored || j.CrashLosesBytes != 64*mib || !strings.Contains(j.Reason, "this volume's dirty+writeback pages now 64.0 MiB") || !strings.HasSuffix(j.Reason, "(QEMU runs this disk with cache.no-flush: cache=unsafe)") {
 		t.Errorf("unsafe: %+v", j)

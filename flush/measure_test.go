@@ -69,6 +69,12 @@ func TestMeasureWholeWindow(t *testing.T) {
 	if err := os.WriteFile(img, make([]byte, 64<<10), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// scsi1's LV, and its block device's counters in the node's sysfs.
+	dev := filepath.Join(tree.Root, "proc/4242/root/dev/pve/vm-100-disk-1")
+	os.MkdirAll(filepath.Dir(dev), 0o755)
+	os.MkdirAll(filepath.Join(tree.Root, "sys/class/block/vm-100-disk-1"), 0o755)
+	tree.Write(t, dev, "")
+	tree.Write(t, filepath.Join(tree.Root, "sys/class/block/vm-100-disk-1/stat"), "10 0 80 5 20 0 2048 30 0 40 50 0 0 0 0 15 9\n")
 	var seen int
 	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 4, OnSample: func(s Sample, elapsed, window time.Duration) {
 		seen++
@@ -90,8 +96,12 @@ func TestMeasureWholeWindow(t *testing.T) {
 	if res.Samples[1].DirtyBytes != 2<<20 || res.Samples[1].QEMUWriteBytes != 7<<20 || res.Ignored() {
 		t.Errorf("dirty %d, ignored %v", res.Samples[1].DirtyBytes, res.Ignored())
 	}
-	// scsi3's file is read with cachestat; scsi1's device does not exist here.
-	if pc, ok := res.Samples[1].Volumes["scsi3"]; !ok || len(res.Samples[1].Volumes) != 1 || pc.CachedBytes < 0 {
+	// scsi1's device counters: /sys/class/block/<dev>/stat below the node's sysfs.
+	if res.Samples[1].DeviceFlushIOs["scsi1"] != 15 || res.Samples[1].DeviceWriteSect["scsi1"] != 2048 || res.Verdicts[0].DeviceFlushes == nil || *res.Verdicts[0].DeviceFlushes != 0 {
+		t.Errorf("device counters %v %v", res.Samples[1].DeviceFlushIOs, res.Samples[1].DeviceWriteSect)
+	}
+	// scsi3's file is read with cachestat.
+	if pc, ok := res.Samples[1].Volumes["scsi3"]; !ok || len(res.Samples[1].Volumes) != 2 || pc.CachedBytes < 0 {
 		t.Errorf("volume page cache %+v", res.Samples[1].Volumes)
 	}
 	// Defaults: 15 s at 4 Hz; only the window is cut short here.
@@ -132,7 +142,14 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	if len(res.Verdicts) != 1 || !strings.HasSuffix(res.Verdicts[0].Reason, " (stands on 0.5 s of samples in the 5 s window: none from 0.5 to 5.0 s, 4.5 s in all)") {
 		t.Errorf("verdicts %+v", res.Verdicts)
 	}
-	// Killed before the second sample: no verdict to give; after it, one.
+	// No socket from the start: nothing sampled, the whole window a gap.
+	v, n, _, _ = fakeVM(t, conf)
+	os.Remove(v.QMPSocket())
+	res, err = Measure(context.Background(), n, v, v.Disks, Options{Window: 2 * time.Second})
+	if err == nil || len(res.Samples) != 0 || len(res.Gaps) != 1 || res.Gaps[0].FromS != 0 || res.Gaps[0].ToS != 2 || !strings.Contains(err.Error(), "VM 100: QMP stopped answering: ") {
+		t.Errorf("no socket: %v %+v", err, res)
+	}
+		// Killed before the second sample: no verdict to give; after it, one.
 	for _, k := range []int{1, 2} {
 		v, n, _, _ = fakeVM(t, conf)
 		taken := 0

@@ -1,70 +1,24 @@
 package storage
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
-// storages is a storage.cfg with every type Proxmox has, as the real-world
-// corpus spells them (plus a third-party plugin).
-const storages = `dir: local
-	path /var/lib/vz
-	content images,iso
-
-lvmthin: local-lvm
-	thinpool data
-	vgname pve
-
-lvm: thick
-	vgname vg0
-
-nfs: nas
-	server 10.0.0.2
-	export /srv/vm
-	path /mnt/pve/nas
-
-cifs: smb
-	server 10.0.0.3
-	share vm
-
-btrfs: bt
-	path /mnt/bt
-
-zfspool: local-zfs
-	pool rpool/data
-	sparse 1
-
-rbd: ceph
-	pool vm
-	content images
-
-rbd: ceph-krbd
-	pool vm
-	krbd 1
-
-iscsi: san
-	portal 10.0.0.4
-	target iqn.2003-01.org.example:vm
-
-iscsidirect: san-direct
-	portal 10.0.0.4
-	target iqn.2003-01.org.example:vm
-
-zfs: zfs-over-iscsi
-	pool tank
-	portal 10.0.0.5
-	target iqn.2003-01.org.example:zfs
-	iscsiprovider LIO
-
-linstor: drbd
-	resourcegroup vm
-`
-
+// testdata/every-type.cfg is a storage.cfg with every storage type Proxmox
+// has (as the real-world corpus spells them) and a third-party plugin; the
+// cache package's tests read it too.
 func parse(t *testing.T) qemuserver.Storages {
 	t.Helper()
-	st, err := qemuserver.ParseStorages(strings.NewReader(storages), "storage.cfg")
+	f, err := os.Open("testdata/every-type.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := qemuserver.ParseStorages(f, "every-type.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -151,15 +152,15 @@ func printCache(e *env, out cache.View) {
 	fmt.Fprintln(e.out)
 	// The two sentences once per heading, then what is particular to a disk.
 	type group struct {
-		mode, acked, loses string
-		ids                []string
+		mode, kind, acked, loses string
+		ids                      []string
 	}
 	var order []string
 	groups := map[string]*group{}
 	for _, d := range out.Disks {
 		g := groups[d.Heading]
 		if g == nil {
-			g = &group{mode: d.Shown, acked: d.AckedDataIn, loses: d.CrashLoses}
+			g = &group{mode: d.Shown, kind: d.Kind, acked: d.AckedDataIn, loses: d.CrashLoses}
 			groups[d.Heading] = g
 			order = append(order, d.Heading)
 		}
@@ -169,13 +170,11 @@ func printCache(e *env, out cache.View) {
 		g := groups[h]
 		color := ""
 		switch {
+		case g.kind != qemuserver.KindDisk.String(): // CD-ROMs, EFI vars, TPM state
 		case g.mode == "unsafe" || g.mode == "custom":
 			color = red
 		case g.mode == "writeback":
 			color = yellow
-		}
-		if h == "cd-rom" || strings.HasPrefix(h, "EFI") || strings.HasPrefix(h, "TPM") {
-			color = ""
 		}
 		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h), strings.Join(g.ids, ", "))
 		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", g.acked)
