@@ -149,7 +149,7 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	if err == nil || len(res.Samples) != 0 || len(res.Gaps) != 1 || res.Gaps[0].FromS != 0 || res.Gaps[0].ToS != 2 || !strings.Contains(err.Error(), "VM 100: QMP stopped answering: ") {
 		t.Errorf("no socket: %v %+v", err, res)
 	}
-		// Killed before the second sample: no verdict to give; after it, one.
+	// Killed before the second sample: no verdict to give; after it, one.
 	for _, k := range []int{1, 2} {
 		v, n, _, _ = fakeVM(t, conf)
 		taken := 0
