@@ -112,6 +112,8 @@ type Volume struct {
 	Format string // raw, qcow2, vmdk
 }
 
+var iscsiVolRe = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
+
 var fileFormatRe = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
 
 // ResolveVolume maps a drive's volume to its path and formats. isBlock tells
@@ -170,6 +172,14 @@ func ResolveVolume(st Storages, d *Drive, isBlock func(string) bool) (Volume, er
 		return Volume{Path: pool + "/" + vol, Driver: "rbd", Format: "raw"}, nil
 	case "zfs", "iscsidirect":
 		return Volume{Path: vol, Driver: "iscsi", Format: "raw"}, nil
+	case "iscsi":
+		// The kernel's iSCSI initiator: volname <n>.<n>.<n>.<lun id>, the
+		// LUN at /dev/disk/by-id/<lun id> (ISCSIPlugin.pm parse_volname, path).
+		m := iscsiVolRe.FindStringSubmatch(vol)
+		if m == nil {
+			return Volume{}, fmt.Errorf("iscsi volume %q of %s is not <n>.<n>.<n>.<lun>", vol, d.Key)
+		}
+		return Volume{Path: "/dev/disk/by-id/" + m[1], Driver: "host_device", Format: "raw"}, nil
 	}
 	return Volume{}, fmt.Errorf("storage type %q of %s is not supported", s.Type, sid)
 }

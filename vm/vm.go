@@ -68,6 +68,11 @@ type Live struct {
 	// Limits are the I/O limits QEMU applies now (a live change such as
 	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
 	Limits qemuserver.Limits
+	// Virtio is what x-query-virtio-status says about a VirtIO Block
+	// device (driver status, negotiated features): whether a driver has
+	// negotiated the write cache or flushes. nil for other devices and on
+	// a QEMU without the command.
+	Virtio *qmp.VirtioStatus
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
@@ -234,6 +239,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	var blocks []qmp.BlockDevice
 	var graph *qmp.Graph
 	wc := map[string]string{}
+	virtio := map[string]*qmp.VirtioStatus{}
 	limits := map[string]qemuserver.Limits{}
 	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
 	// give up with ErrBusy once the timeout has passed.
@@ -271,6 +277,20 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 			wc[b.ID] = r.String()
 		}
 		for _, b := range blocks {
+			if !strings.HasSuffix(b.QdevPath, "/virtio-backend") {
+				continue // only virtio-blk's backend is a virtio device
+			}
+			r, err := s.Exec(qmp.VirtioStatusCommand, map[string]any{"path": b.QdevPath})
+			var qe *qmp.Error
+			if errors.As(err, &qe) {
+				continue // QEMU before 7.2, or no such device
+			} else if err != nil {
+				return err
+			}
+			st := qmp.ParseVirtioStatus(r)
+			virtio[b.ID] = &st
+		}
+		for _, b := range blocks {
 			d := v.Disk(b.ID)
 			if !b.Inserted || d == nil || d.Running == nil {
 				continue
@@ -302,7 +322,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 		if d == nil {
 			continue
 		}
-		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID]}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], Virtio: virtio[b.ID]}
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol

@@ -6,11 +6,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
-	"github.com/pvediskcheck/pvediskcheck/units"
-
+	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 func init() { commands = append(commands, cacheCommand) }
@@ -28,8 +28,21 @@ start applies when [PENDING] changes it, aio and iothread as running, where a
 write sits when the guest gets its acknowledgement and what a host crash loses.
 A disk whose running mode differs from its config is marked DRIFT.
 
-With --verify, disks whose mode keeps data in host RAM (writeback, unsafe) are
-watched for the flush window (see 'pvediskcheck flush') and the verdict is added.
+Where a write sits depends on the storage as much as on the mode: ZFS keeps
+writes in node RAM in its open transaction group even with cache=none; with
+Ceph through librbd, cache=writeback turns on librbd's cache inside the QEMU
+process (cache=none turns it off); QEMU's libiscsi (iscsidirect) uses no node
+page cache at all; a qcow2 image keeps new clusters' mapping in QEMU's memory
+until the guest flushes. What the node cannot measure is said per disk.
+
+When a VirtIO Block device's write cache is off at runtime, it says whether the
+guest turned it off or the driver that set the device up (firmware such as
+SeaBIOS, before a guest OS loads its driver) did not negotiate flushes
+(x-query-virtio-status, QEMU 7.2 and later).
+
+With --verify, disks whose acknowledged writes can wait in volatile memory of
+this node (writeback, unsafe; cache=none on ZFS or qcow2) are watched for the
+flush window (see 'pvediskcheck flush') and the verdict is added.
 
 Changes nothing on the VM. Reads /etc/pve/qemu-server/VMID.conf, storage.cfg,
 /proc/PID/cmdline and the QMP socket (one short exchange).
@@ -42,67 +55,25 @@ EXAMPLES
    A stopped VM prints its configured values and exits 3; with --verify, a disk
    whose flushes are ignored makes the exit code 1.`,
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (writeback/unsafe disks; takes --for)"},
-			&cli.DurationFlag{Name: "for", Value: flushDefaultWindow, Usage: "measurement window for --verify"},
+			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (disks whose writes can wait in node RAM; takes --for)"},
+			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window for --verify"},
 			&cli.BoolFlag{Name: "trigger", Usage: "with --verify: run sync in the guest through the guest agent at the start"},
 		},
 		Action: cacheAction,
 	}
 }
 
-// cacheJSON is the stable --json schema of `cache` (README "JSON schemas").
-type cacheJSON struct {
-	VMID     int             `json:"vmid"`
-	Running  bool            `json:"running"`
-	Blockdev bool            `json:"blockdev"`
-	Disks    []cacheDiskJSON `json:"disks"`
-	Notes    []string        `json:"notes,omitempty"`
-}
-
-type cacheDiskJSON struct {
-	ID          string        `json:"id"`
-	Media       string        `json:"media"` // disk or cdrom
-	Controller  string        `json:"controller"`
-	Volume      string        `json:"volume"`
-	Storage     string        `json:"storage"`
-	Cache       cacheModeJSON `json:"cache"`
-	AIO         string        `json:"aio"`
-	IOThread    bool          `json:"iothread"`
-	AckedDataIn string        `json:"acked_data_in"`
-	CrashLoses  string        `json:"crash_loses"`
-	Drift       []string      `json:"drift"`
-	Flush       *flushVerdict `json:"flush,omitempty"`
-}
-
-type cacheModeJSON struct {
-	Configured        string  `json:"configured"`
-	ConfiguredDefault bool    `json:"configured_default"`
-	Effective         *string `json:"effective"`
-	Pending           *string `json:"pending"`
-	Direct            *bool   `json:"direct"`
-	NoFlush           *bool   `json:"no_flush"`
-	WriteCache        *string `json:"write_cache"`
-	GuestWriteCache   *bool   `json:"guest_write_cache"`
-}
-
-// modeFacts are the two sentences per mode from the lab's cache table.
-var modeFacts = map[string][2]string{
-	"none":         {"storage's own write cache (O_DIRECT, no node page cache) until the guest flushes", "what the guest has not flushed yet, as with a physical disk with a write cache"},
-	"writethrough": {"on the storage: acknowledged only once stable (node page cache serves reads only)", "nothing that was acknowledged"},
-	"writeback":    {"node RAM (page cache) until the guest flushes or the node writes it back", "everything the guest has not flushed: can be GiBs held in node RAM"},
-	"directsync":   {"on the storage: acknowledged only once stable (O_DIRECT)", "nothing that was acknowledged"},
-	"unsafe":       {"node RAM, and guest flushes are ignored", "even data the guest believes is safe (flushed): everything still dirty in node RAM"},
-	"custom":       {"node RAM or storage, flushes ignored (not a Proxmox mode)", "data the guest believes is safe"},
-}
-
-// cdromFacts: a CD-ROM's medium is read-only, whatever its cache flags say.
-var cdromFacts = [2]string{"nowhere: a CD-ROM medium is read-only", "nothing"}
-
 func cacheAction(c *cli.Context) error {
 	e := newEnv(c)
 	vmid, err := vmidArg(c)
 	if err != nil {
 		return err
+	}
+	window := c.Duration("for")
+	if c.Bool("verify") {
+		if err := flush.Validate(window, flush.DefaultHz); err != nil {
+			return err
+		}
 	}
 	v, err := loadVM(e, vmid)
 	if err != nil {
@@ -116,25 +87,17 @@ func cacheAction(c *cli.Context) error {
 	if v.Running {
 		liveErr = v.FetchLive(e.ctx(), e.timeout)
 	}
-	out := cacheJSON{VMID: vmid, Running: v.Running, Blockdev: v.Blockdev, Disks: []cacheDiskJSON{}}
-	if !v.Running {
-		out.Notes = append(out.Notes, fmt.Sprintf("VM %d is not running: showing the configured values", vmid))
-	} else if liveErr != nil {
-		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
-	}
-	for _, d := range disks {
-		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
-			continue
-		}
-		if d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
-			continue // an empty CD-ROM drive
-		}
-		out.Disks = append(out.Disks, cacheDisk(v, d))
-	}
-	if c.Bool("verify") && v.Running {
-		if err := addFlushVerdicts(e, v, &out, c.Duration("for"), c.Bool("trigger")); err != nil {
+	out := cache.Build(v, disks, liveErr)
+	var verifyErr error
+	if ids := cache.ToVerify(out); c.Bool("verify") && v.Running && liveErr == nil && len(ids) > 0 {
+		sel, err := v.Select(ids)
+		if err != nil {
 			return err
 		}
+		res, err := flush.Measure(e.ctx(), e.node, v, sel, flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+		endProgress(e)
+		out.Attach(res)
+		verifyErr = err
 	}
 	if e.json {
 		if err := e.printJSON(out); err != nil {
@@ -143,88 +106,20 @@ func cacheAction(c *cli.Context) error {
 	} else {
 		printCache(e, out)
 	}
-	if !v.Running {
+	switch {
+	case !v.Running:
 		return exitcode.Unreachablef("VM %d is not running", vmid)
-	}
-	if liveErr != nil {
+	case liveErr != nil:
 		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
-	}
-	for _, d := range out.Disks {
-		if d.Flush != nil && d.Flush.Verdict == "ignored" {
-			return exitcode.ErrProblem
-		}
+	case verifyErr != nil:
+		return verifyErr
+	case out.Ignored():
+		return exitcode.ErrProblem
 	}
 	return nil
 }
 
-func cacheDisk(v *vm.VM, d *vm.Disk) cacheDiskJSON {
-	j := cacheDiskJSON{ID: d.ID, Media: "disk", Drift: []string{}}
-	if d.Drive != nil && d.Drive.IsCDROM() {
-		j.Media = "cdrom"
-	}
-	var base *qemuserver.DiskSettings
-	switch {
-	case d.Configured != nil:
-		base = d.Configured
-	case d.Running != nil:
-		base = d.Running
-	}
-	if base != nil {
-		j.Controller = base.Controller
-	}
-	if d.Drive != nil {
-		j.Volume = d.Drive.Volume
-		j.Storage = d.Drive.StorageID()
-		j.Cache.Configured = d.Drive.Opts["cache"]
-		if j.Cache.Configured == "" {
-			j.Cache.ConfiguredDefault = true
-			if d.Configured != nil {
-				j.Cache.Configured = d.Configured.Mode()
-			} else {
-				j.Cache.Configured = "none"
-			}
-		}
-	}
-	if d.Pending != nil {
-		m := d.Pending.Mode()
-		if d.Drive == nil || m != j.Cache.Configured || d.PendingDrive.Opts["cache"] != d.Drive.Opts["cache"] {
-			j.Cache.Pending = &m // a disk only in [PENDING] is added at the next start
-		}
-	}
-	mode := j.Cache.Configured
-	if mode == "" && j.Cache.Pending != nil {
-		mode = *j.Cache.Pending
-	}
-	if d.Running != nil {
-		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
-		direct, noFlush, wc := d.Running.CacheDirect, d.Running.CacheNoFlush, d.Running.WriteCache
-		if d.Live != nil && d.Live.Inserted {
-			direct, noFlush, wc = d.Live.Format.Direct, d.Live.Format.NoFlush, d.Live.WriteCache
-			g := d.Live.GuestWriteCache
-			j.Cache.GuestWriteCache = &g
-		}
-		mode = qemuserver.CacheMode(direct, noFlush, wc)
-		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
-		if d.Configured != nil {
-			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, *d.RunningNow())...)
-		} else if d.Drive == nil {
-			j.Drift = append(j.Drift, "disk is attached to the running VM but not in the config")
-		}
-	} else if d.Configured != nil {
-		j.AIO, j.IOThread = d.Configured.AIO, d.Configured.IOThread
-	}
-	if v.Running && d.Running == nil && d.Drive != nil && !d.Drive.IsNone() {
-		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
-	}
-	facts := modeFacts[mode]
-	if j.Media == "cdrom" {
-		facts = cdromFacts
-	}
-	j.AckedDataIn, j.CrashLoses = facts[0], facts[1]
-	return j
-}
-
-func printCache(e *env, out cacheJSON) {
+func printCache(e *env, out cache.View) {
 	state := e.paint(green, "running")
 	if !out.Running {
 		state = e.paint(yellow, "not running")
@@ -255,58 +150,47 @@ func printCache(e *env, out cacheJSON) {
 	}
 	t.flush()
 	fmt.Fprintln(e.out)
-	// The two sentences once per mode, then what is particular to a disk.
-	byMode := map[string][]string{}
-	var modes []string
-	for _, d := range out.Disks {
-		mode := d.Cache.Configured
-		if d.Cache.Effective != nil {
-			mode = *d.Cache.Effective
-		}
-		if d.Media == "cdrom" {
-			mode = "cd-rom"
-		}
-		if byMode[mode] == nil {
-			modes = append(modes, mode)
-		}
-		byMode[mode] = append(byMode[mode], d.ID)
+	// The two sentences once per heading, then what is particular to a disk.
+	type group struct {
+		mode, kind, acked, loses string
+		ids                      []string
 	}
-	for _, mode := range modes {
+	var order []string
+	groups := map[string]*group{}
+	for _, d := range out.Disks {
+		g := groups[d.Heading]
+		if g == nil {
+			g = &group{mode: d.Shown, kind: d.Kind, acked: d.AckedDataIn, loses: d.CrashLoses}
+			groups[d.Heading] = g
+			order = append(order, d.Heading)
+		}
+		g.ids = append(g.ids, d.ID)
+	}
+	for _, h := range order {
+		g := groups[h]
 		color := ""
-		switch mode {
-		case "unsafe", "custom":
+		switch {
+		case g.kind != qemuserver.KindDisk.String(): // CD-ROMs, EFI vars, TPM state
+		case g.mode == "unsafe" || g.mode == "custom":
 			color = red
-		case "writeback":
+		case g.mode == "writeback":
 			color = yellow
 		}
-		facts := modeFacts[mode]
-		if mode == "cd-rom" {
-			facts = cdromFacts
-		}
-		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, mode), strings.Join(byMode[mode], ", "))
-		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", facts[0])
-		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", facts[1])
+		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h), strings.Join(g.ids, ", "))
+		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", g.acked)
+		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", g.loses)
 	}
 	for _, d := range out.Disks {
-		var lines []string
-		if d.Cache.GuestWriteCache != nil && d.Cache.WriteCache != nil && (*d.Cache.WriteCache == "on") != *d.Cache.GuestWriteCache {
-			lines = append(lines, fmt.Sprintf("the guest has turned the write cache %s at runtime (configured %s)", units.OnOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache))
-		}
-		for _, dr := range d.Drift {
-			lines = append(lines, e.paint(red, "DRIFT")+" "+dr)
-		}
-		if len(d.Drift) > 0 && d.Cache.Effective != nil && *d.Cache.Effective != d.Cache.Configured {
-			lines = append(lines, fmt.Sprintf("config says %s, VM still runs %s: restart the VM to apply", d.Cache.Configured, *d.Cache.Effective))
-		}
-		if d.Cache.Pending != nil {
-			lines = append(lines, "pending: the next start runs "+*d.Cache.Pending)
-		}
-		if len(lines) == 0 && d.Flush == nil {
+		if len(d.Lines) == 0 && d.Flush == nil {
 			continue
 		}
 		fmt.Fprintf(e.out, "%s:\n", d.ID)
-		for _, l := range lines {
-			fmt.Fprintln(e.out, "  "+l)
+		for _, l := range d.Lines {
+			if l.Drift {
+				fmt.Fprintln(e.out, "  "+e.paint(red, "DRIFT")+" "+l.Text)
+			} else {
+				fmt.Fprintln(e.out, "  "+l.Text)
+			}
 		}
 		if d.Flush != nil {
 			printFlushVerdictLine(e, d.Flush)

@@ -1,14 +1,22 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/tidwall/gjson"
 )
 
 var fiveModes = []string{"none", "writethrough", "writeback", "directsync", "unsafe"}
@@ -39,7 +47,7 @@ func TestCacheAllModesControllersGenerations(t *testing.T) {
 				t.Fatal(err)
 			}
 			n.MustStart(t, 371, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
-			var out cacheJSON
+			var out cache.View
 			errs, code := runJSON(t, n, &out, "cache", "371")
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
@@ -70,7 +78,7 @@ func TestCacheAllModesControllersGenerations(t *testing.T) {
 				if len(d.Drift) != 0 {
 					t.Errorf("%s: drift on a VM started from its own config: %v", d.ID, d.Drift)
 				}
-				if d.CrashLoses != modeFacts[mode][1] {
+				if d.CrashLoses != storage.PageCacheFacts[mode][1] {
 					t.Errorf("%s: crash sentence %q", d.ID, d.CrashLoses)
 				}
 			}
@@ -83,7 +91,7 @@ func TestCacheLab370(t *testing.T) {
 	n := fakenode.NewT(t)
 	lab370(t, n, "")
 	n.MustStart(t, 370, fakenode.ArgvOptions{})
-	var out cacheJSON
+	var out cache.View
 	if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -127,7 +135,7 @@ func TestCachePendingAndDrift(t *testing.T) {
 	if err := os.WriteFile(n.Paths.VMConfig(370), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out cacheJSON
+	var out cache.View
 	if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -158,7 +166,7 @@ func TestCacheStoppedBusyAndBadInput(t *testing.T) {
 	n := fakenode.NewT(t)
 	lab370(t, n, "")
 	// Stopped: configured values, exit 3.
-	var out cacheJSON
+	var out cache.View
 	errs, code := runJSON(t, n, &out, "cache", "370")
 	if code != 3 || out.Running || len(out.Disks) != 4 || out.Disks[0].Cache.Effective != nil || !strings.Contains(errs, "not running") {
 		t.Errorf("stopped: exit %d running=%v disks=%d stderr=%q", code, out.Running, len(out.Disks), errs)
@@ -223,7 +231,7 @@ func TestCacheStoppedBusyAndBadInput(t *testing.T) {
 func TestCachePendingOnlyDisk(t *testing.T) {
 	n := fakenode.NewT(t)
 	lab370(t, n, "\n[PENDING]\nscsi2: local-lvm:vm-370-disk-9,cache=writeback,size=1G\n")
-	var out cacheJSON
+	var out cache.View
 	errs, code := runJSON(t, n, &out, "cache", "370")
 	if code != 3 {
 		t.Fatalf("exit %d %s", code, errs)
@@ -232,7 +240,7 @@ func TestCachePendingOnlyDisk(t *testing.T) {
 	for _, d := range out.Disks {
 		if d.ID == "scsi2" {
 			found = true
-			if d.Cache.Configured != "" || d.Cache.Pending == nil || *d.Cache.Pending != "writeback" || d.CrashLoses != modeFacts["writeback"][1] {
+			if d.Cache.Configured != "" || d.Cache.Pending == nil || *d.Cache.Pending != "writeback" || d.CrashLoses != storage.PageCacheFacts["writeback"][1] {
 				t.Errorf("scsi2: %+v", d)
 			}
 		}
@@ -240,7 +248,9 @@ func TestCachePendingOnlyDisk(t *testing.T) {
 	if !found {
 		t.Errorf("pending-only disk not listed: %+v", out.Disks)
 	}
-	if stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "370"); !strings.Contains(stdout, "writeback (pending)") {
+	// Issue 15 #9: its sentences were printed under an empty " (scsi2):".
+	if stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "370"); !strings.Contains(stdout, "writeback (pending)") ||
+		!strings.Contains(stdout, "\nwriteback, at the next start (scsi2):\n") || strings.Contains(stdout, "\n (") {
 		t.Errorf("human output:\n%s", stdout)
 	}
 }
@@ -254,7 +264,7 @@ func TestCacheCDROM(t *testing.T) {
 			n.MustVolume(t, "local", "iso/test.iso", 1<<20)
 			lab370(t, n, "ide2: local:iso/test.iso,media=cdrom\nide0: none,media=cdrom\n")
 			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
-			var out cacheJSON
+			var out cache.View
 			if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
 				t.Fatalf("exit %d %s", code, errs)
 			}
@@ -275,6 +285,202 @@ func TestCacheCDROM(t *testing.T) {
 			if !strings.Contains(stdout, "cd-rom (ide2):") {
 				t.Errorf("human output:\n%s", stdout)
 			}
+		})
+	}
+}
+
+// TestCacheVirtioWithoutGuest (issue 14 #9): a VirtIO Block disk of a VM
+// without a guest OS. Held at -S no driver has touched it: the configured
+// write cache is in force. Running, SeaBIOS sets the device up without
+// negotiating flushes, QEMU turns the write cache off, and cache says so
+// instead of "the guest has turned the write cache off". (The negotiated
+// case, a Linux guest's virtio_blk with VIRTIO_BLK_F_FLUSH and CONFIG_WCE,
+// belongs to the guest tier: there `cache` shows guest_write_cache true,
+// negotiated "guest" and no runtime line; after `echo "write through" >
+// /sys/block/vda/queue/write_cache` in the guest, "the guest has turned the
+// write cache off".)
+func TestCacheVirtioWithoutGuest(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		name := "seabios"
+		if held {
+			name = "held-at-S"
+		}
+		t.Run(qemuName(t)+"/"+name, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			n.MustVolume(t, "local-lvm", "vm-378-disk-1", 64<<20)
+			n.WriteConfig(378, "virtio1: local-lvm:vm-378-disk-1,size=64M\n")
+			o := fakenode.ArgvOptions{}
+			if held {
+				o.Extra = []string{"-S"}
+			}
+			n.MustStart(t, 378, o)
+			var out cache.View
+			// SeaBIOS reaches the disk within a second or two under TCG.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				if errs, code := runJSON(t, n, &out, "cache", "378"); code != 0 {
+					t.Fatalf("exit %d %s", code, errs)
+				}
+				if held || out.Disks[0].Cache.Negotiated == cache.DriverWithoutFlush || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			d := out.Disks[0]
+			stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "378")
+			t.Logf("%s\n%s", name, stdout)
+			if held {
+				if d.Cache.Negotiated != cache.NoDriver || !*d.Cache.GuestWriteCache || strings.Contains(stdout, "write cache is off") || strings.Contains(stdout, "has turned") {
+					t.Errorf("held at -S: negotiated %q guest_write_cache %v\n%s", d.Cache.Negotiated, *d.Cache.GuestWriteCache, stdout)
+				}
+				return
+			}
+			if d.Cache.Negotiated != cache.DriverWithoutFlush || *d.Cache.GuestWriteCache || *d.Cache.WriteCache != "on" {
+				t.Errorf("SeaBIOS: negotiated %q guest_write_cache %v write_cache %s", d.Cache.Negotiated, *d.Cache.GuestWriteCache, *d.Cache.WriteCache)
+			}
+			if strings.Contains(stdout, "guest has turned") || !strings.Contains(stdout, "did not negotiate flushes (VIRTIO_BLK_F_FLUSH)") || !strings.Contains(stdout, "nothing acknowledged waits") {
+				t.Errorf("SeaBIOS: human output:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestCacheQcow2Metadata proves what cache says about qcow2 with
+// cache=none (issue 14 #4): a completed write's data is in the image file,
+// but the new cluster's mapping reaches the file only at a flush, so until
+// the guest flushes a host crash loses the write although its data blocks
+// are on disk. qemu-img map -U reads the image as it is on disk.
+func TestCacheQcow2Metadata(t *testing.T) {
+	n := fakenode.NewT(t)
+	img := n.MustVolume(t, "local", "379/vm-379-disk-1.qcow2", 64<<20)
+	n.WriteConfig(379, "scsihw: virtio-scsi-single\nscsi1: local:379/vm-379-disk-1.qcow2,size=64M\n")
+	vm := n.MustStart(t, 379, fakenode.ArgvOptions{})
+	mapped := func() string {
+		out, err := exec.Command("qemu-img", "map", "-U", "--output=json", img).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	vm.MustQemuIO(t, "scsi1", "write -P 0x5a 0 4M")
+	before := mapped()
+	size := fakenode.MustAllocated(t, img)
+	vm.MustQemuIO(t, "scsi1", "flush")
+	after := mapped()
+	t.Logf("image allocates %d bytes after the write\nbefore the flush: %safter: %s", size, before, after)
+	if size < 4<<20 || !strings.Contains(before, `"data": false`) || strings.Contains(before, `"data": true`) || !strings.Contains(after, `"start": 0, "length": 4194304, "depth": 0, "present": true, "zero": false, "data": true`) {
+		t.Errorf("want the data in the file but unmapped until the flush")
+	}
+	var out cache.View
+	if errs, code := runJSON(t, n, &out, "cache", "379"); code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	d := out.Disks[0]
+	if d.Backend != "file" || !strings.Contains(d.AckedDataIn, "qcow2 metadata cache") || !strings.Contains(d.Unmeasured, "qcow2 metadata cache") {
+		t.Errorf("cache view %+v", d)
+	}
+	if stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "379"); !strings.Contains(stdout, "none, qcow2 (scsi1):") {
+		t.Errorf("human output:\n%s", stdout)
+	}
+}
+
+// TestRecordCacheFixtures records the running VMs package cache's unit
+// tests replay (cache/testdata/README.md): the config, storage.cfg, the
+// QEMU command line and QEMU's replies to every QMP command FetchLive sends.
+// Runs only with PVEDISKCHECK_RECORD=1.
+func TestRecordCacheFixtures(t *testing.T) {
+	if os.Getenv("PVEDISKCHECK_RECORD") == "" {
+		t.Skip("set PVEDISKCHECK_RECORD=1 to record cache/testdata")
+	}
+	for _, c := range []struct {
+		name, conf, edit string
+		o                fakenode.ArgvOptions
+		settle           time.Duration
+	}{
+		// Every mode on VirtIO SCSI (loop devices), VirtIO Block (files)
+		// and SATA, a CD-ROM with and without a medium, an EFI vars disk;
+		// then, after the start, a cache change in the main section (drift)
+		// and in [PENDING], and a disk only [PENDING] adds. SeaBIOS sets
+		// the VirtIO Block disks up within the 3 s settle time.
+		{"real-blockdev-modes", func() string {
+			var b strings.Builder
+			b.WriteString("scsihw: virtio-scsi-single\nbios: seabios\n")
+			for i, m := range fiveModes {
+				b.WriteString(sf("scsi%d: local-lvm:vm-380-disk-%d,cache=%s,size=64M\n", i+1, i+1, m))
+				b.WriteString(sf("virtio%d: local:380/vm-380-disk-%d.raw,cache=%s,size=64M\n", i+1, i+11, m))
+			}
+			b.WriteString("sata1: local:380/vm-380-disk-21.qcow2,size=64M\nide2: local:iso/test.iso,media=cdrom\nide0: none,media=cdrom\n")
+			return b.String()
+		}(), "sata1: local:380/vm-380-disk-21.qcow2,cache=writeback,size=64M\nefidisk0: local-lvm:vm-380-disk-30,efitype=4m,size=4M\n\n[PENDING]\nscsi1: local-lvm:vm-380-disk-1,cache=writeback,size=64M\nscsi7: local-lvm:vm-380-disk-7,cache=unsafe,size=64M\n", fakenode.ArgvOptions{Blockdev: true}, 3 * time.Second},
+		// The same disks in the legacy -drive generation.
+		{"real-drive-modes", func() string {
+			var b strings.Builder
+			b.WriteString("scsihw: virtio-scsi-pci\n")
+			for i, m := range fiveModes {
+				b.WriteString(sf("scsi%d: local-lvm:vm-380-disk-%d,cache=%s,size=64M\n", i+1, i+1, m))
+			}
+			return b.String()
+		}(), "", fakenode.ArgvOptions{Legacy: true}, 0},
+		// A VirtIO Block disk no driver has touched (-S: firmware never ran).
+		{"real-virtio-held", "virtio1: local-lvm:vm-380-disk-1,size=64M\n", "", fakenode.ArgvOptions{Extra: []string{"-S"}}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := fakenode.NewT(t)
+			n.MustVolume(t, "local", "iso/test.iso", 1<<20)
+			for i := 1; i <= 5; i++ {
+				n.MustVolume(t, "local-lvm", sf("vm-380-disk-%d", i), 64<<20)
+				n.MustVolume(t, "local", sf("380/vm-380-disk-%d.raw", i+10), 64<<20)
+			}
+			n.MustVolume(t, "local", "380/vm-380-disk-21.qcow2", 64<<20)
+			n.WriteConfig(380, c.conf)
+			vm := n.MustStart(t, 380, c.o)
+			time.Sleep(c.settle)
+			if c.edit != "" {
+				conf := c.conf
+				if strings.HasPrefix(c.edit, "sata1:") {
+					first, _, _ := strings.Cut(c.edit, "\n")
+					conf = strings.Replace(conf, "sata1: local:380/vm-380-disk-21.qcow2,size=64M\n", first+"\n", 1)
+					c.edit = strings.TrimPrefix(c.edit, first+"\n")
+				}
+				n.WriteConfig(380, conf+c.edit)
+			}
+			f := vmtest.Fixture{VMID: 380, QEMU: qemuName(t), Argv: vm.Argv, Replies: map[string]json.RawMessage{}}
+			b, _ := os.ReadFile(n.Paths.VMConfig(380))
+			f.Conf = string(b)
+			b, _ = os.ReadFile(n.Paths.StorageCfg())
+			f.StorageCfg = string(b)
+			err := qmp.Do(context.Background(), n.Paths.QMPSocket(380), 5*time.Second, func(s qmp.Session) error {
+				ask := func(cmd string, args map[string]any) gjson.Result {
+					var a any // a nil map would be sent as "arguments": null
+					if args != nil {
+						a = args
+					}
+					r, err := s.Exec(cmd, a)
+					if err != nil {
+						return gjson.Result{}
+					}
+					f.Replies[vmtest.Key(cmd, args)] = json.RawMessage(r.Raw)
+					return r
+				}
+				blocks := ask("query-block", nil)
+				ask("query-named-block-nodes", map[string]any{"flat": true})
+				ask("x-debug-query-block-graph", nil)
+				for _, b := range blocks.Array() {
+					q := b.Get("qdev").String()
+					id := qmp.QdevToDiskID(q)
+					ask("qom-get", map[string]any{"path": "/machine/peripheral/" + id, "property": "write-cache"})
+					ask("qom-get", map[string]any{"path": "throttle-drive-" + id, "property": "limits"})
+					if strings.HasSuffix(q, "/virtio-backend") {
+						ask(qmp.VirtioStatusCommand, map[string]any{"path": q})
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := json.MarshalIndent(f, "", " ")
+			record(t, "cache", c.name+".json", string(out)+"\n")
 		})
 	}
 }

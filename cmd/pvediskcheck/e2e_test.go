@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
+	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -106,12 +108,12 @@ func TestE2EFlushFiveModes(t *testing.T) {
 	}
 	n.WriteConfig(376, cfg.String())
 	g := bootGuest(t, n, 376, fakenode.QEMUBinary())
-	want := map[string]string{"none": "not-applicable", "writethrough": "not-applicable", "writeback": "honored", "directsync": "not-applicable", "unsafe": "ignored"}
+	want := map[string]flush.Verdict{"none": flush.NotApplicable, "writethrough": flush.NotApplicable, "writeback": flush.Honored, "directsync": flush.NotApplicable, "unsafe": flush.Ignored}
 	for i, m := range fiveModes {
 		id := sf("scsi%d", i+1)
 		t.Run(qemuName(t)+"/"+m, func(t *testing.T) {
 			dev := g.scsiDev(t, id)
-			var out flushJSON
+			var out flush.Result
 			var code int
 			var errs string
 			var wg sync.WaitGroup
@@ -151,18 +153,18 @@ func TestE2EFlushFiveModes(t *testing.T) {
 	t.Run(qemuName(t)+"/writeback-zeroes", func(t *testing.T) {
 		dev := g.scsiDev(t, "scsi3")
 		g.sh(t, "blkdiscard "+dev+" 2>/dev/null; true")
-		var out flushJSON
+		var out flush.Result
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); runJSON(t, n, &out, "flush", "376", "scsi3", "--for", "6s") }()
 		time.Sleep(1500 * time.Millisecond)
 		g.sh(t, "fio --name=z --filename="+dev+" --rw=write --bs=1M --offset=256M --size=128M --direct=1 --ioengine=psync --zero_buffers --end_fsync=1 --output-format=terse >/dev/null")
 		wg.Wait()
-		if len(out.Verdicts) != 1 || out.Verdicts[0].Verdict == "honored" {
+		if len(out.Verdicts) != 1 || out.Verdicts[0].Verdict == flush.Honored {
 			t.Fatalf("zero writes judged %+v", out.Verdicts)
 		}
 		t.Logf("zeroes: %s: %s", out.Verdicts[0].Verdict, out.Verdicts[0].Reason)
-		if out.Verdicts[0].Verdict != "zero-data" {
+		if out.Verdicts[0].Verdict != flush.ZeroData {
 			t.Errorf("verdict %s, want zero-data", out.Verdicts[0].Verdict)
 		}
 	})
@@ -172,10 +174,10 @@ func TestE2EFlushFiveModes(t *testing.T) {
 		g.sh(t, sf("fio --name=a --filename=%s --rw=write --bs=1M --offset=256M --size=64M --direct=1 --ioengine=psync --output-format=terse >/dev/null; "+
 			"fio --name=b --filename=%s --rw=write --bs=1M --offset=256M --size=64M --direct=1 --ioengine=psync --output-format=terse >/dev/null", d3, d5))
 		// The writes are done: without --trigger nothing flushes them.
-		var out flushJSON
+		var out flush.Result
 		runJSON(t, n, &out, "flush", "376", "scsi3", "scsi5", "--for", "3s")
 		for _, v := range out.Verdicts {
-			if v.Verdict != "no-flushes" {
+			if v.Verdict != flush.NoFlushes {
 				t.Errorf("without --trigger %s: %s (%s)", v.Disk, v.Verdict, v.Reason)
 			}
 		}
@@ -190,7 +192,7 @@ func TestE2EFlushFiveModes(t *testing.T) {
 	// cache --verify measures the disks that keep data in node RAM.
 	t.Run(qemuName(t)+"/cache-verify", func(t *testing.T) {
 		d3, d5 := g.scsiDev(t, "scsi3"), g.scsiDev(t, "scsi5")
-		var out cacheJSON
+		var out cache.View
 		var code int
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -199,13 +201,13 @@ func TestE2EFlushFiveModes(t *testing.T) {
 		g.sh(t, sf("fio --name=a --filename=%s --rw=write --bs=1M --offset=128M --size=96M --direct=1 --ioengine=psync --end_fsync=1 --output-format=terse >/dev/null; "+
 			"fio --name=b --filename=%s --rw=write --bs=1M --offset=128M --size=96M --direct=1 --ioengine=psync --end_fsync=1 --output-format=terse >/dev/null", d3, d5))
 		wg.Wait()
-		got := map[string]string{}
+		got := map[string]flush.Verdict{}
 		for _, d := range out.Disks {
 			if d.Flush != nil {
 				got[d.ID] = d.Flush.Verdict
 			}
 		}
-		if code != 1 || got["scsi3"] != "honored" || got["scsi5"] != "ignored" || len(got) != 2 {
+		if code != 1 || got["scsi3"] != flush.Honored || got["scsi5"] != flush.Ignored || len(got) != 2 {
 			t.Errorf("exit %d, verdicts %v", code, got)
 		}
 	})
@@ -247,7 +249,7 @@ func TestE2ELab370(t *testing.T) {
 			t.Errorf("no ATA disk with a QM000NN serial: %q", ata)
 		}
 		t.Logf("guest disks: scsi0=%s scsi1=%s; %s; %s", d0, d1, strings.TrimSpace(vd), strings.TrimSpace(ata))
-		var out cacheJSON
+		var out cache.View
 		if _, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
 			t.Fatalf("cache exit %d", code)
 		}

@@ -1,0 +1,349 @@
+// Package cache says what each disk of a VM really runs with: the cache
+// mode in the config (and whether it is Proxmox's default), the mode the
+// running QEMU uses (from the block nodes' flags and the device's
+// write-cache), the mode the next start applies, where a write sits once
+// the guest has its acknowledgement and what a host crash loses (which
+// depends on the storage as much as on the mode: package storage), and
+// where the running VM drifted from its config.
+package cache
+
+import (
+	"fmt"
+
+	"github.com/pvediskcheck/pvediskcheck/flush"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// View is the cache view of one VM (README "JSON schemas", cache --json).
+type View struct {
+	VMID     int      `json:"vmid"`
+	Running  bool     `json:"running"`
+	Blockdev bool     `json:"blockdev"`
+	Disks    []Disk   `json:"disks"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Disk is one disk's view.
+type Disk struct {
+	ID string `json:"id"`
+	// Media is "disk" or "cdrom"; Kind is qemuserver.Kind's name (disk,
+	// cdrom, efivars, tpmstate).
+	Media      string `json:"media"`
+	Kind       string `json:"kind"`
+	Controller string `json:"controller"`
+	Volume     string `json:"volume"`
+	Storage    string `json:"storage"`
+	// Backend is how QEMU reaches the volume (storage.Backend).
+	Backend  string `json:"backend"`
+	Cache    Modes  `json:"cache"`
+	AIO      string `json:"aio"`
+	IOThread bool   `json:"iothread"`
+	// AckedDataIn and CrashLoses are the two sentences for the mode the
+	// disk runs (or, stopped, is configured; or, only pending, will run).
+	AckedDataIn string `json:"acked_data_in"`
+	CrashLoses  string `json:"crash_loses"`
+	// Unmeasured names what the node cannot measure about this disk's
+	// acknowledged writes (librbd's cache, ZFS, an iSCSI target, QEMU's
+	// qcow2 metadata cache); "" when its counters see everything.
+	Unmeasured string           `json:"unmeasured,omitempty"`
+	Drift      []string         `json:"drift"`
+	Flush      *flush.Judgement `json:"flush,omitempty"`
+
+	// Shown is the mode the two sentences describe, Heading the line they
+	// are printed under (the mode, with the storage where it changes
+	// them), Lines what is particular to this disk.
+	Shown   string `json:"-"`
+	Heading string `json:"-"`
+	Lines   []Line `json:"-"`
+	// keeps: acknowledged writes can wait in volatile memory of this node
+	// (what --verify measures).
+	keeps bool
+}
+
+// Line is one remark about a disk; Drift marks a difference between the
+// config and what runs.
+type Line struct {
+	Drift bool
+	Text  string
+}
+
+// Modes are a disk's cache modes and the flags they rest on.
+type Modes struct {
+	Configured        string  `json:"configured"`
+	ConfiguredDefault bool    `json:"configured_default"`
+	Effective         *string `json:"effective"`
+	Pending           *string `json:"pending"`
+	Direct            *bool   `json:"direct"`
+	NoFlush           *bool   `json:"no_flush"`
+	WriteCache        *string `json:"write_cache"`
+	// GuestWriteCache is the write cache in force at runtime (query-block
+	// inserted.cache.writeback): what a driver negotiated, which can
+	// differ from WriteCache.
+	GuestWriteCache *bool `json:"guest_write_cache"`
+	// Negotiated says, for a VirtIO Block device, who decides the runtime
+	// write cache (x-query-virtio-status); "" when unknown or not virtio.
+	Negotiated Negotiation `json:"negotiated,omitempty"`
+}
+
+// Negotiation is what the driver of a VirtIO Block device negotiated.
+type Negotiation string
+
+// Negotiations.
+const (
+	// NoDriver: no driver has set the device up (no DRIVER_OK): the
+	// configured write cache is in force.
+	NoDriver Negotiation = "no-driver"
+	// DriverWithoutFlush: a driver set the device up without negotiating
+	// VIRTIO_BLK_F_FLUSH, as SeaBIOS does before a guest OS loads its own
+	// driver: QEMU then turns the write cache off (virtio-blk's
+	// set_status) and completes every write only once it is flushed.
+	DriverWithoutFlush Negotiation = "driver-without-flush"
+	// GuestDriver: the driver negotiated flushes (and CONFIG_WCE): the
+	// guest decides the write cache.
+	GuestDriver Negotiation = "guest"
+)
+
+// NegotiationOf reads x-query-virtio-status.
+func NegotiationOf(s *qmp.VirtioStatus) Negotiation {
+	switch {
+	case s == nil:
+		return ""
+	case !s.DriverOK():
+		return NoDriver
+	case !s.Negotiated("VIRTIO_BLK_F_FLUSH"):
+		return DriverWithoutFlush
+	}
+	return GuestDriver
+}
+
+// Facts for drives that are not guest disks.
+var (
+	cdromFacts    = [2]string{"nowhere: a CD-ROM medium is read-only", "nothing"}
+	efivarsFacts  = [2]string{"OVMF's variable store (pflash, not a guest disk): only the firmware writes it, through this cache mode", "at most a firmware variable change (boot order, Secure Boot keys) not yet written to storage"}
+	tpmstateFacts = [2]string{"swtpm's state: swtpm writes it, QEMU never opens it", "nothing QEMU holds"}
+)
+
+// Build is the view of disks of v (after v.FetchLive when it runs; liveErr
+// is FetchLive's error). It is pure over the VM model.
+func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
+	out := View{VMID: v.VMID, Running: v.Running, Blockdev: v.Blockdev, Disks: []Disk{}}
+	if !v.Running {
+		out.Notes = append(out.Notes, fmt.Sprintf("VM %d is not running: showing the configured values", v.VMID))
+	} else if liveErr != nil {
+		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
+	}
+	for _, d := range disks {
+		if d.Kind() == qemuserver.KindEmptyCDROM || d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
+			continue // an empty CD-ROM drive holds nothing
+		}
+		out.Disks = append(out.Disks, build(v, d))
+	}
+	return out
+}
+
+func build(v *vm.VM, d *vm.Disk) Disk {
+	kind := d.Kind()
+	j := Disk{ID: d.ID, Media: "disk", Kind: kind.String(), Drift: []string{}}
+	if kind == qemuserver.KindCDROM {
+		j.Media = "cdrom"
+	}
+	switch {
+	case d.Configured != nil:
+		j.Controller = d.Configured.Controller
+	case d.Running != nil:
+		j.Controller = d.Running.Controller
+	}
+	drive := d.Drive
+	if d.Drive != nil {
+		j.Volume = d.Drive.Volume
+		j.Storage = d.Drive.StorageID()
+		j.Cache.Configured = d.Drive.Opts["cache"]
+		if j.Cache.Configured == "" {
+			j.Cache.ConfiguredDefault = true
+			j.Cache.Configured = "none"
+			if d.Configured != nil {
+				j.Cache.Configured = d.Configured.Mode()
+			}
+		}
+	}
+	if d.Pending != nil {
+		m := d.Pending.Mode()
+		if d.Drive == nil || m != j.Cache.Configured || d.PendingDrive.Opts["cache"] != d.Drive.Opts["cache"] {
+			j.Cache.Pending = &m // a disk only in [PENDING] is added at the next start
+		}
+		if d.Drive == nil {
+			drive = d.PendingDrive
+			j.Volume, j.Storage = drive.Volume, drive.StorageID()
+			j.Controller = d.Pending.Controller
+		}
+	}
+	mode, from, settings := j.Cache.Configured, "", d.Configured
+	if mode == "" && j.Cache.Pending != nil {
+		mode, from, settings = *j.Cache.Pending, "at the next start", d.Pending
+	}
+	if d.Running != nil {
+		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
+		now := d.RunningNow()
+		direct, noFlush, wc := now.CacheDirect, now.CacheNoFlush, now.WriteCache
+		if d.Live != nil && d.Live.Inserted {
+			g := d.Live.GuestWriteCache
+			j.Cache.GuestWriteCache = &g
+			j.Cache.Negotiated = NegotiationOf(d.Live.Virtio)
+		}
+		mode, from, settings = qemuserver.CacheMode(direct, noFlush, wc), "", d.Running
+		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
+		if d.Configured != nil {
+			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, *now)...)
+		} else if d.Drive == nil {
+			j.Drift = append(j.Drift, "disk is attached to the running VM but not in the config")
+		}
+	} else if d.Configured != nil {
+		j.AIO, j.IOThread = d.Configured.AIO, d.Configured.IOThread
+	}
+	// An empty CD-ROM has nothing to attach, swtpm opens the TPM state, and
+	// the legacy generation attaches EFI vars as firmware (pflash), which
+	// the command line does not list as a disk.
+	attached := kind != qemuserver.KindEmptyCDROM && kind != qemuserver.KindTPMState && (kind != qemuserver.KindEFIVars || v.Blockdev)
+	if v.Running && d.Running == nil && d.Drive != nil && attached {
+		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
+	}
+	j.Shown = mode
+	w := storage.ForDisk(v.Storages, drive, settings, mode)
+	j.Backend = string(w.Backend)
+	facts := [2]string{w.AckedIn, w.CrashLoses}
+	heading := mode
+	if l := backendLabel(w, drive, v.Storages, settings); l != "" && facts != storage.PageCacheFacts[mode] {
+		heading += ", " + l
+	}
+	switch kind {
+	case qemuserver.KindCDROM:
+		facts, heading = cdromFacts, "cd-rom"
+	case qemuserver.KindEFIVars:
+		facts, heading = efivarsFacts, "EFI vars ("+mode+")"
+	case qemuserver.KindTPMState:
+		facts, heading = tpmstateFacts, "TPM state"
+	default:
+		j.Unmeasured = w.Note()
+		j.keeps = w.HeldOnNode || j.Cache.NoFlush != nil && *j.Cache.NoFlush
+	}
+	if from != "" {
+		heading += ", " + from
+	}
+	j.AckedDataIn, j.CrashLoses, j.Heading = facts[0], facts[1], heading
+	j.Lines = lines(j)
+	return j
+}
+
+// backendLabel names the storage in a heading where its sentences differ
+// from the page-cache table.
+func backendLabel(w storage.Writes, d *qemuserver.Drive, st qemuserver.Storages, s *qemuserver.DiskSettings) string {
+	switch w.Backend {
+	case storage.Zvol:
+		return "ZFS zvol"
+	case storage.Librbd:
+		return "Ceph through librbd"
+	case storage.KRBD:
+		return "Ceph through krbd"
+	case storage.Libiscsi:
+		return "iSCSI through libiscsi"
+	case storage.Unknown:
+		typ := "this storage type"
+		if d != nil && st[d.StorageID()] != nil {
+			typ = "storage type " + st[d.StorageID()].Type
+		}
+		return typ + ", not modelled"
+	}
+	if s != nil && s.Format == "qcow2" {
+		return "qcow2"
+	}
+	return ""
+}
+
+// lines are the remarks particular to one disk.
+func lines(j Disk) []Line {
+	var out []Line
+	c := j.Cache
+	if c.GuestWriteCache != nil && c.WriteCache != nil && (*c.WriteCache == "on") != *c.GuestWriteCache {
+		out = append(out, Line{Text: runtimeWriteCache(c, j.Controller == "virtio-blk")})
+	}
+	for _, dr := range j.Drift {
+		out = append(out, Line{Drift: true, Text: dr})
+	}
+	if len(j.Drift) > 0 && c.Effective != nil && *c.Effective != c.Configured && c.Configured != "" {
+		out = append(out, Line{Text: fmt.Sprintf("config says %s, VM still runs %s: restart the VM to apply", c.Configured, *c.Effective)})
+	}
+	if c.Pending != nil {
+		out = append(out, Line{Text: "pending: the next start runs " + *c.Pending})
+	}
+	if j.Unmeasured != "" {
+		out = append(out, Line{Text: j.Unmeasured})
+	}
+	return out
+}
+
+// runtimeWriteCache says why the write cache in force differs from the
+// configured one, and what that means for flushes.
+func runtimeWriteCache(c Modes, virtioBlk bool) string {
+	on := *c.GuestWriteCache
+	if on {
+		return fmt.Sprintf("the guest has turned the write cache on at runtime (configured %s)", *c.WriteCache)
+	}
+	var s string
+	switch c.Negotiated {
+	case DriverWithoutFlush:
+		s = fmt.Sprintf("the write cache is off at runtime (configured %s) because the driver that set this VirtIO Block device up did not negotiate flushes (VIRTIO_BLK_F_FLUSH), as firmware such as SeaBIOS does before a guest OS loads its own driver: QEMU completes each write only once it is flushed, so nothing acknowledged waits; a guest OS driver that negotiates flushes brings the configured write cache back", *c.WriteCache)
+	case GuestDriver:
+		s = fmt.Sprintf("the guest has turned the write cache off at runtime (configured %s): QEMU completes each write only once it is flushed, so nothing acknowledged waits", *c.WriteCache)
+	case NoDriver:
+		s = fmt.Sprintf("the write cache is off at runtime (configured %s) although no driver has set the device up", *c.WriteCache)
+	default:
+		s = fmt.Sprintf("the guest has turned the write cache off at runtime (configured %s): QEMU completes each write only once it is flushed", *c.WriteCache)
+		if virtioBlk {
+			// QEMU before 7.2 has no x-query-virtio-status.
+			s = fmt.Sprintf("the write cache is off at runtime (configured %s): the guest turned it off, or its driver did not negotiate flushes (this QEMU cannot say which); either way QEMU completes each write only once it is flushed", *c.WriteCache)
+		}
+	}
+	if c.NoFlush != nil && *c.NoFlush {
+		s += "; but cache.no-flush drops those flushes, so writes still wait in node RAM"
+	}
+	return s
+}
+
+// ToVerify lists the disks whose acknowledged writes can wait in volatile
+// memory of this node (node page cache, ZFS, librbd's cache, QEMU's qcow2
+// metadata cache) or whose flushes QEMU drops: the ones a flush
+// measurement can say something about.
+func ToVerify(view View) []string {
+	var ids []string
+	for _, d := range view.Disks {
+		if d.keeps && d.Cache.Effective != nil {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
+}
+
+// Attach puts each disk's flush verdict into the view.
+func (view *View) Attach(r *flush.Result) {
+	for i := range view.Disks {
+		for k := range r.Verdicts {
+			if r.Verdicts[k].Disk == view.Disks[i].ID {
+				j := r.Verdicts[k]
+				view.Disks[i].Flush = &j
+			}
+		}
+	}
+}
+
+// Ignored reports a disk whose flushes were measured and found ignored.
+func (view View) Ignored() bool {
+	for _, d := range view.Disks {
+		if d.Flush != nil && d.Flush.Verdict == flush.Ignored {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,245 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// Options shape one measurement.
+type Options struct {
+	Window time.Duration // 0 means DefaultWindow
+	Hz     float64       // samples per second; 0 means DefaultHz
+	// Trigger makes the guest flush through the guest agent at the start
+	// of the window (sync, then an fsync of each disk device). The agent
+	// must answer before the window starts.
+	Trigger bool
+	// OnSample is called after each sample: progress, and tests that step
+	// through a window instead of sleeping.
+	OnSample func(s Sample, elapsed, window time.Duration)
+}
+
+// ErrAgent means the guest agent did not answer before the window: the
+// guest cannot be made to flush.
+var ErrAgent = exitcode.New(exitcode.Unreachable, "the guest agent does not answer, so the guest cannot be made to flush")
+
+// ErrNotRunning means the VM has no running QEMU to measure.
+var ErrNotRunning = exitcode.New(exitcode.Unreachable, "flushes can only be measured on a running VM")
+
+// Measurable reports whether a disk's flushes can be measured: a guest
+// disk (not a CD-ROM, EFI vars or TPM state) the running QEMU has attached.
+func Measurable(d *vm.Disk) bool { return d.Kind() == qemuserver.KindDisk && d.Running != nil }
+
+// Measure samples the window and judges each measurable disk of disks.
+// It always returns a Result (possibly with fewer samples than the window
+// holds); an error says why the window was cut short, and the Result then
+// holds the samples taken, the gap up to the end and, from two samples on,
+// verdicts that say how much of the window they stand on.
+func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Options) (*Result, error) {
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Hz <= 0 {
+		o.Hz = DefaultHz
+	}
+	interval := time.Duration(float64(time.Second) / o.Hz)
+	res := &Result{VMID: v.VMID, WindowS: o.Window.Seconds(), Trigger: o.Trigger, IntervalS: interval.Seconds(),
+		Samples: []Sample{}, Gaps: []Gap{}, Verdicts: []Judgement{}}
+	if !v.Running {
+		return res, fmt.Errorf("VM %d: %w", v.VMID, ErrNotRunning)
+	}
+	var measured []*vm.Disk
+	var ids []string
+	devs := map[string]string{} // disk -> block device (as this process sees it)
+	vols := map[string]string{} // disk -> volume file or device, for cachestat
+	for _, d := range disks {
+		if !Measurable(d) {
+			continue
+		}
+		measured = append(measured, d)
+		ids = append(ids, d.ID)
+		p := d.Running.Path
+		if p == "" {
+			continue
+		}
+		switch d.Running.Driver {
+		case "host_device":
+			devs[d.ID] = v.HostPath(p)
+			vols[d.ID] = v.HostPath(p)
+		case "file":
+			vols[d.ID] = v.HostPath(p)
+		}
+	}
+	agent := qmp.Agent{Path: v.QGASocket(), Timeout: n.Timeout}
+	if o.Trigger {
+		// Fail before the window, not when it ends: a guest without a
+		// running agent answers nothing.
+		if err := agent.Ping(ctx); err != nil {
+			return res, fmt.Errorf("VM %d: %w: %v", v.VMID, ErrAgent, err)
+		}
+	}
+	mctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	host := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
+	triggerDone := make(chan error, 1)
+	triggered := false
+	var start time.Time
+	bs := &sampler.Blockstats{
+		Socket: v.QMPSocket(), Disks: ids, Timeout: n.Timeout,
+		Interval: interval, Patience: 3 * time.Second,
+		OnSample: func(q sampler.Sample, elapsed, window time.Duration) {
+			if start.IsZero() {
+				start = q.Time
+			}
+			s := readSample(q, start, host, v.Pid, vols, devs)
+			res.Samples = append(res.Samples, s)
+			if o.Trigger && !triggered {
+				triggered = true
+				go func() {
+					// The wait below gives up first, after the window and
+					// one timeout more.
+					err := GuestSync(mctx, agent, o.Window+2*n.Timeout)
+					if err != nil {
+						cancel(err) // end the window at once
+					}
+					triggerDone <- err
+				}()
+			}
+			if o.OnSample != nil {
+				o.OnSample(s, elapsed, window)
+			}
+		},
+	}
+	_, err := bs.Run(mctx, o.Window)
+	var triggerErr error
+	if ctx.Err() == nil && context.Cause(mctx) != nil {
+		triggerErr = context.Cause(mctx) // the trigger failed mid-window
+	} else if err == nil && triggered {
+		select {
+		case triggerErr = <-triggerDone:
+		case <-time.After(n.Timeout):
+			triggerErr = fmt.Errorf("sync in the guest did not finish within the window and %s more", n.Timeout)
+		}
+	}
+	at := ""
+	if k := len(res.Samples); k > 0 {
+		at = fmt.Sprintf(" %.1f s into the %g s window (%d sample(s) taken)", res.Samples[k-1].TimeS, res.WindowS, k)
+	}
+	why := ""
+	switch {
+	case ctx.Err() != nil:
+		why = "interrupted"
+		err = exitcode.Wrap(exitcode.Unreachable, "interrupted"+at, ctx.Err())
+	case triggerErr != nil:
+		why = "making the guest flush failed: " + triggerErr.Error()
+		err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: making the guest flush failed%s", v.VMID, at), triggerErr)
+	case err != nil:
+		why = "QMP stopped answering: " + err.Error()
+		err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: QMP stopped answering%s", v.VMID, at), err)
+	}
+	res.Gaps, res.SampledS = FindGaps(res.Samples, res.IntervalS, res.WindowS, why)
+	if len(res.Samples) >= 2 {
+		note := standsOn(res)
+		for _, d := range measured {
+			j := Judge(InputFor(v, d, res.Samples))
+			j.SampledS = res.SampledS
+			j.Reason += note
+			res.Verdicts = append(res.Verdicts, j)
+		}
+	}
+	return res, err
+}
+
+func readSample(q sampler.Sample, start time.Time, host sampler.Host, pid int, vols, devs map[string]string) Sample {
+	s := Sample{TimeS: q.Time.Sub(start).Seconds(), Disks: map[string]DiskStat{}, Volumes: map[string]sampler.PageCache{},
+		DeviceFlushIOs: map[string]int64{}, DeviceWriteSect: map[string]int64{}}
+	for id, b := range q.Stats {
+		s.Disks[id] = DiskStat{b.WrBytes, b.FlushOps, b.FlushTotalTimeNs}
+	}
+	if m, err := host.Memory(); err == nil {
+		s.DirtyBytes, s.WritebackBytes = m.DirtyBytes, m.WritebackBytes
+	}
+	if wb, err := host.ProcessWriteBytes(pid); err == nil {
+		s.QEMUWriteBytes = wb
+	}
+	for id, p := range vols {
+		if pc, err := sampler.VolumePageCache(p); err == nil {
+			s.Volumes[id] = pc
+		}
+	}
+	for id, dev := range devs {
+		if st, err := host.BlockDeviceStat(dev); err == nil {
+			s.DeviceFlushIOs[id], s.DeviceWriteSect[id] = st.FlushIOs, st.WriteSectors
+		}
+	}
+	return s
+}
+
+// GapNoAnswer is why a gap inside the window has no samples.
+const GapNoAnswer = "QMP did not answer (QEMU stopped, or another client held the socket)"
+
+// FindGaps lists the stretches of a window (windowS seconds, sampled every
+// intervalS) that have no samples, and how many seconds the samples cover.
+// Two samples more than GapIntervals intervals apart leave a gap between
+// them; a series that ends early leaves one up to the end of the window,
+// with endWhy (the error that ended it) as its reason. It is pure.
+func FindGaps(samples []Sample, intervalS, windowS float64, endWhy string) ([]Gap, float64) {
+	gaps := []Gap{}
+	if len(samples) == 0 {
+		if windowS > 0 {
+			gaps = append(gaps, Gap{FromS: 0, ToS: windowS, Missed: int(math.Round(windowS/intervalS)) + 1, Why: orDefault(endWhy)})
+		}
+		return gaps, 0
+	}
+	var missing float64
+	for i := 1; i < len(samples); i++ {
+		a, b := samples[i-1].TimeS, samples[i].TimeS
+		if b-a > GapIntervals*intervalS {
+			g := Gap{FromS: round1(a), ToS: round1(b), Missed: int(math.Round((b-a)/intervalS)) - 1, Why: GapNoAnswer}
+			gaps = append(gaps, g)
+			missing += g.Seconds()
+		}
+	}
+	last := samples[len(samples)-1].TimeS
+	if windowS-last > GapIntervals*intervalS {
+		gaps = append(gaps, Gap{FromS: round1(last), ToS: round1(windowS), Missed: int(math.Round((windowS - last) / intervalS)), Why: orDefault(endWhy)})
+	}
+	return gaps, round1(math.Max(last-missing, 0))
+}
+
+func orDefault(why string) string {
+	if why == "" {
+		return GapNoAnswer
+	}
+	return why
+}
+
+func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+// syncScript makes the guest flush: sync, then an fsync of each disk
+// device (a plain sync sends no flush for writes made to a raw device).
+const syncScript = `sync; for d in /dev/sd? /dev/vd?; do [ -b "$d" ] || continue; sync "$d" 2>/dev/null || fsync "$d" 2>/dev/null; done; true`
+
+// GuestSync runs the sync script in the guest through the guest agent and
+// waits at most limit for it to finish.
+func GuestSync(ctx context.Context, a qmp.Agent, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	st, err := a.Run(ctx, "/bin/sh", []string{"-c", syncScript}, nil, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	if st.ExitCode != 0 {
+		return fmt.Errorf("sync in the guest exited %d: %s", st.ExitCode, strings.TrimSpace(string(st.Stderr)))
+	}
+	return nil
+}
