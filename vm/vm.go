@@ -35,7 +35,10 @@ type VM struct {
 	Disks    []*Disk
 	// Blockdev is the generation the VM runs (or, stopped, would start) with.
 	Blockdev bool
-	paths    node.Paths
+	// Status is QEMU's run state from query-status (running, paused,
+	// io-error, ...), read by FetchLive; "" when not read.
+	Status string
+	paths  node.Paths
 }
 
 // Disk is one disk slot: configured, pending, running and live views.
@@ -68,6 +71,9 @@ type Live struct {
 	// Limits are the I/O limits QEMU applies now (a live change such as
 	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
 	Limits qemuserver.Limits
+	// IOStatus is the device's io-status (qmp.BlockDevice.IOStatus): failed
+	// or nospace while an I/O error keeps the VM paused.
+	IOStatus string
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
@@ -237,7 +243,13 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	limits := map[string]qemuserver.Limits{}
 	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
 	// give up with ErrBusy once the timeout has passed.
+	status := ""
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
+		st, err := s.Exec("query-status", nil)
+		if err != nil {
+			return err
+		}
+		status = st.Get("status").String()
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
@@ -297,12 +309,13 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	v.Status = status
 	for _, b := range blocks {
 		d := v.Disk(b.ID)
 		if d == nil {
 			continue
 		}
-		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID]}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], IOStatus: b.IOStatus}
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
@@ -41,7 +42,7 @@ func TestConformanceThroughCLI(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "proc/4242"), 0o755)
 			os.WriteFile(filepath.Join(root, "proc/4242/cmdline"), []byte(strings.Join(argv, "\x00")+"\x00"), 0o644)
 			out, errs, _ := runCLI(t, "--root", root, "--json", "check", "8006")
-			var res checkJSON
+			var res check.Report
 			if err := jsonUnmarshal(out, &res); err != nil {
 				t.Fatalf("%v: %s %s", err, out, errs)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -256,7 +257,7 @@ func TestE2ELab370(t *testing.T) {
 				t.Errorf("%s: %+v drift %v", d.ID, d.Cache, d.Drift)
 			}
 		}
-		var chk checkJSON
+		var chk check.Report
 		runJSON(t, n, &chk, "check", "370")
 		f := findingsByCode(chk.VMs[0])
 		if len(f["drift"]) != 0 || len(f["emulated-controller"]) != 1 || f["emulated-controller"][0].Disk != "sata1" {
