@@ -478,3 +478,57 @@ func drift(v *vm.VM) []Finding {
 	}
 	return out
 }
+
+// ValidateCommand checks a fix command (`qm set VMID --key value ...`) the
+// way qm set checks its parameters, as far as check's fixes use them: a
+// valid VMID, each disk key's value a drive line Proxmox's parser accepts for
+// that key (and its limit rules), --delete naming disk keys, --scsihw a
+// controller Proxmox knows, --boot an order of devices.
+func ValidateCommand(argv []string) error {
+	if len(argv) < 5 || argv[0] != "qm" || argv[1] != "set" || len(argv)%2 != 1 {
+		return fmt.Errorf("not a 'qm set VMID --key value...' command: %q", argv)
+	}
+	if _, err := qemuserver.ParseVMID(argv[2]); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i := 3; i+1 < len(argv); i += 2 {
+		k, v := strings.TrimPrefix(argv[i], "--"), argv[i+1]
+		if k == argv[i] || seen[k] {
+			return fmt.Errorf("%q: not an option, or given twice", argv[i])
+		}
+		seen[k] = true
+		switch {
+		case qemuserver.IsDiskKey(k):
+			d, err := qemuserver.ParseDrive(k, v)
+			if err != nil {
+				return err
+			}
+			if p := d.LimitProblems(); len(p) > 0 {
+				return fmt.Errorf("%s: %s", k, strings.Join(p, "; "))
+			}
+		case k == "delete":
+			for _, x := range strings.Split(v, ",") {
+				if !qemuserver.IsDiskKey(x) {
+					return fmt.Errorf("--delete %q: not a disk", x)
+				}
+			}
+		case k == "scsihw":
+			switch v {
+			case "lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi":
+			default:
+				return fmt.Errorf("--scsihw %q: not a SCSI controller", v)
+			}
+		case k == "boot":
+			opts, _ := qemuserver.SplitQemuOpts(v, "legacy")
+			for _, x := range strings.Split(opts["order"], ";") {
+				if x == "" || !qemuserver.IsDiskKey(x) && !strings.HasPrefix(x, "net") && !strings.HasPrefix(x, "hostpci") && !strings.HasPrefix(x, "usb") {
+					return fmt.Errorf("--boot %q: %q is not a boot device", v, x)
+				}
+			}
+		default:
+			return fmt.Errorf("--%s: not an option check's fixes use", k)
+		}
+	}
+	return nil
+}

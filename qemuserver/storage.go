@@ -114,6 +114,9 @@ type Volume struct {
 
 var fileFormatRe = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
 
+// iscsiVolRe is ISCSIPlugin.pm parse_volname.
+var iscsiVolRe = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
+
 // ResolveVolume maps a drive's volume to its path and formats. isBlock tells
 // whether an absolute path is a block device (the caller stats it).
 func ResolveVolume(st Storages, d *Drive, isBlock func(string) bool) (Volume, error) {
@@ -168,6 +171,13 @@ func ResolveVolume(st Storages, d *Drive, isBlock func(string) bool) (Volume, er
 			return Volume{Path: "/dev/rbd-pve/" + s.Props["fsid"] + "/" + pool + "/" + vol, Driver: "host_device", Format: "raw"}, nil
 		}
 		return Volume{Path: pool + "/" + vol, Driver: "rbd", Format: "raw"}, nil
+	case "iscsi":
+		// ISCSIPlugin: a LUN the kernel's initiator attached, named
+		// <n>.<n>.<n>.<by-id name>, opened as a block device.
+		if m := iscsiVolRe.FindStringSubmatch(vol); m != nil {
+			return Volume{Path: "/dev/disk/by-id/" + m[1], Driver: "host_device", Format: "raw"}, nil
+		}
+		return Volume{}, fmt.Errorf("cannot parse iscsi volume name %q of %s", vol, d.Key)
 	case "zfs", "iscsidirect":
 		return Volume{Path: vol, Driver: "iscsi", Format: "raw"}, nil
 	}
