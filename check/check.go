@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -217,7 +218,8 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 		return nil, exitcode.Wrap(exitcode.Unreachable, dir, err)
 	}
 	for _, f := range files {
-		if id, err := qemuserver.ParseVMID(strings.TrimSuffix(filepath.Base(f), ".conf")); err == nil {
+		// Only names qemu-server writes: 0370.conf is not VM 370's.
+		if id, err := qemuserver.ParseVMID(strings.TrimSuffix(filepath.Base(f), ".conf")); err == nil && filepath.Base(f) == strconv.Itoa(id)+".conf" {
 			ids = append(ids, id)
 		}
 	}

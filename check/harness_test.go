@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -115,7 +116,9 @@ func (tn *tnode) write(p, body string) {
 	}
 }
 
-func (tn *tnode) conf(vmid int, text string) { tn.write("etc/pve/qemu-server/"+strconv.Itoa(vmid)+".conf", text) }
+func (tn *tnode) conf(vmid int, text string) {
+	tn.write("etc/pve/qemu-server/"+strconv.Itoa(vmid)+".conf", text)
+}
 
 // image creates a volume file below the root: sparse (nothing allocated)
 // or with every byte written.
@@ -183,6 +186,16 @@ func loadRecording(t *testing.T, name string) recording {
 	var r recording
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
+	}
+	// One line per reply, as QEMU sends them (the file is indented).
+	for _, m := range []map[string]json.RawMessage{r.Replies, r.QOM} {
+		for k, v := range m {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, v); err != nil {
+				t.Fatal(err)
+			}
+			m[k] = buf.Bytes()
+		}
 	}
 	return r
 }

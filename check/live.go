@@ -103,7 +103,7 @@ func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache
 		}
 		return use
 	}
-	if d.Running != nil && d.Running.Driver == "file" {
+	if d.Running != nil && (s != nil && s.IsFileBased() || s == nil && d.Running.Driver == "file") {
 		total, free, err := statfs(ctx, v.HostPath(d.Running.Path))
 		if err != nil {
 			return name + ": use unknown (statfs: " + err.Error() + ")"
