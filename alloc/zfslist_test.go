@@ -35,9 +35,9 @@ func TestZFSList(t *testing.T) {
 		t.Errorf("empty output: %v %v", rows, err)
 	}
 	for _, bad := range []string{
-		"rpool/data/vm-1-disk-0\t8589934592",            // two fields
-		"rpool/data/vm-1-disk-0\t8G\t1073741824",        // not -p
-		"rpool/data/vm-1-disk-0\t8589934592\t1G",        // not -p
+		"rpool/data/vm-1-disk-0\t8589934592",           // two fields
+		"rpool/data/vm-1-disk-0\t8G\t1073741824",       // not -p
+		"rpool/data/vm-1-disk-0\t8589934592\t1G",       // not -p
 		"rpool/data/vm-1-disk-0 8589934592 1073741824", // spaces, not tabs
 	} {
 		if _, err := ParseZFSList([]byte(bad + "\n")); !errors.Is(err, ErrParse) {
