@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +274,22 @@ func TestCheckRealWorldGolden(t *testing.T) {
 		lines = append(lines, checkedAs(c.name, checkStopped(t, n))...)
 	}
 	golden(t, "check-real-world.golden", lines)
-	_ = strconv.Itoa
+}
+
+// TestCheckCodesDocumented: the help text and README name every code the
+// check package has.
+func TestCheckCodesDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := strings.Join(strings.Fields(checkCommand().Description), " ")
+	for _, c := range check.Codes {
+		if !strings.Contains(help, string(c)) {
+			t.Errorf("check --help does not name %s", c)
+		}
+		if !strings.Contains(string(readme), "`"+string(c)+"`") {
+			t.Errorf("README does not name %s", c)
+		}
+	}
 }
