@@ -108,9 +108,18 @@ func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache
 		if err != nil {
 			return name + ": use unknown (statfs: " + err.Error() + ")"
 		}
-		return fmt.Sprintf("%s: %s free of %s (%.1f %% used)", name, units.Bytes(free), units.Bytes(total), 100*float64(total-free)/float64(max(total, 1)))
+		return name + ": " + fsUse(total, free)
 	}
 	return name + ": use not known to this tool"
+}
+
+// fsUse prints a filesystem's free space and use.
+func fsUse(total, free int64) string {
+	used := 0.0
+	if total > 0 {
+		used = 100 * float64(total-free) / float64(total)
+	}
+	return fmt.Sprintf("%s free of %s (%.1f %% used)", units.Bytes(free), units.Bytes(total), used)
 }
 
 // statfs reads a filesystem's size and the space an unprivileged writer

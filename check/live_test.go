@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
@@ -133,6 +136,15 @@ func TestIOErrorStorageUse(t *testing.T) {
 	if f := find(v, CodeIOError, "scsi1"); f == nil || !strings.Contains(f.Message, "storage local-zfs (zfspool): pool rpool/data data 0.99 % of 101.00 GiB;") && !strings.HasSuffix(f.Message, "pool rpool/data data 0.99 % of 101.00 GiB") {
 		t.Errorf("%+v", v.Findings)
 	}
+	// A disk given as a path: named by it, its filesystem's use.
+	conf = strings.ReplaceAll(rec.Config, "small:390/vm-390-disk-1.raw", rec.Root+"/mnt/small/images/390/vm-390-disk-1.raw")
+	tn = newNode(t)
+	tn.replay(t, rec, 390, conf)
+	withImages(t, tn)
+	v = tn.check(390, quietRunner(), Options{})
+	if f := find(v, CodeIOError, "scsi1"); f == nil || !strings.Contains(f.Message, "; path "+tn.root+"/mnt/small/images/390/vm-390-disk-1.raw: ") || !strings.Contains(f.Message, " free of ") {
+		t.Errorf("%+v", v.Findings)
+	}
 	// A block device the tool has no figure for.
 	conf = strings.ReplaceAll(rec.Config, "small:390/vm-390-disk-1.raw", "thick:vm-390-disk-1")
 	tn = newNode(t)
@@ -251,6 +263,16 @@ func TestNextStart(t *testing.T) {
 	}
 	if r.seen[len(r.seen)-1] != "qm showcmd 390 --pretty" {
 		t.Errorf("ran %v", r.seen)
+	}
+	// The next start runs what runs now: nothing to say.
+	var same []string
+	for _, a := range rec.Cmdline {
+		same = append(same, shellQuote(strings.ReplaceAll(a, rec.Root, tn.root)))
+	}
+	r = quietRunner()
+	r.out["qm showcmd"] = strings.Join(same, " ")
+	if v := tn.check(390, r, Options{NextStart: true}); len(v.Findings) != 0 || len(v.Notes) != 0 || v.Disks[1].NextStart == nil {
+		t.Errorf("same command line: %+v %v", v.Findings, v.Notes)
 	}
 	for _, c := range []struct {
 		out  string
@@ -439,5 +461,39 @@ func TestUnreadable(t *testing.T) {
 	v = tn.check(375, quietRunner(), Options{})
 	if got := summary(v); !reflect.DeepEqual(got, []string{"error config-invalid -"}) || !strings.Contains(v.Findings[0].Fix, "edit "+tn.n.Paths.StorageCfg()) {
 		t.Errorf("%+v", v)
+	}
+}
+
+func TestFSUse(t *testing.T) {
+	for _, c := range []struct {
+		total, free int64
+		want        string
+	}{
+		{1000, 250, "250 B free of 1000 B (75.0 % used)"},
+		{16 << 20, 0, "0 B free of 16.0 MiB (100.0 % used)"},
+		{1 << 30, 1 << 30, "1.00 GiB free of 1.00 GiB (0.0 % used)"},
+		{0, 0, "0 B free of 0 B (0.0 % used)"},
+	} {
+		if got := fsUse(c.total, c.free); got != c.want {
+			t.Errorf("%d/%d: %q, want %q", c.total, c.free, got, c.want)
+		}
+	}
+}
+
+func TestStatfs(t *testing.T) {
+	dir := t.TempDir()
+	total, free, err := statfs(context.Background(), dir)
+	var st unix.Statfs_t
+	if err2 := unix.Statfs(dir, &st); err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	if total != int64(st.Blocks)*int64(st.Bsize) || free <= 0 || free > total {
+		t.Errorf("total %d free %d, statfs says %d blocks of %d", total, free, st.Blocks, st.Bsize)
+	}
+	if d := free - int64(st.Bavail)*int64(st.Bsize); d > total/100 || d < -total/100 {
+		t.Errorf("free %d, statfs says %d", free, int64(st.Bavail)*int64(st.Bsize))
+	}
+	if _, _, err := statfs(context.Background(), filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing path: %v", err)
 	}
 }

@@ -104,18 +104,16 @@ type diskRun struct {
 	drv      *qemuserver.Drive // the drive the next start uses
 	stor     *qemuserver.Storage
 	settings qemuserver.DiskSettings
-	base     string // the line the fix starts from (without ssd= for ssd-unsupported)
 	findings []Finding
 	fixed    []bool // findings[i] is fixed by the combined command
 	edits    map[edit]bool
 }
 
-func (r *diskRun) add(sev Severity, code Code, msg string, e ...edit) {
+// add records a finding and the edit to the disk's line that fixes it.
+func (r *diskRun) add(sev Severity, code Code, msg string, e edit) {
 	r.findings = append(r.findings, Finding{Severity: sev, Code: code, Disk: r.d.ID, Message: msg})
-	r.fixed = append(r.fixed, len(e) > 0)
-	for _, x := range e {
-		r.edits[x] = true
-	}
+	r.fixed = append(r.fixed, true)
+	r.edits[e] = true
 }
 
 // disk runs the disk rules. Every rule applies only where its property
@@ -176,7 +174,7 @@ func (r *diskRun) prepare() bool {
 			base := removeOpt(line, "ssd")
 			if drv, err := qemuserver.ParseDrive(d.ID, base); err == nil {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
-					r.drv, r.settings, r.base = drv, s, base
+					r.drv, r.settings = drv, s
 					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
 						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only); this hand-edited line is rejected"})
 					r.fixed = append(r.fixed, true)
@@ -200,7 +198,6 @@ func (r *diskRun) prepare() bool {
 	default:
 		return false
 	}
-	r.base = r.drv.String()
 	r.stor = v.Storages[r.drv.StorageID()]
 	return true
 }
@@ -294,10 +291,7 @@ func (r *diskRun) finish() []Finding {
 // fix builds the disk's one command and its text.
 func (r *diskRun) fix() ([]string, string) {
 	j, vmid := r.j, strconv.Itoa(r.j.v.VMID)
-	f, err := qemuserver.ParseDrive(r.d.ID, r.base)
-	if err != nil {
-		f = r.drv.Clone()
-	}
+	f := r.drv.Clone()
 	if r.edits[editLimits] {
 		fixLimits(f)
 	}
@@ -398,10 +392,13 @@ func removeOpt(line, key string) string {
 // fixLimits drops the limit keys Proxmox rejects: "X requires Y" drops X;
 // "mbps cannot be combined with mbps_rd" drops the total and keeps the
 // per-direction limit.
+//
+// Each round deletes a key that is set (every problem starts with one), so
+// it ends.
 func fixLimits(f *qemuserver.Drive) {
-	for i := 0; i < 4 && len(f.LimitProblems()) > 0; i++ {
-		for _, p := range f.LimitProblems() {
-			k, _, _ := strings.Cut(p, " ")
+	for p := f.LimitProblems(); len(p) > 0; p = f.LimitProblems() {
+		for _, x := range p {
+			k, _, _ := strings.Cut(x, " ")
 			delete(f.Opts, k)
 		}
 	}
@@ -492,7 +489,7 @@ func ValidateCommand(argv []string) error {
 		return err
 	}
 	seen := map[string]bool{}
-	for i := 3; i+1 < len(argv); i += 2 {
+	for i := 3; i < len(argv); i += 2 { // len(argv) is odd: argv[i+1] exists
 		k, v := strings.TrimPrefix(argv[i], "--"), argv[i+1]
 		if k == argv[i] || seen[k] {
 			return fmt.Errorf("%q: not an option, or given twice", argv[i])

@@ -130,6 +130,8 @@ func ruleCases() []ruleCase {
 		{name: "a burst without its rate, a length without its burst", conf: "scsi0: " + lvmVol + ",discard=on,iops_max=100,bps_max_length=3\n",
 			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
 		{name: "limits on a CD-ROM", conf: "ide2: local:iso/debian.iso,media=cdrom,iops_max=100\n", want: []string{"error limit-invalid ide2"}},
+		{name: "limits on an empty CD-ROM drive: Proxmox rejects the line all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
+			want: []string{"error limit-invalid ide2"}, fixes: map[string]string{"limit-invalid ide2": "qm set 100 --ide2 none,media=cdrom"}},
 		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
 		{name: "iothread on SATA does not parse", conf: "sata0: " + lvmVol + ",iothread=1\n", want: []string{"error config-invalid sata0"}, msgs: map[string]string{"config-invalid sata0": "Proxmox ignores this disk"}},
 		{name: "a storage storage.cfg lacks", conf: "scsi0: nostore:vm-100-disk-0\n", want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `storage "nostore"`}},

@@ -478,3 +478,33 @@ func TestIsPool(t *testing.T) {
 		t.Error("nil storage is a pool")
 	}
 }
+
+// TestEdges: equal allocations sort by name, unknown ones last; a zvol of
+// size 0 has no percentage; a pool of size 0 makes no volume "large" by
+// share; a line longer than bufio's default in an LXC config.
+func TestEdges(t *testing.T) {
+	p := Pool{Volumes: []Volume{
+		{Name: "c", AllocatedBytes: i64(5)}, {Name: "z"}, {Name: "b", AllocatedBytes: i64(5)}, {Name: "a"}, {Name: "d", AllocatedBytes: i64(9)},
+	}}
+	p.finish()
+	var names []string
+	for _, v := range p.Volumes {
+		names = append(names, v.Name)
+	}
+	if strings.Join(names, "") != "dbcaz" {
+		t.Errorf("order %v", names)
+	}
+	s := &qemuserver.Storage{ID: "z", Type: TypeZFSPool, Props: map[string]string{"pool": "tank"}}
+	z := FromZFS(s, 1, 1, []alloc.ZFSListRow{{Name: "tank/vm-1-disk-0", ReferencedBytes: 5}}, nil)
+	if len(z.Volumes) != 1 || z.Volumes[0].DataPercent != nil {
+		t.Errorf("%+v", z.Volumes)
+	}
+	empty := Pool{Volumes: []Volume{{Name: "small", Guest: GuestVM, VirtualBytes: 1 << 20, Discard: DiscardIgnore}}}
+	if ws := Judge(&empty); len(ws) != 0 {
+		t.Errorf("pool of size 0: %+v", ws)
+	}
+	long := "description: " + strings.Repeat("x", 100<<10) + "\nrootfs: local-lvm:vm-1-disk-0\n"
+	if got := ParseCTVolumes([]byte(long)); len(got) != 1 {
+		t.Errorf("after a long line: %+v", got)
+	}
+}

@@ -134,7 +134,7 @@ var ctVolumeKey = regexp.MustCompile(`^(rootfs|mp\d+|unused\d+)$`)
 func ParseCTVolumes(b []byte) []CTVolume {
 	var out []CTVolume
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	sc.Buffer(nil, 1<<20) // lines up to 1 MiB (bufio's default stops at 64 KiB)
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "[") {
