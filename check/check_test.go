@@ -164,6 +164,7 @@ func TestShellQuote(t *testing.T) {
 		"/dev/disk/by-id/x y":                         "'/dev/disk/by-id/x y'",
 		"a$b":                                         "'a$b'",
 		"serial=AB%20C@x+1":                           "serial=AB%20C@x+1",
+		"az-AZ_09":                                    "az-AZ_09",
 	} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("%q: %s, want %s", in, got, want)

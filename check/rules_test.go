@@ -2,6 +2,7 @@ package check
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -197,5 +198,27 @@ func checkCommand(t *testing.T, f Finding) {
 	}
 	if err := ValidateCommand(f.Command); err != nil {
 		t.Errorf("%s: %v", f.Code, err)
+	}
+}
+
+// TestMoveSlots: a move takes the last SCSI slot (scsi30); with none free
+// the finding stays, without a command.
+func TestMoveSlots(t *testing.T) {
+	var conf strings.Builder
+	conf.WriteString("ostype: l26\nsata0: local-lvm:vm-100-disk-99,discard=on\n")
+	for i := 0; i < 30; i++ {
+		conf.WriteString("scsi" + strconv.Itoa(i) + ": local-lvm:vm-100-disk-" + strconv.Itoa(i) + ",discard=on\n")
+	}
+	tn := newNode(t)
+	tn.conf(100, conf.String())
+	v := tn.check(100, quietRunner(), Options{})
+	if f := find(v, CodeEmulatedController, "sata0"); f == nil || !strings.Contains(f.Fix, "--delete sata0 --scsi30 local-lvm:vm-100-disk-99,discard=on") {
+		t.Errorf("%+v", v.Findings)
+	}
+	conf.WriteString("scsi30: local-lvm:vm-100-disk-30,discard=on\n")
+	tn.conf(100, conf.String())
+	v = tn.check(100, quietRunner(), Options{})
+	if f := find(v, CodeEmulatedController, "sata0"); f == nil || f.Fix != "" || f.Command != nil || len(v.Findings) != 1 {
+		t.Errorf("%+v", v.Findings)
 	}
 }
