@@ -5,9 +5,13 @@
 package node
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // Paths roots every host path. Root is "/" on a real node.
@@ -42,6 +46,24 @@ func (p Paths) QemuServerDir() string { return p.Join("/etc/pve/qemu-server") }
 // VMConfig is /etc/pve/qemu-server/<vmid>.conf.
 func (p Paths) VMConfig(vmid int) string {
 	return filepath.Join(p.QemuServerDir(), strconv.Itoa(vmid)+".conf")
+}
+
+// CheckNode tells a tree that is not a Proxmox VE node (a wrong --root: a
+// missing path, a file, a directory without etc/pve) from a node with nothing
+// on it, so that a command never reports "all clear" on the wrong tree. It is
+// bad input (exit 2) naming the path.
+func (p Paths) CheckNode() error {
+	pve := p.Join("/etc/pve")
+	st, err := os.Stat(pve)
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return exitcode.Wrap(exitcode.Unreachable, "", err)
+	case err != nil:
+		return exitcode.Usagef("%s is not a Proxmox VE node: no %s (give the node's root with --root)", p.Root, pve)
+	case !st.IsDir():
+		return exitcode.Usagef("%s is not a Proxmox VE node: %s is not a directory", p.Root, pve)
+	}
+	return nil
 }
 
 // StorageCfg is /etc/pve/storage.cfg.

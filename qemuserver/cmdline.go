@@ -334,6 +334,13 @@ func parseBlockdev(val string) (*DiskSettings, error) {
 	var chain []gjson.Result
 	for node.Exists() && node.IsObject() {
 		chain = append(chain, node)
+		if node.Get("driver").String() == "blkdebug" {
+			// QEMU's error-injection filter (tests of a failing storage)
+			// names its child "image".
+			chain = chain[:len(chain)-1]
+			node = node.Get("image")
+			continue
+		}
 		node = node.Get("file")
 	}
 	protocol := chain[len(chain)-1]

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/pvediskcheck/pvediskcheck/storage/aio"
 )
 
 // DiskSettings is what QEMU runs a disk with: predicted from a config by
@@ -135,14 +137,10 @@ func AIO(d *Drive, s *Storage, direct bool) string {
 	return "threads"
 }
 
+// storageAllowsIOUring is storage_allows_io_uring_default: the hazards are
+// package aio's, shared with the rule that warns about an explicit io_uring.
 func storageAllowsIOUring(s *Storage, direct bool) bool {
-	if s == nil {
-		return true
-	}
-	if s.Type == "rbd" && s.Bool("krbd") && !direct {
-		return false
-	}
-	return s.Type != "lvm" && s.Type != "cifs"
+	return s == nil || aio.IOUringHazard(s.Type, s.Bool("krbd"), direct) == ""
 }
 
 // DetectZeroes is detect_zeroes_cmdline_option.

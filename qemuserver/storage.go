@@ -112,9 +112,10 @@ type Volume struct {
 	Format string // raw, qcow2, vmdk
 }
 
-var iscsiVolRe = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
-
 var fileFormatRe = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
+
+// iscsiVolRe is ISCSIPlugin.pm parse_volname.
+var iscsiVolRe = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
 
 // ResolveVolume maps a drive's volume to its path and formats. isBlock tells
 // whether an absolute path is a block device (the caller stats it).

@@ -34,6 +34,11 @@ type BlockDevice struct {
 	// GuestWriteCache is the write cache the guest negotiated at runtime
 	// (inserted.cache.writeback), not the configuration.
 	GuestWriteCache bool
+	// IOStatus is query-block's io-status: ok, failed (an I/O error) or
+	// nospace (ENOSPC); QEMU reports it only where an error can stop the VM
+	// (werror or rerror stop/enospc, the default werror=enospc included),
+	// "" elsewhere. Resuming the VM resets it to ok.
+	IOStatus string
 	// Legacy (BlockBackend) throttling, bytes/s and ops/s.
 	BackendLimits map[string]int64
 	Raw           gjson.Result
@@ -60,6 +65,7 @@ func ParseQueryBlock(ret gjson.Result) []BlockDevice {
 	for _, b := range ret.Array() {
 		d := BlockDevice{QdevPath: b.Get("qdev").String(), Device: b.Get("device").String(), Raw: b}
 		d.ID = QdevToDiskID(d.QdevPath)
+		d.IOStatus = b.Get("io-status").String()
 		if d.ID == "" {
 			d.ID = strings.TrimPrefix(d.Device, "drive-")
 		}

@@ -35,7 +35,10 @@ type VM struct {
 	Disks    []*Disk
 	// Blockdev is the generation the VM runs (or, stopped, would start) with.
 	Blockdev bool
-	paths    node.Paths
+	// Status is QEMU's run state from query-status (running, paused,
+	// io-error, ...), read by FetchLive; "" when not read.
+	Status string
+	paths  node.Paths
 }
 
 // Disk is one disk slot: configured, pending, running and live views.
@@ -73,6 +76,9 @@ type Live struct {
 	// negotiated the write cache or flushes. nil for other devices and on
 	// a QEMU without the command.
 	Virtio *qmp.VirtioStatus
+	// IOStatus is the device's io-status (qmp.BlockDevice.IOStatus): failed
+	// or nospace while an I/O error keeps the VM paused.
+	IOStatus string
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
@@ -243,7 +249,13 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	limits := map[string]qemuserver.Limits{}
 	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
 	// give up with ErrBusy once the timeout has passed.
+	status := ""
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
+		st, err := s.Exec("query-status", nil)
+		if err != nil {
+			return err
+		}
+		status = st.Get("status").String()
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
@@ -317,12 +329,13 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	v.Status = status
 	for _, b := range blocks {
 		d := v.Disk(b.ID)
 		if d == nil {
 			continue
 		}
-		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], Virtio: virtio[b.ID]}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], Virtio: virtio[b.ID], IOStatus: b.IOStatus}
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol

@@ -11,16 +11,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
-func findingsByCode(v checkVM) map[string][]finding {
-	m := map[string][]finding{}
+func findingsByCode(v check.VMResult) map[string][]check.Finding {
+	m := map[string][]check.Finding{}
 	for _, f := range v.Findings {
-		m[f.Code] = append(m[f.Code], f)
+		m[string(f.Code)] = append(m[string(f.Code)], f)
 	}
 	return m
 }
@@ -44,21 +45,23 @@ scsi2: local:380/vm-380-disk-9.raw,size=64M
 	if err := n.WriteConfig(380, cfg); err != nil {
 		t.Fatal(err)
 	}
-	var out checkJSON
+	var out check.Report
 	errs, code := runJSON(t, n, &out, "check", "380")
 	if code != 1 {
 		t.Fatalf("exit %d (%s), want 1", code, errs)
 	}
 	got := findingsByCode(out.VMs[0])
 	want := map[string]struct{ sev, disk, fixHas string }{
-		"aio-native-needs-direct": {"error", "scsi0", "qm set 380 --scsi0 local-lvm:vm-380-disk-0,cache=writeback,discard=on,size=64M"},
-		"iothread-ignored":        {"warning", "scsi1", "qm set 380 --scsihw virtio-scsi-single"},
-		"cache-unsafe":            {"error", "scsi1", "qm set 380 --scsi1 local-lvm:vm-380-disk-1,iothread=1,discard=on,size=64M"},
-		"cache-writeback":         {"warning", "scsi0", "--scsi0 local-lvm:vm-380-disk-0,aio=native,discard=on,size=64M"},
+		// One command per disk fixes everything found on it (issue 14 #7):
+		// dropping cache=writeback gives O_DIRECT, so aio=native can stay.
+		"aio-native-needs-direct": {"error", "scsi0", "qm set 380 --scsi0 local-lvm:vm-380-disk-0,aio=native,discard=on,size=64M"},
+		"iothread-ignored":        {"warning", "scsi1", "qm set 380 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-380-disk-1,iothread=1,discard=on,size=64M"},
+		"cache-unsafe":            {"error", "scsi1", "qm set 380 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-380-disk-1,iothread=1,discard=on,size=64M"},
+		"cache-writeback":         {"warning", "scsi0", "qm set 380 --scsi0 local-lvm:vm-380-disk-0,aio=native,discard=on,size=64M"},
 		"ssd-unsupported":         {"warning", "virtio0", "qm set 380 --virtio0 local-lvm:vm-380-disk-2,discard=on,size=64M"},
 		"config-invalid":          {"error", "sata0", ""},
-		"limit-invalid":           {"error", "sata1", "qm set 380 --sata1 local-lvm:vm-380-disk-4,discard=on,mbps_rd=5,size=64M"},
-		"emulated-controller":     {"warning", "sata1", "--delete sata1 --scsi3 local-lvm:vm-380-disk-4"},
+		"limit-invalid":           {"error", "sata1", "with the VM stopped: qm set 380 --delete sata1 --scsi3 local-lvm:vm-380-disk-4,discard=on,mbps_rd=5,size=64M"},
+		"emulated-controller":     {"warning", "sata1", "with the VM stopped: qm set 380 --delete sata1 --scsi3 local-lvm:vm-380-disk-4,discard=on,mbps_rd=5,size=64M"},
 		"discard-ignored-on-thin": {"warning", "scsi2", "qm set 380 --scsi2 local:380/vm-380-disk-9.raw,size=64M,discard=on"},
 	}
 	for code, w := range want {
@@ -68,11 +71,11 @@ scsi2: local:380/vm-380-disk-9.raw,size=64M
 			continue
 		}
 		f := fs[0]
-		if f.Severity != w.sev || f.Disk != w.disk || !strings.Contains(f.Fix, w.fixHas) || f.Message == "" {
+		if string(f.Severity) != w.sev || f.Disk != w.disk || !strings.Contains(f.Fix, w.fixHas) || f.Message == "" {
 			t.Errorf("%s: %+v, want severity %s disk %s fix containing %q", code, f, w.sev, w.disk, w.fixHas)
 		}
 	}
-	if !strings.Contains(got["aio-native-needs-direct"][0].Message, qemuNativeMsg) {
+	if !strings.Contains(got["aio-native-needs-direct"][0].Message, check.QEMUNativeMsg) {
 		t.Errorf("aio finding does not quote QEMU: %s", got["aio-native-needs-direct"][0].Message)
 	}
 	if out.Summary.Errors < 4 || out.Summary.Warnings < 4 || out.Summary.VMs != 1 {
@@ -93,7 +96,7 @@ func TestCheckPredictsRefusedStart(t *testing.T) {
 	n := fakenode.NewT(t)
 	n.MustVolume(t, "local-lvm", "vm-381-disk-1", 64<<20)
 	n.WriteConfig(381, "scsihw: virtio-scsi-single\nscsi1: local-lvm:vm-381-disk-1,iothread=1,aio=native,cache=writeback,size=64M\n")
-	var out checkJSON
+	var out check.Report
 	runJSON(t, n, &out, "check", "381")
 	f := findingsByCode(out.VMs[0])["aio-native-needs-direct"]
 	if len(f) != 1 {
@@ -104,7 +107,7 @@ func TestCheckPredictsRefusedStart(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("QEMU started although check predicted it would not: %v", err)
 	}
-	if !strings.Contains(se.Stderr, qemuNativeMsg) {
+	if !strings.Contains(se.Stderr, check.QEMUNativeMsg) {
 		t.Fatalf("QEMU's message changed: %s", se.Stderr)
 	}
 	t.Logf("%s refused as predicted: %s", qemuName(t), strings.TrimSpace(se.Stderr))
@@ -122,7 +125,7 @@ func TestCheckNoDriftOnProxmoxLayouts(t *testing.T) {
 			n.MustVolume(t, "local", "370/vm-370-disk-5.qcow2", 64<<20)
 			n.MustVolume(t, "local", "370/vm-370-disk-6.raw", 64<<20)
 			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
-			var out checkJSON
+			var out check.Report
 			runJSON(t, n, &out, "check", "370")
 			for _, f := range out.VMs[0].Findings {
 				if f.Code == "drift" || f.Code == "pending-restart" || f.Code == "config-invalid" {
@@ -164,7 +167,7 @@ func TestCheckAllAndSupportBundle(t *testing.T) {
 	vm := n.MustStart(t, 370, fakenode.ArgvOptions{})
 	n.WriteConfig(371, "ostype: l26\nscsi0: local-lvm:vm-371-disk-0,size=1G\n")
 	n.WriteConfig(372, "ostype: l26\nthis line is broken\n")
-	var out checkJSON
+	var out check.Report
 	runJSON(t, n, &out, "check", "--all")
 	if out.Summary.VMs != 3 || len(out.VMs) != 3 {
 		t.Fatalf("summary %+v", out.Summary)
@@ -184,7 +187,7 @@ func TestCheckAllAndSupportBundle(t *testing.T) {
 	os.MkdirAll(filepath.Join(b, "var/run/qemu-server"), 0o755)
 	os.WriteFile(filepath.Join(b, "var/run/qemu-server/370.pid"), []byte(strconv.Itoa(vm.Pid)+"\n"), 0o644)
 	copyFile(t, "/proc/"+strconv.Itoa(vm.Pid)+"/cmdline", filepath.Join(b, "proc", strconv.Itoa(vm.Pid), "cmdline"))
-	var bo checkJSON
+	var bo check.Report
 	if errs, code := runJSON(t, n, &bo, "--root", b, "check", "370"); code != 1 {
 		t.Fatalf("bundle: exit %d %s %+v", code, errs, bo)
 	}
@@ -226,7 +229,7 @@ func TestCheckLiveLimitDrift(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out checkJSON
+			var out check.Report
 			runJSON(t, n, &out, "check", "370")
 			d := findingsByCode(out.VMs[0])["drift"]
 			if len(d) != 1 || d[0].Disk != "scsi1" || !strings.Contains(d[0].Message, "running {bps-write=20971520}") {
@@ -245,7 +248,7 @@ func TestCheckThinOvercommit(t *testing.T) {
 	if err := n.SetThinPool(fakenode.ThinPool{SizeBytes: 512 << 20, MetadataPercent: 85}); err != nil {
 		t.Fatal(err)
 	}
-	var out checkJSON
+	var out check.Report
 	runJSON(t, n, &out, "check", "370")
 	f := findingsByCode(out.VMs[0])["thin-overcommit"]
 	if len(f) != 2 || !strings.Contains(f[0].Message, "1.0 GiB on a 0.5 GiB pool (2.0x)") || !strings.Contains(f[1].Message, "metadata at 85.00 %") {
@@ -268,7 +271,7 @@ func TestCheckNextStart(t *testing.T) {
 	n.MustStart(t, 370, fakenode.ArgvOptions{})
 	b, _ := os.ReadFile(n.Paths.VMConfig(370))
 	os.WriteFile(n.Paths.VMConfig(370), append(b, []byte("\n[PENDING]\nscsi1: local-lvm:vm-370-disk-1,iothread=1,cache=unsafe,aio=threads,size=256M\n")...), 0o644)
-	var out checkJSON
+	var out check.Report
 	runJSON(t, n, &out, "check", "370", "--next-start")
 	var msgs []string
 	for _, f := range findingsByCode(out.VMs[0])["pending-restart"] {

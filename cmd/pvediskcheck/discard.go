@@ -335,12 +335,3 @@ func printSampling(e *env, s *discard.Sampling) {
 		fmt.Fprintf(e.out, "  %s QEMU stopped answering %.1f s into the window (%s): counters until then\n", e.paint(red, "cut:"), s.CoveredSeconds, s.Cut)
 	}
 }
-
-// discardReason is thin.go's warning (code, text, fix), the shape of
-// discard's reasons before package discard owned them; it goes when the
-// thin-pool package owns thin's warnings.
-type discardReason struct {
-	Code string `json:"code"`
-	Text string `json:"text"`
-	Fix  string `json:"fix,omitempty"`
-}

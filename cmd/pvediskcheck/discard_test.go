@@ -457,24 +457,6 @@ func reasonCodes(rs []discard.Reason) []discard.Code {
 	return out
 }
 
-// hasCode and codes read thin's warnings (discardReason).
-func hasCode(rs []discardReason, code string) bool {
-	for _, r := range rs {
-		if r.Code == code {
-			return true
-		}
-	}
-	return false
-}
-
-func codes(rs []discardReason) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.Code)
-	}
-	return out
-}
-
 // TestDiscardWaitQEMUKilled: QEMU killed during --wait: exit 3 soon after,
 // and the report of what was measured until then is still printed (JSON
 // and text), with where the window was cut. Any moment inside the window

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
@@ -258,7 +259,7 @@ func TestE2ELab370(t *testing.T) {
 				t.Errorf("%s: %+v drift %v", d.ID, d.Cache, d.Drift)
 			}
 		}
-		var chk checkJSON
+		var chk check.Report
 		runJSON(t, n, &chk, "check", "370")
 		f := findingsByCode(chk.VMs[0])
 		if len(f["drift"]) != 0 || len(f["emulated-controller"]) != 1 || f["emulated-controller"][0].Disk != "sata1" {

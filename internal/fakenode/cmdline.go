@@ -25,6 +25,16 @@ type ArgvOptions struct {
 	Next     bool   // use the config as the next start applies it ([PENDING] applied)
 	Memory   int    // MiB; 0 means 64 (no guest) or what the caller passes
 	Extra    []string
+	// Blkdebug injects I/O errors below the named disks (-blockdev only):
+	// QEMU's blkdebug filter between the format and the protocol node, as
+	// a failing storage would return them.
+	Blkdebug map[string]Blkdebug
+}
+
+// Blkdebug is one error injection rule of QEMU's blkdebug driver.
+type Blkdebug struct {
+	Event string // e.g. "write_aio": every write the raw format node sends down
+	Errno int    // 5 (EIO) makes io-status "failed", 28 (ENOSPC) "nospace"
 }
 
 func isBlockDevice(p string) bool {
@@ -117,7 +127,11 @@ func Argv(qemu string, cfg *qemuserver.Config, st qemuserver.Storages, o ArgvOpt
 				tg["limits"] = map[string]int64{}
 			}
 			objects = append(objects, "-object", mustJSON(tg))
-			devices = append(devices, "-blockdev", mustJSON(blockdev(d, s)))
+			bd := blockdev(d, s)
+			if e, ok := o.Blkdebug[key]; ok {
+				injectError(bd, e)
+			}
+			devices = append(devices, "-blockdev", mustJSON(bd))
 		} else {
 			devices = append(devices, "-drive", driveLine(d, s))
 		}
@@ -159,6 +173,20 @@ func blockdev(d *qemuserver.Drive, s qemuserver.DiskSettings) map[string]any {
 		return format
 	}
 	return common(map[string]any{"driver": "throttle", "file": format, "node-name": s.NodeTop, "throttle-group": "throttle-drive-" + d.Key})
+}
+
+// injectError puts a blkdebug filter above the protocol node of a
+// -blockdev tree.
+func injectError(top map[string]any, e Blkdebug) {
+	format := top
+	if format["driver"] == "throttle" {
+		format = top["file"].(map[string]any)
+	}
+	file := format["file"].(map[string]any)
+	format["file"] = map[string]any{
+		"driver": "blkdebug", "image": file, "node-name": "k" + strings.TrimPrefix(file["node-name"].(string), "e"),
+		"inject-error": []map[string]any{{"event": e.Event, "errno": e.Errno}},
+	}
 }
 
 func driveLine(d *qemuserver.Drive, s qemuserver.DiskSettings) string {
@@ -248,6 +276,15 @@ func deviceLine(d *qemuserver.Drive, s qemuserver.DiskSettings, vm qemuserver.VM
 	}
 	if vm.Blockdev && !s.CDROM {
 		dev += ",write-cache=" + s.WriteCache
+	}
+	if vm.Blockdev {
+		// DriveDevice.pm: from machine 10.0 the error actions are
+		// device options.
+		for _, o := range []string{"rerror", "werror"} {
+			if v, ok := d.Opts[o]; ok {
+				dev += "," + o + "=" + v
+			}
+		}
 	}
 	return dev
 }

@@ -15,6 +15,12 @@
 //   - the VM runs and anything else changed: the line goes to [PENDING]
 //     (qemu-server's "skip" for options that need a restart).
 //
+// On a stopped VM it first applies what [PENDING] holds, as qemu-server
+// does. --delete KEYS removes keys (a stopped VM's disk volume stays as unusedN,
+// and an unusedN a disk uses again goes, as qemu-server writes configs); on
+// a running VM they wait in [PENDING]'s delete list. Other VM options are
+// written to the main section.
+//
 // It prints "update VM <vmid>: -<key> <value>" as qm does.
 //
 // Node state, below $PVEDISKCHECK_FAKENODE_ROOT (default /):
@@ -89,10 +95,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := parseConfig(string(text))
 	blockdev, running := runningVM(r, vmid)
+	if !running {
+		// qemu-server applies every pending change of a stopped VM when
+		// it writes the new ones (vmconfig_apply_pending).
+		cfg.applyPending()
+	}
 	var summary []string
 	for _, key := range order {
 		val := changes[key]
 		summary = append(summary, "-"+key+" "+val)
+		if key == "delete" {
+			if err := cfg.remove(val, running); err != nil {
+				fmt.Fprintf(stderr, "400 Parameter verification failed.\ndelete: %v\n", err)
+				return 255
+			}
+			continue
+		}
 		if _, _, isDisk := qemuserver.SplitDiskKey(key); !isDisk {
 			cfg.set("", key, val)
 			continue
@@ -133,6 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.set("", key, val)
 		cfg.unsetPending(key)
 	}
+	cfg.dropReusedUnused()
 	fmt.Fprintf(stdout, "update VM %d: %s\n", vmid, strings.Join(summary, " "))
 	if err := os.WriteFile(cfgPath+".tmp", []byte(cfg.String()), 0o644); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -363,6 +382,108 @@ func (c *config) set(sec, key, val string) {
 		i--
 	}
 	s.lines = append(s.lines[:i], append([]string{key + ": " + val}, s.lines[i:]...)...)
+}
+
+// remove is --delete: on a stopped VM each key leaves the main section, a
+// disk's storage volume staying as unusedN (vmconfig_register_unused_drive);
+// on a running VM the keys wait in [PENDING]'s delete list.
+func (c *config) remove(keys string, running bool) error {
+	for _, k := range strings.Split(keys, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if running {
+			old, _ := c.get("PENDING", "delete")
+			if old != "" {
+				old += ","
+			}
+			c.set("PENDING", "delete", old+k)
+			continue
+		}
+		line, ok := c.get("", k)
+		if !ok {
+			continue
+		}
+		if _, _, isDisk := qemuserver.SplitDiskKey(k); isDisk {
+			if d, err := qemuserver.ParseDrive(k, line); err == nil && d.StorageID() != "" && !d.IsCDROM() {
+				c.addUnused(d.Volume)
+			}
+		}
+		s := c.section("", false)
+		for i, l := range s.lines {
+			if key, _, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(key) == k {
+				s.lines = append(s.lines[:i], s.lines[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// applyPending moves [PENDING] into the main section: its values, then its
+// delete list.
+func (c *config) applyPending() {
+	p := c.section("PENDING", false)
+	if p == nil {
+		return
+	}
+	del := ""
+	for _, l := range p.lines {
+		k, v, ok := strings.Cut(l, ":")
+		switch k = strings.TrimSpace(k); {
+		case !ok:
+		case k == "delete":
+			del = strings.TrimSpace(v)
+		default:
+			c.set("", k, strings.TrimSpace(v))
+		}
+	}
+	p.lines = nil
+	var keys []string
+	for _, k := range strings.Split(del, ",") {
+		keys = append(keys, strings.TrimPrefix(strings.TrimSpace(k), "!"))
+	}
+	_ = c.remove(strings.Join(keys, ","), false)
+}
+
+// addUnused records a volume as the first free unusedN.
+func (c *config) addUnused(volid string) {
+	for i := 0; i < 256; i++ {
+		k := "unused" + strconv.Itoa(i)
+		v, ok := c.get("", k)
+		if ok && v == volid {
+			return
+		}
+		if !ok {
+			c.set("", k, volid)
+			return
+		}
+	}
+}
+
+// dropReusedUnused removes unusedN entries whose volume a disk uses again,
+// as qemu-server does when it writes a config (write_vm_config).
+func (c *config) dropReusedUnused() {
+	s := c.section("", false)
+	used := map[string]bool{}
+	for _, l := range s.lines {
+		k, v, ok := strings.Cut(l, ":")
+		if _, _, isDisk := qemuserver.SplitDiskKey(strings.TrimSpace(k)); ok && isDisk {
+			if d, err := qemuserver.ParseDrive(strings.TrimSpace(k), strings.TrimSpace(v)); err == nil {
+				used[d.Volume] = true
+			}
+		}
+	}
+	out := s.lines[:0]
+	for _, l := range s.lines {
+		k, v, ok := strings.Cut(l, ":")
+		if ok && strings.HasPrefix(strings.TrimSpace(k), "unused") && used[strings.TrimSpace(v)] {
+			continue
+		}
+		out = append(out, l)
+	}
+	s.lines = out
 }
 
 func (c *config) unsetPending(key string) {

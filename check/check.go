@@ -1,0 +1,324 @@
+// Package check owns every rule of `pvediskcheck check`: what in a VM's disk
+// configuration will fail, is ignored, is risky or wasteful, differs from what
+// runs, or has stopped the VM. Each rule has a stable code, a severity, one
+// sentence of why and, where a command fixes it, that command: one `qm set`
+// per disk that fixes everything found on it.
+//
+// VM checks one VM from what the node shows (its config, storage.cfg, the
+// running QEMU's command line and QMP, lvs/zfs for its thin pools, `qm
+// showcmd` on request); the rules themselves are plain functions over that
+// model.
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// Severity is how bad a finding is.
+type Severity string
+
+// Severities, worst first.
+const (
+	// Error: the VM will not start, loses data the guest believes safe, or
+	// is stopped.
+	Error Severity = "error"
+	// Warning: silently ignored, risky, slow or wasteful.
+	Warning Severity = "warning"
+	// Info: worth knowing (a change waiting for a restart).
+	Info Severity = "info"
+)
+
+// ParseSeverity reads --fail-on: the lowest severity that fails a run.
+func ParseSeverity(s string) (Severity, error) {
+	switch Severity(s) {
+	case Warning, Error:
+		return Severity(s), nil
+	}
+	return "", exitcode.Usagef("--fail-on: %q is not warning or error", s)
+}
+
+// Code is a finding's stable name (README: check's codes).
+type Code string
+
+// The codes, in the order the help text lists them.
+const (
+	CodeAIONativeNeedsDirect Code = "aio-native-needs-direct"
+	CodeIOThreadIgnored      Code = "iothread-ignored"
+	CodeSSDUnsupported       Code = "ssd-unsupported"
+	CodeConfigInvalid        Code = "config-invalid"
+	CodeDiscardIgnoredOnThin Code = "discard-ignored-on-thin"
+	CodeCacheUnsafe          Code = "cache-unsafe"
+	CodeCacheWriteback       Code = "cache-writeback"
+	CodeEmulatedController   Code = "emulated-controller"
+	CodeLimitInvalid         Code = "limit-invalid"
+	CodeAIOIOUringRisk       Code = "aio-io-uring-risk"
+	CodeIOError              Code = "io-error"
+	CodeThinOvercommit       Code = "thin-overcommit"
+	CodePendingRestart       Code = "pending-restart"
+	CodeDrift                Code = "drift"
+)
+
+// Codes lists every code (help text, README).
+var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
+	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift}
+
+// Finding is one result (README: `check --json` findings[]).
+type Finding struct {
+	Severity Severity `json:"severity"`
+	Code     Code     `json:"code"`
+	Disk     string   `json:"disk,omitempty"`
+	Message  string   `json:"message"`
+	// Fix is what to do, as the admin types it.
+	Fix string `json:"fix,omitempty"`
+	// Command is the fix's one command (`qm set ...`), when it is one; Fix
+	// starts with it, shell-quoted, or with "with the VM stopped: " and it.
+	Command []string `json:"-"`
+}
+
+// DiskValues are the settings check compares (README: `check --json`).
+type DiskValues struct {
+	CacheDirect  bool              `json:"cache_direct"`
+	CacheNoFlush bool              `json:"cache_no_flush"`
+	WriteCache   string            `json:"write_cache"`
+	AIO          string            `json:"aio"`
+	Discard      string            `json:"discard"`
+	DetectZeroes string            `json:"detect_zeroes"`
+	IOThread     bool              `json:"iothread"`
+	Limits       qemuserver.Limits `json:"limits"`
+}
+
+// Disk is one disk's configured, running and next-start values.
+type Disk struct {
+	ID         string      `json:"id"`
+	Configured *DiskValues `json:"configured"`
+	Running    *DiskValues `json:"running"`
+	NextStart  *DiskValues `json:"next_start,omitempty"`
+}
+
+// VMResult is one VM's check (README: `check --json` vms[]).
+type VMResult struct {
+	VMID     int       `json:"vmid"`
+	Running  bool      `json:"running"`
+	Disks    []Disk    `json:"disks"`
+	Findings []Finding `json:"findings"`
+	Notes    []string  `json:"notes,omitempty"`
+	// NotChecked names the checks that did not run, or ran on part of
+	// their inputs (the notes say why): a running VM whose QMP socket could
+	// not be read, thin pools whose tool failed.
+	NotChecked []Code `json:"not_checked,omitempty"`
+	// Err is why this VM could not be checked at all (an unreadable
+	// config: exit 2), or why its running state could not be read (exit 3).
+	Err error `json:"-"`
+}
+
+// Summary counts the findings of a run.
+type Summary struct {
+	VMs      int `json:"vms"`
+	Errors   int `json:"errors"`
+	Warnings int `json:"warnings"`
+	Infos    int `json:"infos"`
+}
+
+// Report is one run (README: `check --json`).
+type Report struct {
+	VMs     []VMResult `json:"vms"`
+	Summary Summary    `json:"summary"`
+}
+
+// Fails reports whether the findings fail the run at failOn (Warning: any
+// warning or error; Error: errors only).
+func (r *Report) Fails(failOn Severity) bool {
+	return r.Summary.Errors > 0 || failOn == Warning && r.Summary.Warnings > 0
+}
+
+// Err is what kept the run from checking everything: an unreadable config
+// is bad input (exit 2) and outranks a running state that could not be read
+// (exit 3). nil when every VM was checked.
+func (r *Report) Err() error {
+	var msgs []string
+	code := exitcode.OK
+	for _, v := range r.VMs {
+		if v.Err == nil {
+			continue
+		}
+		msgs = append(msgs, v.Err.Error())
+		if c := exitcode.Of(v.Err); code == exitcode.OK || c == exitcode.Usage {
+			code = c
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return &exitcode.Error{Code: code, Msg: strings.Join(msgs, "; ")}
+}
+
+// Options are what a run checks beyond the defaults.
+type Options struct {
+	// NextStart also compares with `qm showcmd VMID` (what the next start
+	// runs, [PENDING] applied).
+	NextStart bool
+	// Parallel is how many VMs Run checks at once (< 1 means 1).
+	Parallel int
+}
+
+// Runner runs one external command (node.Runner; a recording in tests).
+type Runner interface {
+	Run(ctx context.Context, argv ...string) ([]byte, error)
+}
+
+// Targets returns the VMIDs to check: the ones given (each with a config on
+// this node) or, with all, every VM config of the node, sorted. A tree that
+// is not a Proxmox VE node is bad input naming the path.
+func Targets(p node.Paths, args []string, all bool) ([]int, error) {
+	if all && len(args) > 0 {
+		return nil, exitcode.Usagef("check: give VMIDs or --all, not both")
+	}
+	if !all && len(args) == 0 {
+		return nil, exitcode.Usagef("check: missing VMID (or --all)")
+	}
+	if err := p.CheckNode(); err != nil {
+		return nil, err
+	}
+	var ids []int
+	if !all {
+		for _, a := range args {
+			id, err := qemuserver.ParseVMID(a)
+			if err != nil {
+				return nil, exitcode.Usagef("%v", err)
+			}
+			if _, err := os.Lstat(p.VMConfig(id)); err != nil {
+				return nil, exitcode.Usagef("VM %d: %v (no %s)", id, vm.ErrNoConfig, p.VMConfig(id))
+			}
+			ids = append(ids, id)
+		}
+		return ids, nil
+	}
+	dir := p.QemuServerDir()
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, exitcode.Usagef("%s is not a Proxmox VE node: no directory %s", p.Root, dir)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.conf"))
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unreachable, dir, err)
+	}
+	for _, f := range files {
+		// Only names qemu-server writes: 0370.conf is not VM 370's.
+		if id, err := qemuserver.ParseVMID(strings.TrimSuffix(filepath.Base(f), ".conf")); err == nil && filepath.Base(f) == strconv.Itoa(id)+".conf" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	return ids, nil
+}
+
+// Run checks the VMs, o.Parallel at a time, with one thin-pool cache for
+// the run, and sums the findings up.
+func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
+	pools := thinpool.NewCache(n.Runner)
+	res := make([]VMResult, len(ids))
+	par := max(o.Parallel, 1)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res[i] = VM(ctx, n, id, o, pools)
+		}()
+	}
+	wg.Wait()
+	return Summarize(res)
+}
+
+// Summarize wraps results into a report with its counts.
+func Summarize(res []VMResult) *Report {
+	out := &Report{VMs: res, Summary: Summary{VMs: len(res)}}
+	for _, v := range res {
+		for _, f := range v.Findings {
+			switch f.Severity {
+			case Error:
+				out.Summary.Errors++
+			case Warning:
+				out.Summary.Warnings++
+			default:
+				out.Summary.Infos++
+			}
+		}
+	}
+	return out
+}
+
+// VM checks one VM. It never fails as a whole: what cannot be read becomes
+// a finding, a note, a check named in NotChecked, or Err.
+func VM(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) VMResult {
+	return checkVM(ctx, n, n.Runner, vmid, o, pools)
+}
+
+func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, pools *thinpool.Cache) VMResult {
+	out := VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
+	v, err := vm.Load(n.Paths, vmid)
+	if err != nil {
+		if errors.Is(err, qemuserver.ErrParse) {
+			file := n.Paths.VMConfig(vmid)
+			if strings.Contains(err.Error(), n.Paths.StorageCfg()) {
+				file = n.Paths.StorageCfg()
+			}
+			out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: err.Error(),
+				Fix: "edit " + file + " (or 'qm set') so Proxmox can parse it"})
+			return out
+		}
+		out.Notes = append(out.Notes, err.Error())
+		out.Err = err
+		return out
+	}
+	out.Running = v.Running
+	if v.Running {
+		if err := v.FetchLive(ctx, n.Timeout); err != nil {
+			out.liveUnread(vmid, err)
+		}
+	}
+	judge(ctx, v, pools, &out)
+	if o.NextStart {
+		nextStart(ctx, r, v, &out)
+	}
+	return out
+}
+
+// liveUnread says which checks a running VM's unread QMP state costs. A
+// socket that is not there at all is a copied tree (a support bundle): a
+// note. A socket that is there but busy, silent or failing is a VM whose
+// running state could not be read: exit 3.
+func (out *VMResult) liveUnread(vmid int, err error) {
+	out.Notes = append(out.Notes, "QMP not reachable ("+err.Error()+"): not checked: io-error (needs query-status and query-block); drift was judged from the command line only (live cache flags, write-cache and limits need QMP)")
+	out.NotChecked = append(out.NotChecked, CodeIOError, CodeDrift)
+	if !errors.Is(err, qmp.ErrNoSocket) {
+		out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: running state not read, io-error and live drift not checked", vmid), err)
+	}
+}
+
+func (out *VMResult) add(f Finding) { out.Findings = append(out.Findings, f) }
+
+func values(s *qemuserver.DiskSettings) *DiskValues {
+	if s == nil {
+		return nil
+	}
+	return &DiskValues{s.CacheDirect, s.CacheNoFlush, s.WriteCache, s.AIO, s.Discard, s.DetectZeroes, s.IOThread, s.Limits.Normal()}
+}

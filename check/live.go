@@ -1,0 +1,249 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// QEMU's run state and io-status values io-error reads (QAPI RunState,
+// BlockDeviceIoStatus).
+const (
+	statusIOError   = "io-error" // query-status: stopped by a disk's werror/rerror
+	ioStatusFailed  = "failed"   // the storage failed a request (EIO, ...)
+	ioStatusNoSpace = "nospace"  // ENOSPC
+)
+
+// statfsTimeout bounds statfs on a storage path: an NFS or CIFS mount that
+// stalls must not hang the run (STYLE: calls that can hang are bounded).
+const statfsTimeout = 2 * time.Second
+
+// ioErrors reports a VM that an I/O error has paused: QEMU stops a VM when a
+// disk's write fails with werror=enospc (QEMU's default: no space left) or
+// werror/rerror=stop, and keeps it paused until `qm resume`. Each disk whose
+// io-status is failed or nospace is named with its storage and that
+// storage's use.
+//
+// QEMU resets io-status on resume only for BlockBackends the monitor owns
+// (-drive); a -blockdev device keeps its failed/nospace after `qm resume`
+// (measured with QEMU 7.2: nospace stayed after cont, with 111 MiB free).
+// So a running VM's flagged disk is an earlier pause (info), and a paused
+// VM with several flagged disks may show an earlier one too (a note says so).
+func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+	if !v.Running || v.Status == "" {
+		return
+	}
+	vmid := strconv.Itoa(v.VMID)
+	paused := v.Status == statusIOError
+	var flagged []*vm.Disk
+	for _, d := range v.Disks {
+		if d.Live != nil && (d.Live.IOStatus == ioStatusFailed || d.Live.IOStatus == ioStatusNoSpace) {
+			flagged = append(flagged, d)
+		}
+	}
+	for _, d := range flagged {
+		cause, fix := "the storage failed a request (io-status failed)", "find and repair what fails below the disk (dmesg, the storage), then qm resume "+vmid
+		if d.Live.IOStatus == ioStatusNoSpace {
+			cause, fix = "no space left on the storage (io-status nospace)", "free space on the storage or extend it, then qm resume "+vmid
+		}
+		use := storageUse(ctx, v, d, pools)
+		if !paused {
+			out.add(Finding{Severity: Info, Code: CodeIOError, Disk: d.ID,
+				Message: "an I/O error on this disk paused the VM since it started and it was resumed (QEMU keeps the io-status): " + cause + "; " + use})
+			continue
+		}
+		out.add(Finding{Severity: Error, Code: CodeIOError, Disk: d.ID,
+			Message: "the VM is paused by an I/O error on this disk: " + cause + "; " + use, Fix: fix})
+	}
+	switch {
+	case paused && len(flagged) == 0:
+		out.add(Finding{Severity: Error, Code: CodeIOError,
+			Message: "the VM is paused by an I/O error (query-status io-error), and no disk's io-status names it",
+			Fix:     "find what fails below the VM's disks (dmesg, the storages), free or repair it, then qm resume " + vmid})
+	case paused && len(flagged) > 1 && v.Blockdev:
+		out.Notes = append(out.Notes, "io-error: QEMU keeps a -blockdev disk's io-status after a resume, so one of the disks named may be from an earlier pause; its storage's use tells")
+	}
+}
+
+// storageUse names a disk's storage and how full it is, as far as the node
+// can tell.
+func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache) string {
+	drv := d.Drive
+	if drv == nil {
+		drv = d.PendingDrive
+	}
+	var s *qemuserver.Storage
+	if drv != nil {
+		s = v.Storages[drv.StorageID()]
+	}
+	name := "a path"
+	if d.Running != nil {
+		name = "path " + d.Running.Path
+	}
+	if s != nil {
+		name = "storage " + s.ID + " (" + s.Type + ")"
+	}
+	if thinpool.IsPool(s) && pools != nil {
+		p, err := pools.Pool(ctx, s)
+		if err != nil {
+			return name + ": use unknown (" + err.Error() + ")"
+		}
+		use := fmt.Sprintf("%s: pool %s data %s of %s", name, p.Pool, units.PercentPtr(p.DataPercent), units.Bytes(p.SizeBytes))
+		if p.MetadataPercent != nil {
+			use += ", metadata " + units.PercentPtr(p.MetadataPercent)
+		}
+		return use
+	}
+	if d.Running != nil && (s != nil && s.IsFileBased() || s == nil && d.Running.Driver == "file") {
+		total, free, err := statfs(ctx, v.HostPath(d.Running.Path))
+		if err != nil {
+			return name + ": use unknown (statfs: " + err.Error() + ")"
+		}
+		return name + ": " + fsUse(total, free)
+	}
+	return name + ": use not known to this tool"
+}
+
+// fsUse prints a filesystem's free space and use.
+func fsUse(total, free int64) string {
+	used := 0.0
+	if total > 0 {
+		used = 100 * float64(total-free) / float64(total)
+	}
+	return fmt.Sprintf("%s free of %s (%.1f %% used)", units.Bytes(free), units.Bytes(total), used)
+}
+
+// statfs reads a filesystem's size and the space an unprivileged writer
+// can still use, within statfsTimeout.
+func statfs(ctx context.Context, path string) (total, free int64, err error) {
+	type res struct {
+		st  unix.Statfs_t
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		var r res
+		r.err = unix.Statfs(path, &r.st)
+		ch <- r
+	}()
+	ctx, cancel := context.WithTimeout(ctx, statfsTimeout)
+	defer cancel()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return 0, 0, r.err
+		}
+		bs := int64(r.st.Bsize)
+		return int64(r.st.Blocks) * bs, int64(r.st.Bavail) * bs, nil
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("no answer within %s", statfsTimeout)
+	}
+}
+
+// thinPools reports the thin pools the VM's disks live on when they are
+// overcommitted or their data or metadata is full (thinpool's figures and
+// thresholds, the same `thin` reports).
+func thinPools(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+	used := map[string]*qemuserver.Storage{}
+	for _, d := range v.Disks {
+		for _, drv := range []*qemuserver.Drive{d.Drive, d.PendingDrive} {
+			if drv == nil {
+				continue
+			}
+			if s := v.Storages[drv.StorageID()]; thinpool.IsPool(s) {
+				used[s.ID] = s
+			}
+		}
+	}
+	if len(used) == 0 || pools == nil {
+		return
+	}
+	for _, id := range qemuserver.SortedKeys(used) {
+		s := used[id]
+		p, err := pools.Pool(ctx, s)
+		if err != nil {
+			out.Notes = append(out.Notes, "thin-overcommit not checked for storage "+s.ID+": "+err.Error())
+			if !hasCode(out.NotChecked, CodeThinOvercommit) {
+				out.NotChecked = append(out.NotChecked, CodeThinOvercommit)
+			}
+			continue
+		}
+		for _, w := range p.Warnings {
+			switch w.Code {
+			case thinpool.CodeOvercommit, thinpool.CodeDataFull, thinpool.CodeMetadataFull:
+			default:
+				continue // discards: the disk rules say it per disk
+			}
+			sev := Warning
+			if w.Level == thinpool.LevelFailure {
+				sev = Error
+			}
+			out.add(Finding{Severity: sev, Code: CodeThinOvercommit,
+				Message: fmt.Sprintf("thin pool %s (storage %s): %s", p.Pool, s.ID, w.Text), Fix: w.Fix})
+		}
+	}
+}
+
+func hasCode(cs []Code, c Code) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// nextStart compares with `qm showcmd VMID --pretty`: what the next start
+// runs, with [PENDING] applied.
+func nextStart(ctx context.Context, r Runner, v *vm.VM, out *VMResult) {
+	raw, err := r.Run(ctx, "qm", "showcmd", strconv.Itoa(v.VMID), "--pretty")
+	if err != nil {
+		out.Notes = append(out.Notes, "--next-start: qm showcmd failed: "+err.Error())
+		return
+	}
+	argv, err := qemuserver.SplitShell(string(raw))
+	if err != nil {
+		out.Notes = append(out.Notes, "--next-start: cannot split qm showcmd output: "+err.Error())
+		return
+	}
+	cl, err := qemuserver.ParseCmdline(argv)
+	if err != nil {
+		out.Notes = append(out.Notes, "--next-start: "+err.Error())
+		return
+	}
+	for i := range out.Disks {
+		d := &out.Disks[i]
+		if n, ok := cl.Disks[d.ID]; ok {
+			d.NextStart = values(n)
+		}
+	}
+	if !v.Running || v.Cmdline == nil {
+		return
+	}
+	vmid := strconv.Itoa(v.VMID)
+	for _, id := range cl.DiskIDs() {
+		run, ok := v.Cmdline.Disks[id]
+		if !ok {
+			out.add(Finding{Severity: Info, Code: CodePendingRestart, Disk: id, Message: "the next start attaches this disk", Fix: "qm reboot " + vmid})
+			continue
+		}
+		if diffs := qemuserver.Diff(*run, *cl.Disks[id]); len(diffs) > 0 {
+			msg := strings.NewReplacer("config ", "now ", "running ", "next start ").Replace(strings.Join(diffs, "; "))
+			out.add(Finding{Severity: Info, Code: CodePendingRestart, Disk: id, Message: "changes at the next start: " + msg, Fix: "qm reboot " + vmid})
+		}
+	}
+	for _, id := range v.Cmdline.DiskIDs() {
+		if _, ok := cl.Disks[id]; !ok {
+			out.add(Finding{Severity: Info, Code: CodePendingRestart, Disk: id, Message: "the next start no longer attaches this disk", Fix: "qm reboot " + vmid})
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package check
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// ruleCase is one stopped VM's config and the exact findings it must
+// produce (sorted "severity code disk"), and the fix text of some of them.
+type ruleCase struct {
+	name   string
+	conf   string
+	images map[string]bool // image path below the root -> sparse
+	want   []string
+	fixes  map[string]string // "code disk" -> exact fix text
+	msgs   map[string]string // "code disk" -> a part of the message
+}
+
+const lvmVol = "local-lvm:vm-100-disk-0"
+
+func ruleCases() []ruleCase {
+	none := []string{}
+	return []ruleCase{
+		// aio
+		{name: "aio=native with cache=none", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",aio=native,cache=none,discard=on,iothread=1,size=32G\n", want: none},
+		{name: "aio=native with the default cache (O_DIRECT)", conf: "scsi0: " + lvmVol + ",aio=native,discard=on\n", want: none},
+		{name: "aio=native with cache=directsync", conf: "scsi0: " + lvmVol + ",aio=native,cache=directsync,discard=on\n", want: none},
+		{name: "aio=native with writeback: one fix keeps aio=native", conf: "scsi0: " + lvmVol + ",aio=native,cache=writeback,discard=on\n",
+			want: []string{"error aio-native-needs-direct scsi0", "warning cache-writeback scsi0"},
+			fixes: map[string]string{"aio-native-needs-direct scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,aio=native,discard=on",
+				"cache-writeback scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,aio=native,discard=on"},
+			msgs: map[string]string{"aio-native-needs-direct scsi0": QEMUNativeMsg, "cache-writeback scsi0": "node RAM (page cache; lab: 1,050,036 kB"}},
+		{name: "aio=native with writethrough drops aio", conf: "scsi0: " + lvmVol + ",aio=native,cache=writethrough,discard=on\n",
+			want:  []string{"error aio-native-needs-direct scsi0"},
+			fixes: map[string]string{"aio-native-needs-direct scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,cache=writethrough,discard=on"},
+			msgs:  map[string]string{"aio-native-needs-direct scsi0": "aio=native with cache=writethrough"}},
+		{name: "aio=native on btrfs without nocow", conf: "scsi0: bt:100/vm-100-disk-0.raw,aio=native,discard=on\n",
+			want: []string{"error aio-native-needs-direct scsi0"}, msgs: map[string]string{"aio-native-needs-direct scsi0": "cache=default (btrfs storage: no O_DIRECT)"}},
+		{name: "aio=native on librbd: -blockdev passes no aio to rbd", conf: "scsi0: ceph:vm-100-disk-0,aio=native,cache=writeback,discard=on\n",
+			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "librbd's cache inside the QEMU process"}},
+		{name: "aio=native on krbd with writeback", conf: "scsi0: kceph:vm-100-disk-0,aio=native,cache=writeback,discard=on\n",
+			want:  []string{"error aio-native-needs-direct scsi0", "warning cache-writeback scsi0"},
+			fixes: map[string]string{"cache-writeback scsi0": "qm set 100 --scsi0 kceph:vm-100-disk-0,aio=native,discard=on"}},
+		{name: "aio=native on a CD-ROM (no O_DIRECT)", conf: "ostype: l26\nide2: local:iso/debian.iso,media=cdrom,aio=native\n",
+			want: []string{"error aio-native-needs-direct ide2"}, fixes: map[string]string{"aio-native-needs-direct ide2": "qm set 100 --ide2 local:iso/debian.iso,media=cdrom"}},
+		{name: "an empty CD-ROM drive opens nothing", conf: "ide2: none,media=cdrom,aio=native,cache=unsafe\n", want: none},
+		// aio=io_uring where qemu-server avoids it
+		{name: "io_uring on plain LVM", conf: "scsi0: thick:vm-100-disk-0,aio=io_uring\n",
+			want: []string{"warning aio-io-uring-risk scsi0"}, fixes: map[string]string{"aio-io-uring-risk scsi0": "qm set 100 --scsi0 thick:vm-100-disk-0"},
+			msgs: map[string]string{"aio-io-uring-risk scsi0": `because "io_uring with cache mode writeback or writethrough on LVM will hang, without cache only sometimes" (Drive.pm storage_allows_io_uring_default)`}},
+		{name: "io_uring on plain LVM, -drive generation", conf: "machine: pc-q35-9.2\nscsi0: thick:vm-100-disk-0,aio=io_uring\n", want: []string{"warning aio-io-uring-risk scsi0"}},
+		{name: "io_uring on CIFS, with discard off: one fix", conf: "scsi0: smb:100/vm-100-disk-0.qcow2,aio=io_uring\n",
+			want:  []string{"warning aio-io-uring-risk scsi0", "warning discard-ignored-on-thin scsi0"},
+			fixes: map[string]string{"aio-io-uring-risk scsi0": "qm set 100 --scsi0 smb:100/vm-100-disk-0.qcow2,discard=on", "discard-ignored-on-thin scsi0": "qm set 100 --scsi0 smb:100/vm-100-disk-0.qcow2,discard=on"},
+			msgs:  map[string]string{"aio-io-uring-risk scsi0": "CIFS since kernel 5.15"}},
+		{name: "io_uring on krbd with writeback: dropping the cache ends the hazard", conf: "scsi0: kceph:vm-100-disk-0,aio=io_uring,cache=writeback,discard=on\n",
+			want:  []string{"warning aio-io-uring-risk scsi0", "warning cache-writeback scsi0"},
+			fixes: map[string]string{"aio-io-uring-risk scsi0": "qm set 100 --scsi0 kceph:vm-100-disk-0,aio=io_uring,discard=on"},
+			msgs:  map[string]string{"aio-io-uring-risk scsi0": "on krbd will hang"}},
+		{name: "io_uring on krbd with O_DIRECT", conf: "scsi0: kceph:vm-100-disk-0,aio=io_uring,cache=none,discard=on\n", want: none},
+		{name: "io_uring on LVM-thin", conf: "scsi0: " + lvmVol + ",aio=io_uring,discard=on\n", want: none},
+		{name: "io_uring on librbd", conf: "scsi0: ceph:vm-100-disk-0,aio=io_uring,discard=on\n", want: none},
+		{name: "threads on plain LVM", conf: "scsi0: thick:vm-100-disk-0,aio=threads\n", want: none},
+		// iothread
+		{name: "iothread on virtio-scsi-single", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",iothread=1,discard=on\n", want: none},
+		{name: "iothread predicted on lsi (the default)", conf: "scsi0: " + lvmVol + ",iothread=1,discard=on\n",
+			want: []string{"warning iothread-ignored scsi0"}, fixes: map[string]string{"iothread-ignored scsi0": "qm set 100 --scsihw virtio-scsi-single"},
+			msgs: map[string]string{"iothread-ignored scsi0": "scsihw lsi"}},
+		{name: "iothread on virtio-scsi-pci", conf: "scsihw: virtio-scsi-pci\nscsi0: " + lvmVol + ",iothread=1,discard=on\n", want: []string{"warning iothread-ignored scsi0"}},
+		{name: "iothread=0 on lsi", conf: "scsi0: " + lvmVol + ",iothread=0,discard=on\n", want: none},
+		{name: "iothread on VirtIO Block", conf: "virtio0: " + lvmVol + ",iothread=1,discard=on\n", want: none},
+		{name: "iothread ignored with cache=unsafe: one fix", conf: "scsi1: " + lvmVol + ",iothread=1,cache=unsafe,discard=on\n",
+			want:  []string{"error cache-unsafe scsi1", "warning iothread-ignored scsi1"},
+			fixes: map[string]string{"cache-unsafe scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on", "iothread-ignored scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on"}},
+		// emulated controllers
+		{name: "IDE counts as emulated", conf: "ostype: l26\nide0: " + lvmVol + ",discard=on\n",
+			want:  []string{"warning emulated-controller ide0"},
+			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)"},
+			msgs:  map[string]string{"emulated-controller ide0": "IDE is an emulated controller"}},
+		{name: "SATA moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nboot: order=sata0;net0\nsata0: " + lvmVol + ",discard=on,model=Disk%20A\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
+			want:  []string{"warning emulated-controller sata0"},
+			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --delete sata0 --scsi1 local-lvm:vm-100-disk-0,discard=on --boot 'order=scsi1;net0' (adjust the guest's fstab/boot device)"}},
+		{name: "two SATA disks get two slots", conf: "ostype: l26\nsata0: " + lvmVol + ",discard=on\nsata1: local-lvm:vm-100-disk-1,discard=on\n",
+			want: []string{"warning emulated-controller sata0", "warning emulated-controller sata1"},
+			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --delete sata0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)",
+				"emulated-controller sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi1 local-lvm:vm-100-disk-1,discard=on (adjust the guest's fstab/boot device)"}},
+		{name: "SATA with limit errors: the move carries every fix", conf: "ostype: l26\nsata1: local-lvm:vm-100-disk-4,discard=on,mbps=10,mbps_rd=5,size=64M\n",
+			want: []string{"error limit-invalid sata1", "warning emulated-controller sata1"},
+			fixes: map[string]string{"limit-invalid sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi0 local-lvm:vm-100-disk-4,discard=on,mbps_rd=5,size=64M (adjust the guest's fstab/boot device)",
+				"emulated-controller sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi0 local-lvm:vm-100-disk-4,discard=on,mbps_rd=5,size=64M (adjust the guest's fstab/boot device)"}},
+		{name: "SATA on a Windows guest", conf: "ostype: win11\nsata0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "SATA without an ostype", conf: "sata0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "an IDE CD-ROM on a Linux guest", conf: "ostype: l26\nide2: local:iso/debian.iso,media=cdrom\n", want: none},
+		{name: "l24 counts as VirtIO-capable", conf: "ostype: l24\nsata0: " + lvmVol + ",discard=on\n", want: []string{"warning emulated-controller sata0"}},
+		// read-only drives and drive kinds
+		{name: "ro=1 takes no guest writes", conf: "scsi0: " + lvmVol + ",ro=1,cache=unsafe\nvirtio0: local-lvm:vm-100-disk-1,ro=1,cache=writeback\n", want: none},
+		{name: "a template's disks are read-only", conf: "template: 1\nscsi0: " + lvmVol + ",cache=unsafe\n", want: none},
+		{name: "ro=0 is writable", conf: "scsi0: " + lvmVol + ",ro=0,cache=unsafe,discard=on\n", want: []string{"error cache-unsafe scsi0"}},
+		{name: "efidisk on thin storage has no discard", conf: "bios: ovmf\nefidisk0: local-lvm:vm-100-disk-1,efitype=4m,pre-enrolled-keys=1,size=4M\n", want: none},
+		{name: "tpmstate on thin storage", conf: "tpmstate0: local-lvm:vm-100-disk-2,size=4M,version=v2.0\n", want: none},
+		{name: "a cloud-init drive", conf: "ide2: local-lvm:vm-100-cloudinit,media=cdrom\n", want: none},
+		{name: "a CD-ROM with cache=unsafe", conf: "ide2: local:iso/debian.iso,media=cdrom,cache=unsafe\n", want: none},
+		// cache modes and where the data sits
+		{name: "cache=unsafe", conf: "scsi0: " + lvmVol + ",cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe scsi0"}, fixes: map[string]string{"cache-unsafe scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"cache-unsafe scsi0": "node RAM (page cache; lab: 1,050,036 kB still dirty after fsync)"}},
+		{name: "cache=writeback on iSCSI", conf: "scsi0: san:0.0.1.scsi-36001405abc,cache=writeback\n",
+			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "node RAM"}},
+		{name: "cache=writeback on a passthrough disk", conf: "scsi1: /dev/disk/by-id/ata-Samsung_SSD_870_S1,cache=writeback\n", want: []string{"warning cache-writeback scsi1"}},
+		{name: "cache=writethrough and directsync are safe", conf: "scsi0: " + lvmVol + ",cache=writethrough,discard=on\nscsi1: local-lvm:vm-100-disk-1,cache=directsync,discard=on\n", want: none},
+		// discard, with evidence per storage
+		{name: "discard off on LVM-thin", conf: "scsi0: " + lvmVol + "\n",
+			want: []string{"warning discard-ignored-on-thin scsi0"}, fixes: map[string]string{"discard-ignored-on-thin scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"discard-ignored-on-thin scsi0": "discard is off on lvmthin storage local-lvm: space the guest frees (fstrim) never returns to the pool (lab: fstrim reported 2.9 GiB, lvs unchanged at 50.79 %)"}},
+		{name: "discard=ignore on sparse ZFS", conf: "scsi0: local-zfs:vm-100-disk-0,discard=ignore\n",
+			want: []string{"warning discard-ignored-on-thin scsi0"}, msgs: map[string]string{"discard-ignored-on-thin scsi0": "zvol's referenced bytes stay; not measured here, no ZFS"}},
+		{name: "ZFS without sparse reserves the zvol", conf: "scsi0: zfs-thick:vm-100-disk-0\n", want: none},
+		{name: "discard off on Ceph", conf: "scsi0: ceph:vm-100-disk-0\n", want: []string{"warning discard-ignored-on-thin scsi0"}, msgs: map[string]string{"discard-ignored-on-thin scsi0": "rbd du"}},
+		{name: "discard off on plain LVM", conf: "scsi0: thick:vm-100-disk-0\n", want: none},
+		{name: "discard off on a qcow2 image", conf: "scsi0: local:100/vm-100-disk-0.qcow2\n", want: []string{"warning discard-ignored-on-thin scsi0"}, msgs: map[string]string{"discard-ignored-on-thin scsi0": "sparse image"}},
+		{name: "discard off on a sparse raw image", conf: "scsi0: local:100/vm-100-disk-0.raw\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": true},
+			want: []string{"warning discard-ignored-on-thin scsi0"}},
+		{name: "discard off on a fully written raw image", conf: "scsi0: local:100/vm-100-disk-0.raw\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": false}, want: none},
+		{name: "discard off on a raw image the node cannot see", conf: "scsi0: nas:100/vm-100-disk-0.raw\n", want: none},
+		// limits, parse errors
+		{name: "mbps with mbps_rd", conf: "scsi0: " + lvmVol + ",discard=on,mbps=10,mbps_rd=5\n",
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on,mbps_rd=5"},
+			msgs: map[string]string{"limit-invalid scsi0": "mbps cannot be combined with mbps_rd: Proxmox rejects the whole disk line"}},
+		{name: "a burst without its rate, a length without its burst", conf: "scsi0: " + lvmVol + ",discard=on,iops_max=100,bps_max_length=3\n",
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
+		{name: "limits on a CD-ROM", conf: "ide2: local:iso/debian.iso,media=cdrom,iops_max=100\n", want: []string{"error limit-invalid ide2"}},
+		{name: "limits on an empty CD-ROM drive: Proxmox rejects the line all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
+			want: []string{"error limit-invalid ide2"}, fixes: map[string]string{"limit-invalid ide2": "qm set 100 --ide2 none,media=cdrom"}},
+		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
+		{name: "iothread on SATA does not parse", conf: "sata0: " + lvmVol + ",iothread=1\n", want: []string{"error config-invalid sata0"}, msgs: map[string]string{"config-invalid sata0": "Proxmox ignores this disk"}},
+		{name: "a storage storage.cfg lacks", conf: "scsi0: nostore:vm-100-disk-0\n", want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `storage "nostore"`}},
+		{name: "ssd on VirtIO Block, with cache=unsafe: one fix", conf: "virtio0: " + lvmVol + ",ssd=1,cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe virtio0", "warning ssd-unsupported virtio0"},
+			fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on",
+				"cache-unsafe virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+		{name: "ssd on VirtIO Block alone", conf: "virtio0: " + lvmVol + ",discard=on,ssd=1\n",
+			want: []string{"warning ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+		{name: "ssd on VirtIO Block with another error", conf: "virtio0: " + lvmVol + ",ssd=1,bogus=1\n", want: []string{"error config-invalid virtio0"}},
+		// [PENDING] on a stopped VM: the next start's drive is judged
+		{name: "delete: in [PENDING]", conf: "scsi0: " + lvmVol + ",discard=on\nscsi1: local-lvm:vm-100-disk-1,cache=unsafe\n[PENDING]\ndelete: scsi1\n", want: none},
+		{name: "a [PENDING] change is judged", conf: "scsi0: " + lvmVol + ",discard=on\n[PENDING]\nscsi0: " + lvmVol + ",cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe scsi0"}, fixes: map[string]string{"cache-unsafe scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
+		{name: "a disk only [PENDING] adds", conf: "scsi0: " + lvmVol + ",discard=on\n[PENDING]\nscsi1: local-lvm:vm-100-disk-1\n", want: []string{"warning discard-ignored-on-thin scsi1"}},
+		{name: "a snapshot section is history", conf: "scsi0: " + lvmVol + ",discard=on\n[before]\nscsi0: " + lvmVol + ",cache=unsafe\n", want: none},
+		{name: "a stopped VM has nothing pending to restart", conf: "scsi0: " + lvmVol + ",discard=on\n[PENDING]\nmemory: 4096\n", want: none},
+	}
+}
+
+func TestRules(t *testing.T) {
+	for _, c := range ruleCases() {
+		t.Run(c.name, func(t *testing.T) {
+			tn := newNode(t)
+			tn.conf(100, c.conf)
+			for p, sparse := range c.images {
+				tn.image(p, 1<<20, sparse)
+			}
+			v := tn.check(100, quietRunner(), Options{})
+			if got := summary(v); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("findings\n got %q\nwant %q\n%+v", got, c.want, v.Findings)
+			}
+			if v.Err != nil || v.Running || len(v.Notes) != 0 || len(v.NotChecked) != 0 {
+				t.Errorf("err %v running %v notes %v not checked %v", v.Err, v.Running, v.Notes, v.NotChecked)
+			}
+			for _, f := range v.Findings {
+				k := string(f.Code) + " " + f.Disk
+				if want, ok := c.fixes[k]; ok && f.Fix != want {
+					t.Errorf("%s fix\n got %q\nwant %q", k, f.Fix, want)
+				}
+				if want, ok := c.msgs[k]; ok && !strings.Contains(f.Message, want) {
+					t.Errorf("%s message %q lacks %q", k, f.Message, want)
+				}
+				if f.Message == "" {
+					t.Errorf("%s has no message", k)
+				}
+				checkCommand(t, f)
+			}
+		})
+	}
+}
+
+// checkCommand: a fix that is one command is printed as that command, and
+// every drive line in it parses for its key.
+func checkCommand(t *testing.T, f Finding) {
+	t.Helper()
+	if f.Command == nil {
+		return
+	}
+	cmd := shellJoin(f.Command)
+	if !strings.HasPrefix(f.Fix, cmd) && !strings.HasPrefix(f.Fix, "with the VM stopped: "+cmd) {
+		t.Errorf("%s: fix %q does not start with its command %q", f.Code, f.Fix, cmd)
+	}
+	if err := ValidateCommand(f.Command); err != nil {
+		t.Errorf("%s: %v", f.Code, err)
+	}
+}
+
+// TestMoveSlots: a move takes the last SCSI slot (scsi30); with none free
+// the finding stays, without a command.
+func TestMoveSlots(t *testing.T) {
+	var conf strings.Builder
+	conf.WriteString("ostype: l26\nsata0: local-lvm:vm-100-disk-99,discard=on\n")
+	for i := 0; i < 30; i++ {
+		conf.WriteString("scsi" + strconv.Itoa(i) + ": local-lvm:vm-100-disk-" + strconv.Itoa(i) + ",discard=on\n")
+	}
+	tn := newNode(t)
+	tn.conf(100, conf.String())
+	v := tn.check(100, quietRunner(), Options{})
+	if f := find(v, CodeEmulatedController, "sata0"); f == nil || !strings.Contains(f.Fix, "--delete sata0 --scsi30 local-lvm:vm-100-disk-99,discard=on") {
+		t.Errorf("%+v", v.Findings)
+	}
+	conf.WriteString("scsi30: local-lvm:vm-100-disk-30,discard=on\n")
+	tn.conf(100, conf.String())
+	v = tn.check(100, quietRunner(), Options{})
+	if f := find(v, CodeEmulatedController, "sata0"); f == nil || f.Fix != "" || f.Command != nil || len(v.Findings) != 1 {
+		t.Errorf("%+v", v.Findings)
+	}
+}

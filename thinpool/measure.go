@@ -1,0 +1,176 @@
+package thinpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/lvm"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// Runner runs one external command with the node's deadline (node.Runner).
+type Runner interface {
+	Run(ctx context.Context, argv ...string) ([]byte, error)
+}
+
+// IsPool reports the storage types this package reports a pool for.
+func IsPool(s *qemuserver.Storage) bool {
+	return s != nil && (s.Type == TypeLVMThin || s.Type == TypeZFSPool)
+}
+
+// Measure reports the named storages' pools, or every lvmthin and zfspool
+// storage of storage.cfg when none is named: lvs once for their volume
+// groups, zfs once per zfspool, who uses each volume from this node's guest
+// configs. A missing storage.cfg (not a Proxmox VE node), an unknown storage
+// or one of another type is bad input (exit 2); lvs or zfs failing, or a
+// pool missing from its report, is exit 3.
+func Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
+	return measure(ctx, n.Paths, n.Runner, names)
+}
+
+func measure(ctx context.Context, p node.Paths, r Runner, names []string) (*Report, error) {
+	cfg := p.StorageCfg()
+	if _, err := os.Stat(cfg); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, exitcode.Usagef("thin: no %s: %s is not a Proxmox VE node (give its root with --root)", cfg, p.Root)
+		}
+		return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
+	}
+	st, err := qemuserver.LoadStorages(cfg)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, "thin", err)
+	}
+	var want []*qemuserver.Storage
+	for _, id := range names {
+		s, ok := st[id]
+		if !ok {
+			return nil, exitcode.Usagef("thin: no storage %q in %s", id, cfg)
+		}
+		if !IsPool(s) {
+			return nil, exitcode.Usagef("thin: storage %s is of type %s; thin reports lvmthin and zfspool storages", id, s.Type)
+		}
+		want = append(want, s)
+	}
+	if len(names) == 0 {
+		for _, id := range qemuserver.SortedKeys(st) {
+			if IsPool(st[id]) {
+				want = append(want, st[id])
+			}
+		}
+	}
+	out := &Report{Pools: []Pool{}}
+	if len(want) == 0 {
+		out.Notes = append(out.Notes, "no lvmthin or zfspool storage in "+cfg)
+	}
+	uses, notes := LoadUses(p)
+	out.Notes = append(out.Notes, notes...)
+
+	var vgs []string
+	seen := map[string]bool{}
+	for _, s := range want {
+		if vg, _ := s.ThinPool(); s.Type == TypeLVMThin && !seen[vg] {
+			seen[vg] = true
+			vgs = append(vgs, vg)
+		}
+	}
+	var rep *lvm.Report
+	if len(vgs) > 0 {
+		if rep, err = lvm.List(ctx, r, vgs...); err != nil {
+			return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
+		}
+	}
+	for _, s := range want {
+		var pl Pool
+		if s.Type == TypeLVMThin {
+			pl, err = FromLVS(s, rep, uses)
+		} else {
+			pl, err = zfsPool(ctx, r, s, uses)
+		}
+		if err != nil {
+			return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
+		}
+		out.Pools = append(out.Pools, pl)
+	}
+	return out, nil
+}
+
+// zfsPool runs zfs get and zfs list for a zfspool storage.
+func zfsPool(ctx context.Context, r Runner, s *qemuserver.Storage, uses Uses) (Pool, error) {
+	ds := s.Props["pool"]
+	argv := alloc.ZFSArgv(ds, "used", "available")
+	b, err := r.Run(ctx, argv...)
+	if err != nil {
+		return Pool{}, fmt.Errorf("`%s`: %w", strings.Join(argv, " "), err)
+	}
+	pp, err := alloc.ParseZFSGet(b)
+	if err != nil {
+		return Pool{}, err
+	}
+	argv = alloc.ZFSListArgv(ds)
+	if b, err = r.Run(ctx, argv...); err != nil {
+		return Pool{}, fmt.Errorf("`%s`: %w", strings.Join(argv, " "), err)
+	}
+	rows, err := alloc.ParseZFSList(b)
+	if err != nil {
+		return Pool{}, err
+	}
+	return FromZFS(s, pp["used"], pp["available"], rows, uses), nil
+}
+
+// Cache measures each pool once per run, however many VMs live on it (check
+// --all): lvs once for every volume group, zfs once per zfspool. Safe for
+// concurrent use.
+type Cache struct {
+	runner  Runner
+	lvsOnce sync.Once
+	lvs     *lvm.Report
+	lvsErr  error
+	mu      sync.Mutex
+	pools   map[string]*cached
+}
+
+type cached struct {
+	once sync.Once
+	pool *Pool
+	err  error
+}
+
+// NewCache returns a cache that runs lvs and zfs through r.
+func NewCache(r Runner) *Cache { return &Cache{runner: r, pools: map[string]*cached{}} }
+
+// Pool returns the figures of storage s's pool (an lvmthin or zfspool
+// storage), without who uses its volumes.
+func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) {
+	if !IsPool(s) {
+		return nil, fmt.Errorf("storage %s is of type %s, not a thin pool", s.ID, s.Type)
+	}
+	c.mu.Lock()
+	e := c.pools[s.ID]
+	if e == nil {
+		e = &cached{}
+		c.pools[s.ID] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() {
+		var p Pool
+		if s.Type == TypeZFSPool {
+			p, e.err = zfsPool(ctx, c.runner, s, nil)
+		} else {
+			c.lvsOnce.Do(func() { c.lvs, c.lvsErr = lvm.List(ctx, c.runner) })
+			if e.err = c.lvsErr; e.err == nil {
+				p, e.err = FromLVS(s, c.lvs, nil)
+			}
+		}
+		if e.err == nil {
+			e.pool = &p
+		}
+	})
+	return e.pool, e.err
+}
