@@ -401,3 +401,15 @@ func (v *VM) Select(ids []string) ([]*Disk, error) {
 func (v *VM) Exchange(ctx context.Context, timeout time.Duration, fn func(qmp.Session) error) error {
 	return qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, fn)
 }
+
+// QMPErrText says what went wrong talking to VM vmid's QEMU: busy and
+// missing sockets in plain words, anything else as a QMP error.
+func QMPErrText(vmid int, err error) string {
+	switch {
+	case errors.Is(err, qmp.ErrBusy):
+		return fmt.Sprintf("VM %d: %v", vmid, err)
+	case errors.Is(err, qmp.ErrNoSocket):
+		return fmt.Sprintf("VM %d: %v (is the VM running?)", vmid, err)
+	}
+	return fmt.Sprintf("VM %d: QMP: %v", vmid, err)
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -88,12 +86,4 @@ func loadVM(e *env, vmid int) (*vm.VM, error) {
 }
 
 // qmpErrMsg says what went wrong talking to the VM's QEMU.
-func qmpErrMsg(vmid int, err error) string {
-	switch {
-	case errors.Is(err, qmp.ErrBusy):
-		return fmt.Sprintf("VM %d: %v", vmid, err)
-	case errors.Is(err, qmp.ErrNoSocket):
-		return fmt.Sprintf("VM %d: %v (is the VM running?)", vmid, err)
-	}
-	return fmt.Sprintf("VM %d: QMP: %v", vmid, err)
-}
+func qmpErrMsg(vmid int, err error) string { return vm.QMPErrText(vmid, err) }
