@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
@@ -112,7 +113,7 @@ func stopLoads(t *testing.T, loads ...*fakenode.Load) {
 	}
 }
 
-func verdictOf(t *testing.T, v *limitVerifyJSON, key string) limitVerdictJSON {
+func verdictOf(t *testing.T, v *limit.Verification, key string) limit.Judgement {
 	t.Helper()
 	if v == nil {
 		t.Fatalf("no verify object")
@@ -123,7 +124,7 @@ func verdictOf(t *testing.T, v *limitVerifyJSON, key string) limitVerdictJSON {
 		}
 	}
 	t.Fatalf("no verdict for %s in %+v", key, v.Verdicts)
-	return limitVerdictJSON{}
+	return limit.Judgement{}
 }
 
 // TestLimitLiveHolds is Lab 37 section 6 from the node: the lab's load runs
@@ -158,7 +159,7 @@ func TestLimitLiveHolds(t *testing.T) {
 				t.Fatalf("the load generator cannot exceed the limits (write %.1f MiB/s, read %.0f IOPS)", free.WriteBytesPerSec/(1<<20), free.ReadOpsPerSec)
 			}
 
-			var out limitJSON
+			var out limit.Result
 			errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500")
 			if code != 0 {
 				t.Fatalf("apply: exit %d: %s", code, errs)
@@ -167,13 +168,13 @@ func TestLimitLiveHolds(t *testing.T) {
 			if got := qemuLimits(t, n, "scsi1", gen); !reflect.DeepEqual(got, want) {
 				t.Fatalf("QEMU runs %v, want %v", got, want)
 			}
-			method := map[string]string{"blockdev": "qom-set", "drive": "block_set_io_throttle"}[gen]
+			method := map[string]limit.Method{"blockdev": "qom-set", "drive": "block_set_io_throttle"}[gen]
 			a := out.Apply
 			if a == nil || a.Method != method || !a.Confirmed || a.Persisted || len(a.Before) != 0 ||
-				!reflect.DeepEqual(a.After, map[string]float64{"mbps_wr": 20, "iops_rd": 500}) {
+				!reflect.DeepEqual(a.After, limit.Set{"mbps_wr": 20, "iops_rd": 500}) {
 				t.Fatalf("apply: %+v", a)
 			}
-			if !reflect.DeepEqual(out.Limits.Running, map[string]float64{"mbps_wr": 20, "iops_rd": 500}) || len(out.Limits.Configured) != 0 || len(out.Limits.Differs) != 2 {
+			if !reflect.DeepEqual(out.Limits.Running, limit.Set{"mbps_wr": 20, "iops_rd": 500}) || len(out.Limits.Configured) != 0 || len(out.Limits.Differs) != 2 {
 				t.Errorf("limits after apply: %+v", out.Limits)
 			}
 			if !strings.Contains(strings.Join(out.Notes, " "), "disappear at the next restart") {
@@ -181,7 +182,7 @@ func TestLimitLiveHolds(t *testing.T) {
 			}
 
 			start := time.Now()
-			var ver limitJSON
+			var ver limit.Result
 			errs, code = runJSON(t, n, &ver, "limit", "370", "scsi1", "--verify")
 			took := time.Since(start)
 			if code != 0 {
@@ -231,7 +232,7 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 				t.Fatalf("apply: exit %d %s", code, errs)
 			}
 
-			var idle limitJSON
+			var idle limit.Result
 			errs, code := runJSON(t, n, &idle, "limit", "370", "scsi1", "--verify", "--for", "5s")
 			if code != 0 {
 				t.Fatalf("idle verify: exit %d: %s", code, errs)
@@ -250,7 +251,7 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 8})
 			defer stopLoads(t, load)
 			time.AfterFunc(1500*time.Millisecond, func() { setBehindBack(t, n, "scsi1", gen, 80<<20) })
-			var ex limitJSON
+			var ex limit.Result
 			errs, code = runJSON(t, n, &ex, "limit", "370", "scsi1", "--verify", "--for", "8s")
 			if code != 1 {
 				t.Fatalf("loosened limit: exit %d, want 1: %s", code, errs)
@@ -283,7 +284,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 			line := "local-lvm:vm-370-disk-1,iothread=1,size=256M,iops_rd=500,mbps_wr=20"
 
 			// --dry-run prints the line and runs nothing.
-			var dry limitJSON
+			var dry limit.Result
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
@@ -294,7 +295,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 				t.Fatalf("dry run changed QEMU: %v", got)
 			}
 
-			var out limitJSON
+			var out limit.Result
 			errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist")
 			if code != 0 {
 				t.Fatalf("persist: exit %d %s", code, errs)
@@ -346,22 +347,29 @@ func TestLimitPersistWithQM(t *testing.T) {
 	}
 }
 
+// persistedLab370 starts VM 370 with the qm double and saves limits with
+// --persist, in the config and running, so live and --persist start from
+// the same set. It returns the limits QEMU runs, the config, and how many
+// times qm ran.
+func persistedLab370(t *testing.T, gen string, limits ...string) (*fakenode.Node, map[string]int64, []byte, int) {
+	t.Helper()
+	n, _ := startLab370(t, gen)
+	n.UseDoubles(t)
+	t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+	if _, errs, code := runCLI(t, append([]string{"--root", n.Root, "limit", "370", "scsi1", "--persist"}, limits...)...); code != 0 {
+		t.Fatalf("apply: exit %d %s", code, errs)
+	}
+	cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+	return n, qemuLimits(t, n, "scsi1", gen), cfg, len(n.QMCalls(t))
+}
+
 // TestLimitRejectedChangesNothing: what Proxmox (or QEMU) rejects exits 2
 // before anything is touched: QEMU's limits, the config and qm stay as they
 // were.
 func TestLimitRejectedChangesNothing(t *testing.T) {
 	for _, gen := range generations {
 		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
-			n, _ := startLab370(t, gen)
-			n.UseDoubles(t)
-			t.Setenv("PVEDISKCHECK_ROOT", n.Root)
-			// In the config and running, so live and --persist start from the same set.
-			if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist"); code != 0 {
-				t.Fatalf("apply: exit %d %s", code, errs)
-			}
-			want := qemuLimits(t, n, "scsi1", gen)
-			cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
-			qmBefore := len(n.QMCalls(t))
+			n, want, cfg, qmBefore := persistedLab370(t, gen, "--mbps-wr", "20", "--iops-rd", "500")
 			for _, tc := range []struct {
 				args []string
 				msg  string
@@ -435,11 +443,11 @@ func TestLimitShowDiffers(t *testing.T) {
 			n.WriteConfig(370, withLimit)
 			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
 
-			var all []limitJSON
+			var all []limit.Result
 			if errs, code := runJSON(t, n, &all, "limit", "370"); code != 0 {
 				t.Fatalf("show: exit %d %s", code, errs)
 			}
-			var s1 limitSetsJSON
+			var s1 limit.Sets
 			for _, d := range all {
 				if d.Disk == "scsi1" {
 					s1 = d.Limits
@@ -450,14 +458,14 @@ func TestLimitShowDiffers(t *testing.T) {
 			if len(all) != 4 {
 				t.Fatalf("show all: %+v", all)
 			}
-			wantCfg := map[string]float64{"mbps_wr": 20, "mbps_wr_max": 40, "bps_wr_max_length": 5}
+			wantCfg := limit.Set{"mbps_wr": 20, "mbps_wr_max": 40, "bps_wr_max_length": 5}
 			if !reflect.DeepEqual(s1.Configured, wantCfg) || !reflect.DeepEqual(s1.Running, wantCfg) || len(s1.Differs) != 0 ||
 				s1.RunningQEMU["bps-write"] != labWriteLimit || s1.RunningQEMU["bps-write-max"] != 40<<20 || s1.RunningQEMU["bps-write-max-length"] != 5 {
 				t.Errorf("scsi1 started with its config limits: %+v", s1)
 			}
 
 			// --dry-run: the exact QMP command, nothing applied.
-			var dry limitJSON
+			var dry limit.Result
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--iops-rd", "500", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
@@ -481,7 +489,7 @@ func TestLimitShowDiffers(t *testing.T) {
 			}
 			edited := strings.Replace(withLimit, "virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M", "virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M,iops_wr=300", 1)
 			n.WriteConfig(370, edited)
-			var s limitJSON
+			var s limit.Result
 			if errs, code := runJSON(t, n, &s, "limit", "370", "scsi1"); code != 0 {
 				t.Fatalf("show: exit %d %s", code, errs)
 			}
@@ -501,7 +509,7 @@ func TestLimitShowDiffers(t *testing.T) {
 
 			// --clear live: every field goes to 0 (qom-set merges, so a
 			// command that left a field out would keep its old value).
-			var cl limitJSON
+			var cl limit.Result
 			if errs, code := runJSON(t, n, &cl, "limit", "370", "scsi1", "--clear"); code != 0 || cl.Apply == nil || !cl.Apply.Confirmed || len(cl.Apply.After) != 0 || len(cl.Apply.Before) != 4 {
 				t.Errorf("clear: exit %d %+v %s", code, cl.Apply, errs)
 			}
@@ -519,7 +527,7 @@ func TestLimitStoppedVM(t *testing.T) {
 	lab370(t, n, "")
 	n.UseDoubles(t)
 	t.Setenv("PVEDISKCHECK_ROOT", n.Root)
-	var s limitJSON
+	var s limit.Result
 	errs, code := runJSON(t, n, &s, "limit", "370", "scsi1")
 	if code != 3 || s.Running || s.Limits.Running != nil || !strings.Contains(errs, "not running") {
 		t.Errorf("show stopped: exit %d %+v %q", code, s, errs)
@@ -532,7 +540,7 @@ func TestLimitStoppedVM(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "not running") {
 		t.Errorf("verify on stopped: exit %d %q", code, errs)
 	}
-	var p limitJSON
+	var p limit.Result
 	if errs, code := runJSON(t, n, &p, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist"); code != 0 || p.Apply == nil || !p.Apply.Persisted || p.Limits.Configured["mbps_wr"] != 20 {
 		t.Errorf("persist on stopped: exit %d %+v %q", code, p.Apply, errs)
 	}
