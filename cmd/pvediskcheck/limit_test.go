@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Lab 37 section 6: mbps_wr=20 (20971520 B/s) and iops_rd=500.
@@ -546,5 +547,64 @@ func TestLimitStoppedVM(t *testing.T) {
 	}
 	if calls := n.QMCalls(t); len(calls) != 1 {
 		t.Errorf("qm calls %q", calls)
+	}
+}
+
+// TestLimitHostileValues (issue 15 #1, #9): every value a limit flag takes
+// reaches qm and QMP only as the number it is. `--mbps-wr '20,cache=unsafe'
+// --persist` wrote cache=unsafe into the config, and live it removed a
+// 30 MiB/s limit and said "confirmed"; `--mbps-wr 0.0000001` became no
+// limit. Each value here, live and with --persist: exit 2, one line naming
+// the flag and the value (clipped), qm never called, QEMU's limits and the
+// config unchanged.
+func TestLimitHostileValues(t *testing.T) {
+	values := []string{
+		"20,cache=unsafe", "20,cache=unsafe,mbps_wr=30", "mbps_wr=20", "=", "20,", ",20",
+		"20 ", " 20", "2 0", "20\ncache=unsafe", "20\x00", "20;reboot", "$(reboot)",
+		"NaN", "nan", "Inf", "+Inf", "-Inf", "infinity", "1e400", "1e15", "0x14", "0x1p4", "1_000",
+		"-5", "-0.5", "２０", "٢٠", "", "0.0000001", "9.5e-7", strings.Repeat("9", 5000),
+	}
+	for _, gen := range generations {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
+			// A limit in the config and running, for a value to remove.
+			n, want, cfg, qmBefore := persistedLab370(t, gen, "--mbps-wr", "30", "--iops-rd", "500")
+			if want["bps-write"] != 30<<20 || want["iops-read"] != 500 {
+				t.Fatalf("QEMU runs %v", want)
+			}
+			for _, flag := range []string{"mbps-wr", "iops-rd", "iops-wr-max-length"} {
+				for _, v := range values {
+					if flag != "mbps-wr" && (v == "1e15" || v == "9.5e-7") {
+						continue // numbers, refused as integers anyway
+					}
+					for _, mode := range [][]string{nil, {"--persist"}, {"--json"}, {"--persist", "--dry-run"}} {
+						args := append([]string{"--root", n.Root, "limit", "370", "scsi1", "--" + flag, v}, mode...)
+						out, errs, code := runCLI(t, args...)
+						prefix := "pvediskcheck: limit: --" + flag + " " + units.Clip(v, 40) + ": "
+						if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") || !strings.HasPrefix(errs, prefix) || len(errs) > 250 {
+							t.Errorf("--%s %s %v: exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", flag, units.Clip(v, 40), mode, code, out, errs, prefix)
+						}
+					}
+				}
+			}
+			if calls := n.QMCalls(t); len(calls) != qmBefore {
+				t.Errorf("hostile values ran qm: %q", calls[qmBefore:])
+			}
+			if got := qemuLimits(t, n, "scsi1", gen); !reflect.DeepEqual(got, want) {
+				t.Errorf("hostile values changed QEMU: %v, was %v", got, want)
+			}
+			if now, _ := os.ReadFile(n.Paths.VMConfig(370)); string(now) != string(cfg) {
+				t.Errorf("hostile values changed the config:\n%s", now)
+			}
+			// The same numbers, well formed, still work: 1e15 bytes/s is
+			// QEMU's ceiling, 0.000001 MiB/s its floor (1 byte/s).
+			for _, v := range []string{"953674316", "0.000001"} {
+				if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", v); code != 0 {
+					t.Errorf("--mbps-wr %s: exit %d %s", v, code, errs)
+				}
+			}
+			if got := qemuLimits(t, n, "scsi1", gen); got["bps-write"] != 1 || got["iops-read"] != 500 {
+				t.Errorf("QEMU runs %v", got)
+			}
+		})
 	}
 }
