@@ -393,10 +393,8 @@ func (f *fixture) trueDepth(skip time.Duration) (rd, wr float64) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// totalLatencyDepth is the write queue depth as Little's law gave it before
-// issue 15: the write latency completed from skip on per second.
-func (f *fixture) totalLatencyDepth(skip time.Duration) float64 {
-	var first, last *fixtureSample
+// steadyEnds are the first and the last sample from skip on.
+func (f *fixture) steadyEnds(skip time.Duration) (first, last *fixtureSample) {
 	for i := range f.Samples {
 		if f.Samples[i].TNs >= int64(skip) {
 			if first == nil {
@@ -405,23 +403,24 @@ func (f *fixture) totalLatencyDepth(skip time.Duration) float64 {
 			last = &f.Samples[i]
 		}
 	}
-	total := func(s *fixtureSample) float64 { return gjson.GetBytes(s.Return, "0.stats.wr_total_time_ns").Float() }
-	return (total(last) - total(first)) / float64(last.TNs-first.TNs)
+	return first, last
+}
+
+func counter(s *fixtureSample, name string) float64 {
+	return gjson.GetBytes(s.Return, "0.stats."+name).Float()
+}
+
+// totalLatencyDepth is the write queue depth as Little's law gave it before
+// issue 15: the write latency completed from skip on per second.
+func (f *fixture) totalLatencyDepth(skip time.Duration) float64 {
+	first, last := f.steadyEnds(skip)
+	return (counter(last, "wr_total_time_ns") - counter(first, "wr_total_time_ns")) / float64(last.TNs-first.TNs)
 }
 
 // twoPointRates are the reads/s and bytes/s written between the first and
 // the last sample from skip on (for the recorder: independent of the fit).
 func (f *fixture) twoPointRates(skip time.Duration) (rdOps, wrBytes float64) {
-	var first, last *fixtureSample
-	for i := range f.Samples {
-		if f.Samples[i].TNs >= int64(skip) {
-			if first == nil {
-				first = &f.Samples[i]
-			}
-			last = &f.Samples[i]
-		}
-	}
-	get := func(s *fixtureSample, k string) float64 { return gjson.GetBytes(s.Return, "0.stats."+k).Float() }
+	first, last := f.steadyEnds(skip)
 	sec := float64(last.TNs-first.TNs) / 1e9
-	return (get(last, "rd_operations") - get(first, "rd_operations")) / sec, (get(last, "wr_bytes") - get(first, "wr_bytes")) / sec
+	return (counter(last, "rd_operations") - counter(first, "rd_operations")) / sec, (counter(last, "wr_bytes") - counter(first, "wr_bytes")) / sec
 }

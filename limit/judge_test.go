@@ -107,8 +107,12 @@ func TestJudgeBurst(t *testing.T) {
 		t.Errorf("iops burst: %+v", j)
 	}
 	// No steady span (no rates): no allowance, no division by zero.
-	if a := burstAllowance(qemuserver.LimitKeys[1], burst, 0); a != 0 {
+	wk, _ := Key("mbps_wr")
+	if a := burstAllowance(wk, burst, 0); a != 0 {
 		t.Errorf("allowance over 0 s: %v", a)
+	}
+	if a := burstAllowance(wk, burst, 10); a != 20 {
+		t.Errorf("allowance 40 MiB/s x 5 s over 10 s: %v", a)
 	}
 	if a := burstAllowance(qemuserver.LimitKeys[0], qemuserver.Limits{"bps-total": 1, "bps-total-max": 7 * mib}, 7); a != 1 {
 		t.Errorf("allowance 7 MiB over 7 s: %v", a)

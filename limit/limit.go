@@ -189,18 +189,26 @@ func setsFor(d *vm.Disk, run qemuserver.Limits, haveRunning bool) Sets {
 	s.RunningQEMU = map[string]int64(run.Normal())
 	c, r := cfg.Normal(), run.Normal()
 	for _, k := range qemuserver.LimitKeys {
-		cv, rv := c[k.QEMU], r[k.QEMU]
-		switch {
-		case cv == rv:
-		case cv == 0:
-			s.Differs = append(s.Differs, fmt.Sprintf("%s: running %s but not in the config (set live, not saved: lost at the next restart)", k.Proxmox, FormatQEMU(k, rv)))
-		case rv == 0:
-			s.Differs = append(s.Differs, fmt.Sprintf("%s: configured %s but not in effect (config changed without reaching the VM, e.g. restored from a backup or edited by hand)", k.Proxmox, FormatQEMU(k, cv)))
-		default:
-			s.Differs = append(s.Differs, fmt.Sprintf("%s: configured %s, running %s", k.Proxmox, FormatQEMU(k, cv), FormatQEMU(k, rv)))
+		if d := differs(k, c[k.QEMU], r[k.QEMU]); d != "" {
+			s.Differs = append(s.Differs, d)
 		}
 	}
 	return s
+}
+
+// differs says how a configured and a running value differ ("" when they
+// do not).
+func differs(k qemuserver.LimitKey, cfg, run int64) string {
+	if cfg == run {
+		return ""
+	}
+	if cfg == 0 {
+		return fmt.Sprintf("%s: running %s but not in the config (set live, not saved: lost at the next restart)", k.Proxmox, FormatQEMU(k, run))
+	}
+	if run == 0 {
+		return fmt.Sprintf("%s: configured %s but not in effect (config changed without reaching the VM, e.g. restored from a backup or edited by hand)", k.Proxmox, FormatQEMU(k, cfg))
+	}
+	return fmt.Sprintf("%s: configured %s, running %s", k.Proxmox, FormatQEMU(k, cfg), FormatQEMU(k, run))
 }
 
 // FormatValue prints a value of key k in Proxmox units: "20 MiB/s",
@@ -353,14 +361,14 @@ func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Re
 	res.Verify = vj
 	judged := qemuserver.Limits(res.Limits.RunningQEMU)
 	after, aerr := readLimits(ctx, n, v, d.ID)
-	switch {
-	case res.Limits.Running == nil && aerr != nil:
-		return exitcode.Unreachablef("VM %d: the running limits of %s could not be read before the window or after it: %s", v.VMID, d.ID, vm.QMPErrText(v.VMID, aerr))
-	case res.Limits.Running == nil:
+	if res.Limits.Running == nil {
+		if aerr != nil {
+			return exitcode.Unreachablef("VM %d: the running limits of %s could not be read before the window or after it: %s", v.VMID, d.ID, vm.QMPErrText(v.VMID, aerr))
+		}
 		judged = after
 		res.Limits = setsFor(d, after, true)
 		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window: the verdicts judge those read after it", d.ID))
-	case aerr == nil && !after.Equal(judged):
+	} else if aerr == nil && !after.Equal(judged) {
 		vj.ChangedTo = FromQEMU(after)
 		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
 	}

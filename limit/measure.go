@@ -99,9 +99,9 @@ func (m *Measurement) Gaps() []Gap {
 	for _, s := range m.Samples {
 		points = append(points, m.at(s.Time))
 	}
-	if end := m.Window.Seconds(); points[len(points)-1] < end {
-		points = append(points, end)
-	}
+	// The end of the window closes the last span; after a last sample
+	// taken late, it adds nothing.
+	points = append(points, m.Window.Seconds())
 	out := []Gap{}
 	for i := 1; i < len(points); i++ {
 		if points[i]-points[i-1] > gapAfter.Seconds() {

@@ -151,6 +151,18 @@ func TestSteadyErrors(t *testing.T) {
 	if _, err := m.Steady(); err == nil {
 		t.Errorf("1.89 s: a verdict")
 	}
+	// Two samples 2 s apart are enough.
+	m = cut(0, 5200*time.Millisecond)
+	var two []sampler.Sample
+	for _, s := range m.Samples {
+		if at := s.Time.Sub(t0); at < 3100*time.Millisecond || at > 4900*time.Millisecond {
+			two = append(two, s)
+		}
+	}
+	m.Samples = two
+	if r, err := m.Steady(); err != nil || r.Samples != 2 {
+		t.Errorf("two samples: %+v %v", r, err)
+	}
 	// A sample without the disk (hot-unplugged) is an error.
 	m = f.measurement(t0)
 	delete(m.Samples[10].Stats, "scsi1")

@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 var gens = []string{"blockdev", "drive"}
@@ -485,5 +486,43 @@ func TestVerifyFails(t *testing.T) {
 	rs, err = Run(context.Background(), tn.node, v, disks, Request{Verify: MinWindow})
 	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 370: sampling query-blockstats: ") || !strings.Contains(err.Error(), "blockstats broke") || len(rs) != 1 || time.Since(start) > 2*time.Second {
 		t.Errorf("failing: %v %+v after %s", err, rs, time.Since(start))
+	}
+}
+
+func TestThrottled(t *testing.T) {
+	drive := func(line string) *qemuserver.Drive {
+		d, err := qemuserver.ParseDrive("scsi5", line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	running := &qemuserver.DiskSettings{}
+	for _, tc := range []struct {
+		d    *vm.Disk
+		want bool
+	}{
+		{&vm.Disk{Drive: drive("local-lvm:vm-370-disk-1"), Running: running}, true},
+		{&vm.Disk{Running: running}, true}, // running, not in the config (hot-plugged)
+		{&vm.Disk{Drive: drive("local-lvm:vm-370-disk-1")}, false},
+		{&vm.Disk{Drive: drive("/dev/sdz,scsiblock=1"), Running: running}, false},
+		{&vm.Disk{Drive: drive("local:iso/x.iso,media=cdrom"), Running: running}, false},
+	} {
+		if got := throttled(tc.d); got != tc.want {
+			t.Errorf("%+v: %v", tc.d.Drive, got)
+		}
+	}
+}
+
+// TestStandsOn: only gaps that reach into the steady part are named.
+func TestStandsOn(t *testing.T) {
+	m := &Measurement{Window: 10 * time.Second}
+	vj := &Verification{SampledS: 5, Gaps: []Gap{{0, 3}, {4, 6}, {9.2, 10}}}
+	if got := standsOn(m, vj); got != "it stands on 5.0 s of the 7.0 s steady part (no sample from 4.0 s to 6.0 s, 9.2 s to 10.0 s)" {
+		t.Errorf("%q", got)
+	}
+	vj = &Verification{SampledS: 7, Gaps: []Gap{{0, 3}}}
+	if got := standsOn(m, vj); got != "" {
+		t.Errorf("a gap before the steady part: %q", got)
 	}
 }

@@ -115,14 +115,16 @@ func tooBig(k qemuserver.LimitKey) error {
 
 // checkValue is the rule for one value of the key.
 func checkValue(k qemuserver.LimitKey, v float64) error {
-	switch {
-	case v < 0:
+	if v < 0 {
 		return errors.New("out of range (negative)")
-	case isLength(k) && v < 1:
+	}
+	if isLength(k) && v < 1 {
 		return errors.New("out of range (a burst lasts at least 1 second)")
-	case v*k.Scale > QEMUMax:
+	}
+	if v*k.Scale > QEMUMax {
 		return tooBig(k)
-	case isMiB(k) && v > 0 && toQEMU(k, v) == 0:
+	}
+	if isMiB(k) && v > 0 && toQEMU(k, v) == 0 {
 		return errors.New("below 1 byte/s, which QEMU would run as no limit at all: the smallest limit is 0.000001 MiB/s, and 0 removes the limit")
 	}
 	return nil

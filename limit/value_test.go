@@ -190,6 +190,7 @@ func TestValidate(t *testing.T) {
 		err string // "" means valid
 	}{
 		{Set{}, ""},
+		{Set{"mbps_wr": 0, "iops_rd": 0}, ""}, // a set built by hand: 0 is no limit, not a limit below 1 byte/s
 		{Set{"mbps_wr": 20, "iops_rd": 500}, ""},
 		{Set{"mbps": 50, "iops": 100}, ""},
 		{Set{"mbps_wr": 20, "mbps_wr_max": 40, "bps_wr_max_length": 5}, ""},
