@@ -72,6 +72,39 @@ func TestRatesSteadyPartAndLittlesLaw(t *testing.T) {
 	}
 }
 
+// TestRatesQueueDepthAfterBacklog: 32 reads in flight at 500 IOPS (64 ms
+// each), and the span starts as QEMU resumes from a 3 s stop: the 32
+// requests that waited it out complete in the first interval. The queue is
+// still 32; the total latency over the span said 79.
+func TestRatesQueueDepthAfterBacklog(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := &Series{}
+	var ops, total int64
+	for i := 0; i <= 4; i++ {
+		if i == 1 {
+			ops, total = ops+250, total+32*3e9+218*64e6
+		} else if i > 1 {
+			ops, total = ops+250, total+250*64e6
+		}
+		s.Samples = append(s.Samples, Sample{Time: t0.Add(time.Duration(i) * 500 * time.Millisecond),
+			Stats: map[string]qmp.BlockStats{"scsi1": {RdOps: ops, RdBytes: ops * 4096, RdTotalTimeNs: total}}})
+	}
+	r, err := s.Rates("scsi1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r.ReadQueueDepth-32) > 0.5 || math.Abs(r.ReadOpsPerSec-500) > 1 {
+		t.Errorf("queue depth %.1f at %.0f IOPS, want 32", r.ReadQueueDepth, r.ReadOpsPerSec)
+	}
+	// The mean latency is what the requests saw, stall included.
+	if r.ReadLatency < 150*time.Millisecond {
+		t.Errorf("mean latency %s", r.ReadLatency)
+	}
+	if r.WriteQueueDepth != 0 {
+		t.Errorf("no writes, write queue %.1f", r.WriteQueueDepth)
+	}
+}
+
 func TestRatesErrors(t *testing.T) {
 	s := series(4, func(sec float64) qmp.BlockStats { return qmp.BlockStats{WrOps: int64(100 - 10*sec)} })
 	if _, err := s.Rates("scsi1", 0); err == nil {

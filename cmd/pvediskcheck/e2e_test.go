@@ -18,6 +18,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -280,7 +281,7 @@ func TestE2ELab370(t *testing.T) {
 			{"randread-4k-qd32", "--rw=randread --bs=4k --iodepth=32", "iops_rd", 500},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				var out limitJSON
+				var out limit.Result
 				var wg sync.WaitGroup
 				wg.Add(1)
 				go func() {
@@ -299,7 +300,7 @@ func TestE2ELab370(t *testing.T) {
 				if out.Verify == nil {
 					t.Fatalf("no verify section: %+v", out)
 				}
-				var v *limitVerdictJSON
+				var v *limit.Judgement
 				for i := range out.Verify.Verdicts {
 					if out.Verify.Verdicts[i].Limit == tc.limit {
 						v = &out.Verify.Verdicts[i]

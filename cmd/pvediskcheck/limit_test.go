@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Lab 37 section 6: mbps_wr=20 (20971520 B/s) and iops_rd=500.
@@ -112,7 +114,7 @@ func stopLoads(t *testing.T, loads ...*fakenode.Load) {
 	}
 }
 
-func verdictOf(t *testing.T, v *limitVerifyJSON, key string) limitVerdictJSON {
+func verdictOf(t *testing.T, v *limit.Verification, key string) limit.Judgement {
 	t.Helper()
 	if v == nil {
 		t.Fatalf("no verify object")
@@ -123,7 +125,7 @@ func verdictOf(t *testing.T, v *limitVerifyJSON, key string) limitVerdictJSON {
 		}
 	}
 	t.Fatalf("no verdict for %s in %+v", key, v.Verdicts)
-	return limitVerdictJSON{}
+	return limit.Judgement{}
 }
 
 // TestLimitLiveHolds is Lab 37 section 6 from the node: the lab's load runs
@@ -158,7 +160,7 @@ func TestLimitLiveHolds(t *testing.T) {
 				t.Fatalf("the load generator cannot exceed the limits (write %.1f MiB/s, read %.0f IOPS)", free.WriteBytesPerSec/(1<<20), free.ReadOpsPerSec)
 			}
 
-			var out limitJSON
+			var out limit.Result
 			errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500")
 			if code != 0 {
 				t.Fatalf("apply: exit %d: %s", code, errs)
@@ -167,13 +169,13 @@ func TestLimitLiveHolds(t *testing.T) {
 			if got := qemuLimits(t, n, "scsi1", gen); !reflect.DeepEqual(got, want) {
 				t.Fatalf("QEMU runs %v, want %v", got, want)
 			}
-			method := map[string]string{"blockdev": "qom-set", "drive": "block_set_io_throttle"}[gen]
+			method := map[string]limit.Method{"blockdev": "qom-set", "drive": "block_set_io_throttle"}[gen]
 			a := out.Apply
 			if a == nil || a.Method != method || !a.Confirmed || a.Persisted || len(a.Before) != 0 ||
-				!reflect.DeepEqual(a.After, map[string]float64{"mbps_wr": 20, "iops_rd": 500}) {
+				!reflect.DeepEqual(a.After, limit.Set{"mbps_wr": 20, "iops_rd": 500}) {
 				t.Fatalf("apply: %+v", a)
 			}
-			if !reflect.DeepEqual(out.Limits.Running, map[string]float64{"mbps_wr": 20, "iops_rd": 500}) || len(out.Limits.Configured) != 0 || len(out.Limits.Differs) != 2 {
+			if !reflect.DeepEqual(out.Limits.Running, limit.Set{"mbps_wr": 20, "iops_rd": 500}) || len(out.Limits.Configured) != 0 || len(out.Limits.Differs) != 2 {
 				t.Errorf("limits after apply: %+v", out.Limits)
 			}
 			if !strings.Contains(strings.Join(out.Notes, " "), "disappear at the next restart") {
@@ -181,7 +183,7 @@ func TestLimitLiveHolds(t *testing.T) {
 			}
 
 			start := time.Now()
-			var ver limitJSON
+			var ver limit.Result
 			errs, code = runJSON(t, n, &ver, "limit", "370", "scsi1", "--verify")
 			took := time.Since(start)
 			if code != 0 {
@@ -231,7 +233,7 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 				t.Fatalf("apply: exit %d %s", code, errs)
 			}
 
-			var idle limitJSON
+			var idle limit.Result
 			errs, code := runJSON(t, n, &idle, "limit", "370", "scsi1", "--verify", "--for", "5s")
 			if code != 0 {
 				t.Fatalf("idle verify: exit %d: %s", code, errs)
@@ -250,7 +252,7 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 8})
 			defer stopLoads(t, load)
 			time.AfterFunc(1500*time.Millisecond, func() { setBehindBack(t, n, "scsi1", gen, 80<<20) })
-			var ex limitJSON
+			var ex limit.Result
 			errs, code = runJSON(t, n, &ex, "limit", "370", "scsi1", "--verify", "--for", "8s")
 			if code != 1 {
 				t.Fatalf("loosened limit: exit %d, want 1: %s", code, errs)
@@ -283,7 +285,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 			line := "local-lvm:vm-370-disk-1,iothread=1,size=256M,iops_rd=500,mbps_wr=20"
 
 			// --dry-run prints the line and runs nothing.
-			var dry limitJSON
+			var dry limit.Result
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
@@ -294,7 +296,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 				t.Fatalf("dry run changed QEMU: %v", got)
 			}
 
-			var out limitJSON
+			var out limit.Result
 			errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist")
 			if code != 0 {
 				t.Fatalf("persist: exit %d %s", code, errs)
@@ -346,22 +348,29 @@ func TestLimitPersistWithQM(t *testing.T) {
 	}
 }
 
+// persistedLab370 starts VM 370 with the qm double and saves limits with
+// --persist, in the config and running, so live and --persist start from
+// the same set. It returns the limits QEMU runs, the config, and how many
+// times qm ran.
+func persistedLab370(t *testing.T, gen string, limits ...string) (*fakenode.Node, map[string]int64, []byte, int) {
+	t.Helper()
+	n, _ := startLab370(t, gen)
+	n.UseDoubles(t)
+	t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+	if _, errs, code := runCLI(t, append([]string{"--root", n.Root, "limit", "370", "scsi1", "--persist"}, limits...)...); code != 0 {
+		t.Fatalf("apply: exit %d %s", code, errs)
+	}
+	cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+	return n, qemuLimits(t, n, "scsi1", gen), cfg, len(n.QMCalls(t))
+}
+
 // TestLimitRejectedChangesNothing: what Proxmox (or QEMU) rejects exits 2
 // before anything is touched: QEMU's limits, the config and qm stay as they
 // were.
 func TestLimitRejectedChangesNothing(t *testing.T) {
 	for _, gen := range generations {
 		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
-			n, _ := startLab370(t, gen)
-			n.UseDoubles(t)
-			t.Setenv("PVEDISKCHECK_ROOT", n.Root)
-			// In the config and running, so live and --persist start from the same set.
-			if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist"); code != 0 {
-				t.Fatalf("apply: exit %d %s", code, errs)
-			}
-			want := qemuLimits(t, n, "scsi1", gen)
-			cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
-			qmBefore := len(n.QMCalls(t))
+			n, want, cfg, qmBefore := persistedLab370(t, gen, "--mbps-wr", "20", "--iops-rd", "500")
 			for _, tc := range []struct {
 				args []string
 				msg  string
@@ -435,11 +444,11 @@ func TestLimitShowDiffers(t *testing.T) {
 			n.WriteConfig(370, withLimit)
 			n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: gen == "drive", Blockdev: gen == "blockdev"})
 
-			var all []limitJSON
+			var all []limit.Result
 			if errs, code := runJSON(t, n, &all, "limit", "370"); code != 0 {
 				t.Fatalf("show: exit %d %s", code, errs)
 			}
-			var s1 limitSetsJSON
+			var s1 limit.Sets
 			for _, d := range all {
 				if d.Disk == "scsi1" {
 					s1 = d.Limits
@@ -450,14 +459,14 @@ func TestLimitShowDiffers(t *testing.T) {
 			if len(all) != 4 {
 				t.Fatalf("show all: %+v", all)
 			}
-			wantCfg := map[string]float64{"mbps_wr": 20, "mbps_wr_max": 40, "bps_wr_max_length": 5}
+			wantCfg := limit.Set{"mbps_wr": 20, "mbps_wr_max": 40, "bps_wr_max_length": 5}
 			if !reflect.DeepEqual(s1.Configured, wantCfg) || !reflect.DeepEqual(s1.Running, wantCfg) || len(s1.Differs) != 0 ||
 				s1.RunningQEMU["bps-write"] != labWriteLimit || s1.RunningQEMU["bps-write-max"] != 40<<20 || s1.RunningQEMU["bps-write-max-length"] != 5 {
 				t.Errorf("scsi1 started with its config limits: %+v", s1)
 			}
 
 			// --dry-run: the exact QMP command, nothing applied.
-			var dry limitJSON
+			var dry limit.Result
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--iops-rd", "500", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
@@ -481,7 +490,7 @@ func TestLimitShowDiffers(t *testing.T) {
 			}
 			edited := strings.Replace(withLimit, "virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M", "virtio1: local-lvm:vm-370-disk-2,iothread=1,size=256M,iops_wr=300", 1)
 			n.WriteConfig(370, edited)
-			var s limitJSON
+			var s limit.Result
 			if errs, code := runJSON(t, n, &s, "limit", "370", "scsi1"); code != 0 {
 				t.Fatalf("show: exit %d %s", code, errs)
 			}
@@ -501,7 +510,7 @@ func TestLimitShowDiffers(t *testing.T) {
 
 			// --clear live: every field goes to 0 (qom-set merges, so a
 			// command that left a field out would keep its old value).
-			var cl limitJSON
+			var cl limit.Result
 			if errs, code := runJSON(t, n, &cl, "limit", "370", "scsi1", "--clear"); code != 0 || cl.Apply == nil || !cl.Apply.Confirmed || len(cl.Apply.After) != 0 || len(cl.Apply.Before) != 4 {
 				t.Errorf("clear: exit %d %+v %s", code, cl.Apply, errs)
 			}
@@ -519,7 +528,7 @@ func TestLimitStoppedVM(t *testing.T) {
 	lab370(t, n, "")
 	n.UseDoubles(t)
 	t.Setenv("PVEDISKCHECK_ROOT", n.Root)
-	var s limitJSON
+	var s limit.Result
 	errs, code := runJSON(t, n, &s, "limit", "370", "scsi1")
 	if code != 3 || s.Running || s.Limits.Running != nil || !strings.Contains(errs, "not running") {
 		t.Errorf("show stopped: exit %d %+v %q", code, s, errs)
@@ -532,11 +541,70 @@ func TestLimitStoppedVM(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "not running") {
 		t.Errorf("verify on stopped: exit %d %q", code, errs)
 	}
-	var p limitJSON
+	var p limit.Result
 	if errs, code := runJSON(t, n, &p, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist"); code != 0 || p.Apply == nil || !p.Apply.Persisted || p.Limits.Configured["mbps_wr"] != 20 {
 		t.Errorf("persist on stopped: exit %d %+v %q", code, p.Apply, errs)
 	}
 	if calls := n.QMCalls(t); len(calls) != 1 {
 		t.Errorf("qm calls %q", calls)
+	}
+}
+
+// TestLimitHostileValues (issue 15 #1, #9): every value a limit flag takes
+// reaches qm and QMP only as the number it is. `--mbps-wr '20,cache=unsafe'
+// --persist` wrote cache=unsafe into the config, and live it removed a
+// 30 MiB/s limit and said "confirmed"; `--mbps-wr 0.0000001` became no
+// limit. Each value here, live and with --persist: exit 2, one line naming
+// the flag and the value (clipped), qm never called, QEMU's limits and the
+// config unchanged.
+func TestLimitHostileValues(t *testing.T) {
+	values := []string{
+		"20,cache=unsafe", "20,cache=unsafe,mbps_wr=30", "mbps_wr=20", "=", "20,", ",20",
+		"20 ", " 20", "2 0", "20\ncache=unsafe", "20\x00", "20;reboot", "$(reboot)",
+		"NaN", "nan", "Inf", "+Inf", "-Inf", "infinity", "1e400", "1e15", "0x14", "0x1p4", "1_000",
+		"-5", "-0.5", "２０", "٢٠", "", "0.0000001", "9.5e-7", strings.Repeat("9", 5000),
+	}
+	for _, gen := range generations {
+		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
+			// A limit in the config and running, for a value to remove.
+			n, want, cfg, qmBefore := persistedLab370(t, gen, "--mbps-wr", "30", "--iops-rd", "500")
+			if want["bps-write"] != 30<<20 || want["iops-read"] != 500 {
+				t.Fatalf("QEMU runs %v", want)
+			}
+			for _, flag := range []string{"mbps-wr", "iops-rd", "iops-wr-max-length"} {
+				for _, v := range values {
+					if flag != "mbps-wr" && (v == "1e15" || v == "9.5e-7") {
+						continue // numbers, refused as integers anyway
+					}
+					for _, mode := range [][]string{nil, {"--persist"}, {"--json"}, {"--persist", "--dry-run"}} {
+						args := append([]string{"--root", n.Root, "limit", "370", "scsi1", "--" + flag, v}, mode...)
+						out, errs, code := runCLI(t, args...)
+						prefix := "pvediskcheck: limit: --" + flag + " " + units.Clip(v, 40) + ": "
+						if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") || !strings.HasPrefix(errs, prefix) || len(errs) > 250 {
+							t.Errorf("--%s %s %v: exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", flag, units.Clip(v, 40), mode, code, out, errs, prefix)
+						}
+					}
+				}
+			}
+			if calls := n.QMCalls(t); len(calls) != qmBefore {
+				t.Errorf("hostile values ran qm: %q", calls[qmBefore:])
+			}
+			if got := qemuLimits(t, n, "scsi1", gen); !reflect.DeepEqual(got, want) {
+				t.Errorf("hostile values changed QEMU: %v, was %v", got, want)
+			}
+			if now, _ := os.ReadFile(n.Paths.VMConfig(370)); string(now) != string(cfg) {
+				t.Errorf("hostile values changed the config:\n%s", now)
+			}
+			// The same numbers, well formed, still work: 1e15 bytes/s is
+			// QEMU's ceiling, 0.000001 MiB/s its floor (1 byte/s).
+			for _, v := range []string{"953674316", "0.000001"} {
+				if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", v); code != 0 {
+					t.Errorf("--mbps-wr %s: exit %d %s", v, code, errs)
+				}
+			}
+			if got := qemuLimits(t, n, "scsi1", gen); got["bps-write"] != 1 || got["iops-read"] != 500 {
+				t.Errorf("QEMU runs %v", got)
+			}
+		})
 	}
 }

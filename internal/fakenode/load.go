@@ -33,6 +33,10 @@ type LoadStats struct {
 	Exchanges int           // QMP exchanges (one connect each)
 	Waited    time.Duration // total time spent waiting for a busy socket
 	Err       error         // the error that stopped it early, if any
+	// Queues is Submitted per LoadSpec, in StartLoad's order, as of the
+	// last exchange: with the disk's completed counters read by the next
+	// client of the socket it gives each queue's true depth.
+	Queues []int
 }
 
 // Load is a running load generator.
@@ -84,9 +88,16 @@ func (vm *VM) StartLoad(specs ...LoadSpec) *Load {
 func (l *Load) Stop() LoadStats {
 	l.cancel()
 	<-l.done
+	return l.Stats()
+}
+
+// Stats returns the statistics so far (as of the last finished exchange).
+func (l *Load) Stats() LoadStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stats
+	st := l.stats
+	st.Queues = append([]int(nil), l.stats.Queues...)
+	return st
 }
 
 type queue struct {
@@ -111,7 +122,9 @@ func (l *Load) run(ctx context.Context, every time.Duration) {
 	for ctx.Err() == nil {
 		start := time.Now()
 		var waited time.Duration
-		err := qmp.DoRetry(ctx, l.socket, 2*time.Second, 10*time.Second, func(s qmp.Session) error {
+		// A reply may take as long as QEMU is stopped (SIGSTOP in fault
+		// tests): wait up to 10 s rather than end the load.
+		err := qmp.DoRetry(ctx, l.socket, 10*time.Second, 10*time.Second, func(s qmp.Session) error {
 			waited = time.Since(start)
 			ret, err := s.Exec("query-blockstats", nil)
 			if err != nil {
@@ -148,6 +161,14 @@ func (l *Load) run(ctx context.Context, every time.Duration) {
 					q.submitted++
 				}
 			}
+			// Before the socket is free again: a client that gets it next
+			// sees counters and Queues of the same moment.
+			l.mu.Lock()
+			l.stats.Queues = l.stats.Queues[:0]
+			for _, q := range qs {
+				l.stats.Queues = append(l.stats.Queues, int(q.submitted))
+			}
+			l.mu.Unlock()
 			return nil
 		})
 		l.mu.Lock()

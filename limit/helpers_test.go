@@ -1,0 +1,426 @@
+package limit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// The test binary stands in for qm (see fakeQM): the runner finds "qm" on
+// PATH, a link to this binary, which then acts as qm when this is set.
+const qmEnv = "PVEDISKCHECK_LIMIT_TEST_QM"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(qmEnv); dir != "" {
+		os.Exit(fakeQM(dir, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeQM does what `qm set VMID --DISK LINE` does to the config of a node
+// under dir (the main section's line is replaced), records its argv in
+// dir/qm.log, and prints qm's line. dir/qm.fail makes it fail as qm does
+// when the VM is locked, changing nothing.
+func fakeQM(dir string, args []string) int {
+	b, _ := json.Marshal(args)
+	f, _ := os.OpenFile(filepath.Join(dir, "qm.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	fmt.Fprintf(f, "%s\n", b)
+	f.Close()
+	if _, err := os.Stat(filepath.Join(dir, "qm.noop")); err == nil {
+		fmt.Printf("update VM %s: nothing saved\n", args[1])
+		return 0
+	}
+	if msg, err := os.ReadFile(filepath.Join(dir, "qm.fail")); err == nil {
+		fmt.Fprint(os.Stderr, string(msg))
+		return 255
+	}
+	if len(args) != 4 || args[0] != "set" || !strings.HasPrefix(args[2], "--") {
+		fmt.Fprintln(os.Stderr, "fake qm: only 'qm set VMID --DISK LINE'")
+		return 255
+	}
+	cfg := filepath.Join(dir, "etc/pve/qemu-server", args[1]+".conf")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	key := strings.TrimPrefix(args[2], "--")
+	var out []string
+	for _, l := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(l, key+": ") {
+			l = key + ": " + args[3]
+		}
+		out = append(out, l)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 255
+	}
+	fmt.Printf("update VM %s: -%s %s\n", args[1], key, args[3])
+	return 0
+}
+
+// testNode is VM 370 of the test harness (testdata/370.conf, recorded from
+// internal/fakenode) on a node tree under a temp dir: running with the
+// recorded command line of gen when q is not nil, its QMP socket the fake
+// QEMU's.
+type testNode struct {
+	root string
+	node node.Node
+	qemu *fakeQEMU
+}
+
+func newTestNode(t *testing.T, gen string, running bool) *testNode {
+	t.Helper()
+	root := t.TempDir()
+	tn := &testNode{root: root}
+	for _, d := range []string{"etc/pve/qemu-server", "var/run/qemu-server", "proc/4242"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFixture(t, "370.conf", filepath.Join(root, "etc/pve/qemu-server/370.conf"), root)
+	copyFixture(t, "storage.cfg", filepath.Join(root, "etc/pve/storage.cfg"), root)
+	if running {
+		copyFixture(t, "cmdline-370-"+gen, filepath.Join(root, "proc/4242/cmdline"), root)
+		if err := os.WriteFile(filepath.Join(root, "var/run/qemu-server/370.pid"), []byte("4242\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tn.qemu = newFakeQEMU(t, gen == "blockdev")
+		if err := os.Symlink(tn.qemu.Sock(), filepath.Join(root, "var/run/qemu-server/370.qmp")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn.node = node.New(node.NewPaths(root, "", ""), 2*time.Second)
+	return tn
+}
+
+func copyFixture(t *testing.T, name, dst, root string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, bytes.ReplaceAll(b, []byte("@ROOT@"), []byte(root)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeConfig replaces VM 370's config.
+func (tn *testNode) writeConfig(t *testing.T, text string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(tn.root, "etc/pve/qemu-server/370.conf"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tn *testNode) config(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tn.root, "etc/pve/qemu-server/370.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// load is vm.Load and vm.Select of the disks named (all when none).
+func (tn *testNode) load(t *testing.T, disks ...string) (*vm.VM, []*vm.Disk) {
+	t.Helper()
+	v, err := vm.Load(tn.node.Paths, 370)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := v.Select(disks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, ds
+}
+
+// useQM puts the test binary on PATH as qm, acting on this node.
+func (tn *testNode) useQM(t *testing.T) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(bin, "qm")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv(qmEnv, tn.root)
+}
+
+// qmCalls is every qm argv so far.
+func (tn *testNode) qmCalls(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tn.root, "qm.log"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var a []string
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// fakeQEMU answers what limit asks QEMU, with state: each disk's 19
+// ThrottleLimits fields, set with qom-set (-blockdev, fields merge) or
+// block_set_io_throttle (-drive), read with qom-get or query-block; and
+// query-blockstats from a recorded series, one sample per call.
+type fakeQEMU struct {
+	*qmptest.QEMU
+	blockdev bool
+
+	mu     sync.Mutex
+	limits map[string]map[string]int64
+	sent   []string // the throttle commands received, as JSON
+	stats  []json.RawMessage
+	// ignore makes QEMU accept a throttle command and change nothing.
+	ignore bool
+	// refuse answers throttle commands with this error class.
+	refuse string
+	// failReads answers that many reads of the limits with an error.
+	failReads int
+	// failStats answers query-blockstats with an error.
+	failStats bool
+}
+
+func newFakeQEMU(t *testing.T, blockdev bool) *fakeQEMU {
+	f := &fakeQEMU{blockdev: blockdev, limits: map[string]map[string]int64{}}
+	for _, d := range []string{"scsi0", "scsi1", "virtio1", "sata1"} {
+		f.limits[d] = qemuserver.Limits{}.Full()
+		f.limits[d]["iops-size"] = 0
+	}
+	f.QEMU = qmptest.NewQEMU(t, f.handle)
+	return f
+}
+
+func (f *fakeQEMU) set(disk string, l qemuserver.Limits) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range l.Full() {
+		f.limits[disk][k] = v
+	}
+}
+
+func (f *fakeQEMU) get(disk string) qemuserver.Limits {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return qemuserver.Limits(f.limits[disk]).Normal()
+}
+
+func (f *fakeQEMU) commands() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.sent...)
+}
+
+// serve queues query-blockstats replies (each a whole return value).
+func (f *fakeQEMU) serve(replies ...json.RawMessage) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range replies {
+		var b bytes.Buffer
+		_ = json.Compact(&b, r) // one line: QMP is line-delimited
+		f.stats = append(f.stats, b.Bytes())
+	}
+}
+
+func (f *fakeQEMU) handle(cmd string, args gjson.Result) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	disk := func(path string) string {
+		return strings.TrimPrefix(strings.TrimPrefix(path, "throttle-drive-"), "drive-")
+	}
+	if (cmd == "qom-get" || cmd == "query-block") && f.failReads > 0 {
+		f.failReads--
+		return qmptest.Fail("GenericError", "a read that failed")
+	}
+	switch cmd {
+	case "qom-get":
+		l, ok := f.limits[disk(args.Get("path").String())]
+		if !f.blockdev || !ok || args.Get("property").String() != "limits" {
+			return qmptest.Fail("GenericError", "Device '"+args.Get("path").String()+"' not found")
+		}
+		b, _ := json.Marshal(l)
+		return qmptest.Return(string(b))
+	case "query-block":
+		var out []map[string]any
+		for _, d := range sortedDisks(f.limits) {
+			in := map[string]any{"node-name": "drive-" + d}
+			if !f.blockdev {
+				for k, v := range f.limits[d] {
+					if k != "iops-size" {
+						in[qmp.QEMUToBackendLimitName(k)] = v
+					}
+				}
+			}
+			dev := ""
+			if !f.blockdev {
+				dev = "drive-" + d
+			}
+			out = append(out, map[string]any{"device": dev, "qdev": "/machine/peripheral/" + d + "/virtio-backend", "inserted": in})
+		}
+		b, _ := json.Marshal(out)
+		return qmptest.Return(string(b))
+	case "qom-set", "block_set_io_throttle":
+		if (cmd == "qom-set") != f.blockdev {
+			return qmptest.NotFound(cmd)
+		}
+		sent, _ := json.Marshal(map[string]any{"execute": cmd, "arguments": json.RawMessage(args.Raw)})
+		f.sent = append(f.sent, string(sent))
+		if f.refuse != "" {
+			return qmptest.Fail(f.refuse, "bps_max/iops_max cannot be lower than bps/iops")
+		}
+		if f.ignore {
+			return qmptest.Return("{}")
+		}
+		fields := args.Get("value")
+		d := disk(args.Get("path").String())
+		if cmd == "block_set_io_throttle" {
+			fields, d = args, disk(args.Get("device").String())
+		}
+		fields.ForEach(func(k, v gjson.Result) bool {
+			switch {
+			case cmd == "qom-set":
+				f.limits[d][k.String()] = v.Int()
+			case k.String() != "device":
+				f.limits[d][qmp.BackendToQEMULimitName(k.String())] = v.Int()
+			}
+			return true
+		})
+		return qmptest.Return("{}")
+	case "query-blockstats":
+		if f.failStats {
+			return qmptest.Fail("GenericError", "blockstats broke")
+		}
+		if len(f.stats) == 0 {
+			return qmptest.Return("[]")
+		}
+		r := f.stats[0]
+		if len(f.stats) > 1 {
+			f.stats = f.stats[1:]
+		}
+		return qmptest.Return(string(r))
+	}
+	return qmptest.NotFound(cmd)
+}
+
+func sortedDisks(m map[string]map[string]int64) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// loadSeries reads a recorded series (testdata/series-*.json).
+func loadSeries(t *testing.T, name string) *fixture {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fixture
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
+
+// measurement is the recorded series as Measure returns it: the window
+// starting at t0, each sample at its recorded time.
+func (f *fixture) measurement(t0 time.Time) *Measurement {
+	m := &Measurement{Disk: "scsi1", Start: t0, Window: time.Duration(f.WindowNs), Interval: Interval}
+	for _, s := range f.Samples {
+		at := t0.Add(time.Duration(s.TNs))
+		st := map[string]qmp.BlockStats{}
+		for _, b := range qmp.ParseBlockstats(gjson.ParseBytes(s.Return)) {
+			st["scsi1"] = b
+		}
+		m.Samples = append(m.Samples, sampler.Sample{Time: at, Stats: st})
+	}
+	m.Missed = int(f.WindowNs/int64(Interval)) + 1 - len(f.Samples)
+	return m
+}
+
+// trueDepth is the mean number of requests the load generator had in
+// flight over the samples from skip on: issued less completed.
+func (f *fixture) trueDepth(skip time.Duration) (rd, wr float64) {
+	n := 0
+	for _, s := range f.Samples {
+		if s.TNs < int64(skip) {
+			continue
+		}
+		st := gjson.GetBytes(s.Return, "0.stats")
+		rd += float64(int64(s.SubmittedRd) - (st.Get("rd_operations").Int() - f.BaselineRdOps))
+		wr += float64(int64(s.SubmittedWr) - (st.Get("wr_operations").Int() - f.BaselineWrOps))
+		n++
+	}
+	return rd / float64(n), wr / float64(n)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// steadyEnds are the first and the last sample from skip on.
+func (f *fixture) steadyEnds(skip time.Duration) (first, last *fixtureSample) {
+	for i := range f.Samples {
+		if f.Samples[i].TNs >= int64(skip) {
+			if first == nil {
+				first = &f.Samples[i]
+			}
+			last = &f.Samples[i]
+		}
+	}
+	return first, last
+}
+
+func counter(s *fixtureSample, name string) float64 {
+	return gjson.GetBytes(s.Return, "0.stats."+name).Float()
+}
+
+// totalLatencyDepth is the write queue depth as Little's law gave it before
+// issue 15: the write latency completed from skip on per second.
+func (f *fixture) totalLatencyDepth(skip time.Duration) float64 {
+	first, last := f.steadyEnds(skip)
+	return (counter(last, "wr_total_time_ns") - counter(first, "wr_total_time_ns")) / float64(last.TNs-first.TNs)
+}
+
+// twoPointRates are the reads/s and bytes/s written between the first and
+// the last sample from skip on (for the recorder: independent of the fit).
+func (f *fixture) twoPointRates(skip time.Duration) (rdOps, wrBytes float64) {
+	first, last := f.steadyEnds(skip)
+	sec := float64(last.TNs-first.TNs) / 1e9
+	return (counter(last, "rd_operations") - counter(first, "rd_operations")) / sec, (counter(last, "wr_bytes") - counter(first, "wr_bytes")) / sec
+}

@@ -1,0 +1,414 @@
+package limit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// qmTimeout bounds qm set at least: it takes the VM's config lock and may
+// wait behind a backup or another pvedaemon worker.
+const qmTimeout = 60 * time.Second
+
+// Request says what Run does besides showing the limits.
+type Request struct {
+	// Change, when set, is applied to the first disk: live through QMP, or
+	// through qm set when Persist. DryRun builds the command and stops.
+	Change  *Change
+	Persist bool
+	DryRun  bool
+	// Verify, when not 0, is the window the first disk is measured over
+	// (at least MinWindow) before its rate limits are judged.
+	Verify time.Duration
+	// OnSample is called after each sample of the window.
+	OnSample func(s sampler.Sample, elapsed, window time.Duration)
+}
+
+// Run shows the configured and running limits of disks (those of vm.Select),
+// applies req.Change to the first and confirms it, and verifies the first
+// over req.Verify. It returns nil results when there is nothing to print
+// (bad input, or a change that could not be made); otherwise the results,
+// with the error that ends the run if any: exit 1 for an exceeded limit or
+// a change QEMU does not report, exit 3 when the VM or its QEMU could not
+// be reached.
+func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Request) ([]*Result, error) {
+	if req.Change != nil {
+		if err := changeable(v, disks[0], req); err != nil {
+			return nil, err
+		}
+	} else if req.Verify > 0 && !v.Running {
+		return nil, exitcode.Unreachablef("VM %d is not running: nothing to measure", v.VMID)
+	}
+	running, liveErr := readRunning(ctx, n, v, disks)
+	if liveErr != nil && req.Change != nil {
+		return nil, vm.QMPError(v.VMID, liveErr)
+	}
+	var out []*Result
+	for _, d := range disks {
+		if d.Drive != nil && (d.Drive.IsCDROM() || d.Drive.IsNone()) {
+			continue
+		}
+		res := &Result{VMID: v.VMID, Disk: d.ID, Running: v.Running, Blockdev: v.Blockdev}
+		res.Limits = setsFor(d, running[d.ID], v.Running && liveErr == nil && d.Running != nil)
+		if !v.Running {
+			res.Notes = append(res.Notes, fmt.Sprintf("VM %d is not running: configured limits only", v.VMID))
+		}
+		out = append(out, res)
+	}
+	if len(out) == 0 {
+		return nil, exitcode.Usagef("limit: VM %d has no disk with limits to show", v.VMID)
+	}
+	var final error
+	if req.Change != nil {
+		if err := Apply(ctx, n, v, disks[0], out[0], running[disks[0].ID], req); err != nil {
+			if exitcode.Of(err) != exitcode.Problem {
+				return nil, err
+			}
+			final = err
+		}
+	}
+	if req.Verify > 0 && final == nil {
+		final = Verify(ctx, n, v, disks[0], out[0], req.Verify, req.OnSample)
+		if out[0].Limits.Running != nil {
+			liveErr = nil // read again after the window: the first error is stale
+		}
+	}
+	if liveErr != nil {
+		for _, res := range out {
+			res.Notes = append(res.Notes, "QMP: "+liveErr.Error())
+		}
+	}
+	switch {
+	case final != nil:
+		return out, final
+	case !v.Running && !(req.Change != nil && req.Persist):
+		return out, exitcode.Unreachablef("VM %d is not running", v.VMID)
+	case liveErr != nil:
+		return out, vm.QMPError(v.VMID, liveErr)
+	}
+	return out, nil
+}
+
+// changeable refuses a change the disk cannot take, before anything is
+// read from QEMU.
+func changeable(v *vm.VM, d *vm.Disk, req Request) error {
+	switch {
+	case d.Drive == nil:
+		return exitcode.Usagef("limit: %s is not in VM %d's config", d.ID, v.VMID)
+	case d.Drive.IsCDROM() || d.Drive.IsNone():
+		return exitcode.Usagef("limit: %s is a CD-ROM drive", d.ID)
+	case d.Drive.Bool("scsiblock"):
+		return exitcode.Usagef("limit: %s is passed through with scsiblock=1: QEMU has no throttle node for it", d.ID)
+	case req.Persist && (d.PendingDrive != nil || d.PendingDelete):
+		return exitcode.Usagef("limit: %s has a pending change in [PENDING]; qm set would replace it: apply it (restart) or revert it first (qm pending %d)", d.ID, v.VMID)
+	case !v.Running && !req.Persist:
+		base, err := configured(d)
+		if err != nil {
+			return err
+		}
+		if err := Validate(Merge(base, *req.Change)); err != nil {
+			return err
+		}
+		return exitcode.Unreachablef("VM %d is not running: nothing to apply live. Use --persist to change the config with qm set (the limits then apply at the next start)", v.VMID)
+	}
+	return nil
+}
+
+// configured parses the limits of the disk's config line as numbers.
+func configured(d *vm.Disk) (Set, error) {
+	s, err := FromOptions(d.Drive.Opts)
+	if err != nil {
+		return nil, exitcode.Usagef("limit: %s's config line has %v: Proxmox would not take it either; fix the config first (nothing was changed)", d.ID, err)
+	}
+	return s, nil
+}
+
+// throttled reports whether QEMU has throttling for the disk: running, and
+// neither passed through (scsiblock) nor a CD-ROM.
+func throttled(d *vm.Disk) bool {
+	return d.Running != nil && !(d.Drive != nil && (d.Drive.Bool("scsiblock") || d.Drive.IsCDROM()))
+}
+
+// readRunning reads the running limits of every throttled disk in one
+// exchange (a briefly busy socket is retried, vm.Exchange).
+func readRunning(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk) (map[string]qemuserver.Limits, error) {
+	running := map[string]qemuserver.Limits{}
+	if !v.Running {
+		return running, nil
+	}
+	err := v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
+		for _, d := range disks {
+			if !throttled(d) {
+				continue
+			}
+			l, err := s.ReadThrottleLimits(d.ID, v.Blockdev)
+			if err != nil {
+				return err
+			}
+			running[d.ID] = qemuserver.Limits(l)
+		}
+		return nil
+	})
+	return running, err
+}
+
+// readLimits reads one disk's running limits (vm.Exchange).
+func readLimits(ctx context.Context, n node.Node, v *vm.VM, disk string) (qemuserver.Limits, error) {
+	var l map[string]int64
+	err := v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
+		var err error
+		l, err = s.ReadThrottleLimits(disk, v.Blockdev)
+		return err
+	})
+	return qemuserver.Limits(l), err
+}
+
+// setsFor is a disk's configured limits beside the running ones, and where
+// they differ (haveRunning false: the running limits are unknown).
+func setsFor(d *vm.Disk, run qemuserver.Limits, haveRunning bool) Sets {
+	s := Sets{Configured: Set{}, Differs: []string{}}
+	var cfg qemuserver.Limits
+	if d.Drive != nil {
+		cfg = d.Drive.Limits()
+		s.Configured = FromQEMU(cfg)
+	}
+	if !haveRunning {
+		return s
+	}
+	s.Running = FromQEMU(run)
+	s.RunningQEMU = map[string]int64(run.Normal())
+	c, r := cfg.Normal(), run.Normal()
+	for _, k := range qemuserver.LimitKeys {
+		if d := differs(k, c[k.QEMU], r[k.QEMU]); d != "" {
+			s.Differs = append(s.Differs, d)
+		}
+	}
+	return s
+}
+
+// differs says how a configured and a running value differ ("" when they
+// do not).
+func differs(k qemuserver.LimitKey, cfg, run int64) string {
+	if cfg == run {
+		return ""
+	}
+	if cfg == 0 {
+		return fmt.Sprintf("%s: running %s but not in the config (set live, not saved: lost at the next restart)", k.Proxmox, FormatQEMU(k, run))
+	}
+	if run == 0 {
+		return fmt.Sprintf("%s: configured %s but not in effect (config changed without reaching the VM, e.g. restored from a backup or edited by hand)", k.Proxmox, FormatQEMU(k, cfg))
+	}
+	return fmt.Sprintf("%s: configured %s, running %s", k.Proxmox, FormatQEMU(k, cfg), FormatQEMU(k, run))
+}
+
+// FormatValue prints a value of key k in Proxmox units: "20 MiB/s",
+// "500 ops/s", "5 s".
+func FormatValue(k qemuserver.LimitKey, v float64) string {
+	switch {
+	case isMiB(k):
+		return units.Number(v) + " MiB/s"
+	case isLength(k):
+		return units.Number(v) + " s"
+	}
+	return units.Number(v) + " ops/s"
+}
+
+// FormatQEMU prints a value QEMU reports for k in Proxmox units ("-" for 0).
+func FormatQEMU(k qemuserver.LimitKey, v int64) string {
+	if v == 0 {
+		return "-"
+	}
+	return FormatValue(k, float64(v)/k.Scale)
+}
+
+// Apply makes req.Change on disk d and confirms it in QEMU: live, the limits
+// running before (runBefore) with the change merged in, sent as qemu-server
+// sends them (LiveCommand); with req.Persist, the config line's limits with
+// the change merged in, saved with qm set (PersistArgv), which Proxmox also
+// applies live. Every value was parsed as a number and the whole set is
+// validated before anything is sent. res gets the command, the limits
+// before and after (read back from QEMU), and notes. req.Change must be set.
+func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, runBefore qemuserver.Limits, req Request) error {
+	if req.Persist {
+		return persist(ctx, n, v, d, res, req)
+	}
+	before := FromQEMU(runBefore)
+	want := Merge(before, *req.Change)
+	if err := Validate(want); err != nil {
+		return err
+	}
+	m, args, err := LiveCommand(d.ID, v.Blockdev, want)
+	if err != nil {
+		return err
+	}
+	res.Apply = &Applied{Method: m, Command: CommandJSON(m, args), DryRun: req.DryRun, Before: before}
+	if req.DryRun {
+		return nil
+	}
+	err = v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
+		_, err := s.Exec(string(m), args)
+		return err
+	})
+	if err != nil {
+		var qe *qmp.Error
+		if errors.As(err, &qe) {
+			return exitcode.Unreachablef("VM %d: QEMU refused the limits: %s %s: %v (nothing was changed)", v.VMID, m, d.ID, err)
+		}
+		return vm.QMPError(v.VMID, err)
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("applied live only: the config of VM %d was not changed, these limits disappear at the next restart (use --persist to save them)", v.VMID))
+	return readBack(ctx, n, v, d, res, want.QEMU(), "QEMU accepted "+string(m))
+}
+
+func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, req Request) error {
+	base, err := configured(d)
+	if err != nil {
+		return err
+	}
+	want := Merge(base, *req.Change)
+	if err := Validate(want); err != nil {
+		return err
+	}
+	argv, err := PersistArgv(v.VMID, d.Drive, want)
+	if err != nil {
+		return err
+	}
+	a := &Applied{Method: QMSet, Command: strings.Join(argv, " "), DryRun: req.DryRun, Before: FromQEMU(d.Drive.Limits())}
+	res.Apply = a
+	if req.DryRun {
+		return nil
+	}
+	out, err := n.Runner.RunTimeout(ctx, max(n.Timeout, qmTimeout), argv...)
+	a.Output = strings.TrimSpace(string(out))
+	if err != nil {
+		return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
+	}
+	// The config as Proxmox saved it.
+	v2, err := vm.Load(n.Paths, v.VMID)
+	if err != nil {
+		return exitcode.Unreachablef("limit: qm set ran, but the config cannot be read back: %v", err)
+	}
+	d2 := v2.Disk(d.ID)
+	if d2 == nil || d2.Drive == nil || !d2.Drive.Limits().Equal(want.QEMU()) {
+		return exitcode.Problemf("limit: qm set ran, but %s's config line does not carry the new limits", d.ID)
+	}
+	a.Persisted = true
+	res.Limits.Configured = FromQEMU(d2.Drive.Limits())
+	if !v.Running {
+		a.Confirmed = true
+		res.Notes = append(res.Notes, fmt.Sprintf("VM %d is stopped: the config is changed, the limits apply at the next start", v.VMID))
+		return nil
+	}
+	return readBack(ctx, n, v, d, res, want.QEMU(), "qm set saved the config")
+}
+
+// readBack reads the disk's running limits again and compares them with
+// want: only what QEMU reports is confirmed.
+func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, want qemuserver.Limits, what string) error {
+	run, err := readLimits(ctx, n, v, d.ID)
+	if err != nil {
+		return exitcode.Unreachablef("%s, but the limits cannot be read back: %s", what, vm.QMPError(v.VMID, err))
+	}
+	res.Apply.After = FromQEMU(run)
+	res.Limits = setsFor(d, run, true)
+	if v2, err := vm.Load(n.Paths, v.VMID); err == nil && v2.Disk(d.ID) != nil && v2.Disk(d.ID).Drive != nil {
+		res.Limits = setsFor(v2.Disk(d.ID), run, true)
+	}
+	if !run.Equal(want) {
+		return exitcode.Problemf("limit: %s, but QEMU runs %s with {%s}, not {%s}", what, d.ID, run.Normal(), want.Normal())
+	}
+	res.Apply.Confirmed = true
+	return nil
+}
+
+// Verify measures disk d over window and judges each rate limit running
+// on it (res.Limits.Running, read before the window; when that read failed,
+// the limits read after it). res gets the verification and notes: missed
+// samples, gaps and what the verdicts stand on, limits that changed during
+// the window. An exceeded limit is exitcode.ErrProblem.
+func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample func(sampler.Sample, time.Duration, time.Duration)) error {
+	m, err := Measure(ctx, n, v, d.ID, window, onSample)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitcode.Unreachablef("interrupted: %v", err)
+		}
+		return exitcode.Unreachablef("VM %d: sampling query-blockstats: %v", v.VMID, err)
+	}
+	return judgeWindow(ctx, n, v, d, res, m)
+}
+
+func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, m *Measurement) error {
+	r, err := m.Steady()
+	if err != nil {
+		return exitcode.Unreachablef("VM %d: not enough samples for a verdict: %v (%d taken, %d missed: QMP socket busy or QEMU not answering)", v.VMID, err, len(m.Samples), m.Missed)
+	}
+	gaps := m.Gaps()
+	vj := &Verification{
+		WindowS: m.Window.Seconds(), SkippedS: Skip.Seconds(), SteadyS: units.Round(r.Seconds(), 3),
+		SampledS: m.Sampled(gaps), Samples: len(m.Samples), Missed: m.Missed, Gaps: gaps,
+		Measured: measured(r),
+	}
+	res.Verify = vj
+	judged := qemuserver.Limits(res.Limits.RunningQEMU)
+	after, aerr := readLimits(ctx, n, v, d.ID)
+	if res.Limits.Running == nil {
+		if aerr != nil {
+			return exitcode.Unreachablef("VM %d: the running limits of %s could not be read before the window or after it: %s", v.VMID, d.ID, vm.QMPError(v.VMID, aerr))
+		}
+		judged = after
+		res.Limits = setsFor(d, after, true)
+		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window: the verdicts judge those read after it", d.ID))
+	} else if aerr == nil && !after.Equal(judged) {
+		vj.ChangedTo = FromQEMU(after)
+		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
+	}
+	vj.Verdicts = Judge(judged, r)
+	if len(vj.Verdicts) == 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s runs without limits: nothing to verify (rates measured anyway)", d.ID))
+	}
+	if s := standsOn(m, vj); s != "" {
+		for i := range vj.Verdicts {
+			vj.Verdicts[i].Reason += "; " + s
+		}
+	}
+	for _, vd := range vj.Verdicts {
+		if vd.Verdict == Exceeded {
+			return exitcode.ErrProblem
+		}
+	}
+	return nil
+}
+
+// standsOn says how much of the steady part a verdict stands on when gaps
+// cut into it ("" when none did).
+func standsOn(m *Measurement, vj *Verification) string {
+	if vj.SampledS >= m.SteadySeconds() {
+		return ""
+	}
+	var spans []string
+	for _, g := range vj.Gaps {
+		if g.ToS > Skip.Seconds() {
+			spans = append(spans, fmt.Sprintf("%.1f s to %.1f s", g.FromS, g.ToS))
+		}
+	}
+	return fmt.Sprintf("it stands on %.1f s of the %.1f s steady part (no sample from %s)", vj.SampledS, m.SteadySeconds(), strings.Join(spans, ", "))
+}
+
+func measured(r sampler.Rates) Measured {
+	return Measured{
+		ReadBps: units.Round(r.ReadBytesPerSec, 0), WriteBps: units.Round(r.WriteBytesPerSec, 0),
+		ReadIOPS: units.Round(r.ReadOpsPerSec, 1), WriteIOPS: units.Round(r.WriteOpsPerSec, 1),
+		ReadLatencyMs: units.Round(units.Ms(r.ReadLatency), 2), WriteLatencyMs: units.Round(units.Ms(r.WriteLatency), 2),
+		ReadQueueDepth: units.Round(r.ReadQueueDepth, 2), WriteQueueDepth: units.Round(r.WriteQueueDepth, 2),
+	}
+}
