@@ -122,12 +122,21 @@ func cacheAction(c *cli.Context) error {
 	} else if liveErr != nil {
 		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
 	}
+	out.Notes = append(out.Notes, v.Notes...)
 	for _, d := range disks {
 		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue
 		}
+		if d.Kind() == qemuserver.KindTPMState {
+			out.Notes = append(out.Notes, d.NotListed())
+			continue
+		}
+		if d.ResolveError != nil {
+			out.Notes = append(out.Notes, d.ResolveError.Error())
+		}
 		if d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
-			continue // an empty CD-ROM drive
+			out.Notes = append(out.Notes, d.NotListed()) // an empty CD-ROM drive
+			continue
 		}
 		out.Disks = append(out.Disks, cacheDisk(v, d))
 	}

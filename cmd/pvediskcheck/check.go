@@ -241,7 +241,7 @@ func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 	add := func(sev, code, disk, msg, fix string) {
 		out.Findings = append(out.Findings, finding{sev, code, disk, msg, fix})
 	}
-	v, err := vm.Load(e.paths, vmid)
+	v, err := vm.LoadNode(e.ctx(), e.node, vmid)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
 			add("error", "config-invalid", "", err.Error(), "edit "+e.paths.VMConfig(vmid)+" (or 'qm set') so Proxmox can parse it")
@@ -268,12 +268,21 @@ func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 		}
 		return s
 	}
+	out.Notes = append(out.Notes, v.Notes...)
 	for _, d := range v.Disks {
+		if d.ParseError == nil && d.Kind() == qemuserver.KindTPMState {
+			out.Notes = append(out.Notes, d.NotListed())
+			continue
+		}
+		if d.ResolveError != nil {
+			out.Notes = append(out.Notes, d.ResolveError.Error())
+		}
 		cd := checkDisk{ID: d.ID, Configured: values(d.Configured), Running: values(d.RunningNow())}
 		if d.Pending != nil {
 			cd.NextStart = values(d.Pending)
 		}
 		out.Disks = append(out.Disks, cd)
+		drv := d.Drive
 		if d.ParseError != nil {
 			line := v.Config.Main[d.ID]
 			if bus, _, _ := qemuserver.SplitDiskKey(d.ID); bus == "virtio" && strings.Contains(","+line, ",ssd=") {
@@ -285,11 +294,14 @@ func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 				add("warning", "ssd-unsupported", d.ID, "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only); this hand-edited line is rejected", fix)
 				continue
 			}
-			add("error", "config-invalid", d.ID, d.ParseError.Error()+": Proxmox ignores this disk", "")
-			continue
+			// Refused only for its limit combination: limit-invalid below,
+			// with a fix, and the other rules still apply.
+			if drv, _ = qemuserver.ParseDriveSchema(d.ID, line); drv == nil || len(drv.LimitProblems()) == 0 {
+				add("error", "config-invalid", d.ID, d.ParseError.Error()+": Proxmox ignores this disk", "")
+				continue
+			}
 		}
 		// The drive the next start uses (pending wins).
-		drv := d.Drive
 		if d.PendingDrive != nil {
 			drv = d.PendingDrive
 		}
@@ -335,7 +347,7 @@ func checkOne(e *env, vmid int, nextStart bool, thin *thinCache) checkVM {
 				fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and this %s guest has VirtIO drivers", strings.ToUpper(drv.Bus), ostype),
 				fmt.Sprintf("with the VM stopped: qm set %d --delete %s --scsi%d %s (adjust the guest's fstab/boot device)", vmid, d.ID, freeSlot(next, "scsi"), f.String()))
 		}
-		if drv.Opts["discard"] != "on" && wastesThin(v, stor, d) {
+		if drv.Opts["discard"] != "on" && qemuserver.Accepts(drv.Bus, "discard") && wastesThin(v, stor, d) {
 			f := drv.Clone()
 			f.Opts["discard"] = "on"
 			kind := "thin storage"

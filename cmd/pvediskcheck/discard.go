@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -227,6 +228,12 @@ func discardAction(c *cli.Context) error {
 	}
 	out := discardJSON{VMID: vmid, Running: v.Running, Mode: mode, Disks: []discardDiskJSON{}}
 	disks := discardDisks(e, v, sel)
+	out.Notes = append(out.Notes, v.Notes...)
+	for _, d := range sel {
+		if !slices.ContainsFunc(disks, func(dd *discardDisk) bool { return dd.d == d }) {
+			out.Notes = append(out.Notes, d.NotListed())
+		}
+	}
 	if v.Running {
 		if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
 			return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))

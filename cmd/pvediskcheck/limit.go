@@ -303,8 +303,10 @@ func limitAction(c *cli.Context) error {
 	}
 
 	var outs []*limitJSON
+	var skipped []string
 	for _, d := range disks {
-		if d.Drive != nil && (d.Drive.IsCDROM() || d.Drive.IsNone()) {
+		if d.Drive != nil && (d.Drive.IsCDROM() || d.Drive.IsNone()) || d.Kind() == qemuserver.KindTPMState {
+			skipped = append(skipped, d.NotListed())
 			continue
 		}
 		o := &limitJSON{VMID: vmid, Disk: d.ID, Running: v.Running, Blockdev: v.Blockdev}
@@ -321,8 +323,9 @@ func limitAction(c *cli.Context) error {
 		outs = append(outs, o)
 	}
 	if len(outs) == 0 {
-		return exitcode.Usagef("limit: VM %d has no disk with limits to show", vmid)
+		return exitcode.Usagef("limit: VM %d has no disk with limits to show (%s)", vmid, strings.Join(skipped, "; "))
 	}
+	outs[0].Notes = append(outs[0].Notes, skipped...)
 
 	var final error
 	if apply {
@@ -378,15 +381,10 @@ func limitCheckValue(key, val string) error {
 	if val == "" {
 		return errors.New("empty value")
 	}
-	d, err := qemuserver.ParseDrive("scsi0", "x:y,"+key+"="+val)
-	if err != nil {
-		msg := err.Error()
-		if i := strings.Index(msg, "scsi0: "); i >= 0 {
-			msg = msg[i+len("scsi0: "):]
-		}
-		return errors.New(msg)
+	if err := qemuserver.ValidateLimit(key, val); err != nil {
+		return err
 	}
-	f, _ := strconv.ParseFloat(d.Opts[key], 64)
+	f, _ := strconv.ParseFloat(val, 64)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return errors.New("not a finite number")
 	}
