@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // PathArgv is the command that resolves a volume id to the path QEMU opens
@@ -97,14 +98,14 @@ func ParseStatus(out []byte) ([]Storage, error) {
 		for j, dst := range []*int64{&s.TotalBytes, &s.UsedBytes, &s.AvailableBytes} {
 			kib, err := strconv.ParseInt(f[3+j], 10, 64)
 			if err != nil || kib < 0 || kib > 1<<53 {
-				return nil, fmt.Errorf("%w: pvesm status line %d: %q is not a KiB count", ErrParse, i+2, clip(f[3+j]))
+				return nil, fmt.Errorf("%w: pvesm status line %d: %s is not a KiB count", ErrParse, i+2, units.Clip(f[3+j], 40))
 			}
 			*dst = kib * 1024
 		}
 		if f[6] != "N/A" {
 			pct, err := strconv.ParseFloat(strings.TrimSuffix(f[6], "%"), 64)
 			if err != nil || !strings.HasSuffix(f[6], "%") || pct < 0 {
-				return nil, fmt.Errorf("%w: pvesm status line %d: %q is not a percentage", ErrParse, i+2, clip(f[6]))
+				return nil, fmt.Errorf("%w: pvesm status line %d: %s is not a percentage", ErrParse, i+2, units.Clip(f[6], 40))
 			}
 			s.UsedPercent = &pct
 		}
@@ -125,12 +126,4 @@ func isStatusHeader(line string) bool {
 		}
 	}
 	return true
-}
-
-// clip keeps error lines short whatever pvesm printed.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

@@ -233,7 +233,7 @@ func (v *VM) buildDisks() {
 					if d.Configured == nil || nline != cfg.Main[id] || qemuserver.Diff(*d.Configured, *s) != nil {
 						d.PendingDrive, d.Pending = drv, s
 					}
-				} else if err == nil && drv.Kind() == qemuserver.KindTPMState {
+				} else if err == nil && drv.Kind() == qemuserver.KindTPMState && (d.Drive == nil || nline != cfg.Main[id]) {
 					d.PendingDrive = drv
 				}
 			}
@@ -503,8 +503,11 @@ func (d *Disk) Kind() qemuserver.Kind {
 // purpose: why, from what the disk is (its kind) or where it is (a disk
 // only [PENDING] adds).
 func (d *Disk) NotListed() string {
-	if d.Drive == nil && d.PendingDrive != nil {
+	switch {
+	case d.Drive == nil && d.PendingDrive != nil:
 		return d.ID + " is only in [PENDING] (the next start adds it): not listed, on purpose"
+	case d.Drive == nil && d.ParseError == nil && d.Running != nil:
+		return d.ID + " is attached to the running VM but not in its config: not listed"
 	}
 	return d.Kind().NotListed(d.ID)
 }

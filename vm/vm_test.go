@@ -198,3 +198,60 @@ scsihw: virtio-scsi-single
 		t.Errorf("notes %q", v.Notes)
 	}
 }
+
+// NotListed says why a command leaves a disk out: its kind, or where it
+// is (only in [PENDING], only in the running VM).
+func TestNotListed(t *testing.T) {
+	p := writeNode(t, 300, `scsi0: local-lvm:vm-300-disk-0,size=8G
+ide2: none,media=cdrom
+tpmstate0: local-lvm:vm-300-disk-2,version=v2.0
+
+[PENDING]
+scsi2: local-lvm:vm-300-disk-3,size=8G
+efidisk0: local-lvm:vm-300-disk-1,efitype=4m
+`)
+	// A running QEMU with scsi5 hot-plugged (not in the config).
+	argv := []string{"/usr/bin/kvm", "-id", "300", "-pidfile", "/var/run/qemu-server/300.pid",
+		"-drive", "file=/dev/pve/vm-300-disk-0,if=none,id=drive-scsi0,format=raw,cache=none,aio=io_uring",
+		"-device", "scsi-hd,drive=drive-scsi0,id=scsi0",
+		"-drive", "file=/dev/pve/vm-300-disk-9,if=none,id=drive-scsi5,format=raw,cache=none,aio=io_uring",
+		"-device", "scsi-hd,drive=drive-scsi5,id=scsi5"}
+	for f, b := range map[string]string{
+		"var/run/qemu-server/300.pid": "4242\n",
+		"proc/4242/cmdline":           strings.Join(argv, "\x00") + "\x00",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(p.Root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.Root, f), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := Load(p, 300)
+	if err != nil || !v.Running {
+		t.Fatalf("running %v: %v", v != nil && v.Running, err)
+	}
+	for id, want := range map[string]string{
+		"ide2":      "ide2 is an empty CD-ROM drive",
+		"tpmstate0": "tpmstate0 is the TPM state volume (swtpm keeps the vTPM's state there; QEMU never opens it), not a guest disk: not listed, on purpose",
+		"scsi2":     "scsi2 is only in [PENDING] (the next start adds it)",
+		"efidisk0":  "efidisk0 is only in [PENDING]",
+		"scsi5":     "scsi5 is attached to the running VM but not in its config",
+		"scsi0":     "scsi0 is a disk",
+	} {
+		d := v.Disk(id)
+		if d == nil {
+			t.Errorf("%s is not listed", id)
+			continue
+		}
+		if got := d.NotListed(); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+	if pd := v.Disk("efidisk0"); pd.PendingDrive == nil || pd.Pending == nil || pd.Kind() != qemuserver.KindEFIVars {
+		t.Errorf("pending efidisk0: %+v", pd)
+	}
+	if tpm := v.Disk("tpmstate0"); tpm.PendingDrive != nil {
+		t.Errorf("tpmstate0 unchanged in [PENDING] has a pending drive: %+v", tpm.PendingDrive)
+	}
+}
