@@ -3,6 +3,7 @@ package qemuserver
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -60,8 +61,11 @@ func TestParseCmdlineLegacyDrive(t *testing.T) {
 		"-drive", "file=/var/lib/vz/template/iso/x.iso,if=none,id=drive-ide2,media=cdrom,readonly=on,aio=io_uring",
 		"-device", "ide-cd,bus=ide.1,unit=0,drive=drive-ide2,id=ide2",
 		"-drive", "if=pflash,unit=1,id=drive-efidisk0,format=raw,file=/dev/pve/vm-370-disk-9",
-		"-drive", "file=/var/lib/vz/images/370/vm-370-disk-2.qcow2,if=none,id=drive-scsi1,cache=off",
+		"-drive", "file=/var/lib/vz/images/370/vm-370-disk-2.qcow2,if=none,id=drive-scsi1,cache=off,format=qcow2,discard=unmap,throttling.iops-total=0,throttling.bps-read=x",
 		"-device", "scsi-hd,bus=scsihw0.0,drive=drive-scsi1,id=scsi1",
+		"-device", "usb-tablet,bus=uhci.0",
+		"-chardev", "socket,id=monitor,path=/var/run/qemu-server/370.mon",
+		"-mon", "chardev=monitor,mode=readline",
 	}
 	c, err := ParseCmdline(argv)
 	if err != nil {
@@ -89,11 +93,14 @@ func TestParseCmdlineLegacyDrive(t *testing.T) {
 	if i := c.Disks["ide2"]; !i.CDROM || !i.ReadOnly || i.Discard != "" || i.AIO != "io_uring" {
 		t.Errorf("ide2 %+v", i)
 	}
-	if s := c.Disks["scsi1"]; !s.CacheDirect || s.WriteCache != "on" || s.Driver != "file" || s.Format != "raw" {
+	if s := c.Disks["scsi1"]; !s.CacheDirect || s.WriteCache != "on" || s.Driver != "file" || s.Format != "qcow2" || s.Discard != "unmap" || len(s.Limits) != 0 {
 		t.Errorf("scsi1 cache=off %+v", s)
 	}
-	if c.Devices["scsi0"]["bus"] != "scsihw0.0" {
-		t.Errorf("devices %v", c.Devices["scsi0"])
+	if !reflect.DeepEqual(s0.Limits, Limits{"bps-write": 20 * MiB}) {
+		t.Errorf("scsi0 limits %v (zeros are unset)", s0.Limits)
+	}
+	if c.Devices["scsi0"]["bus"] != "scsihw0.0" || len(c.Devices) != 8 {
+		t.Errorf("devices %d: %v", len(c.Devices), c.Devices["scsi0"])
 	}
 }
 
@@ -102,12 +109,15 @@ func TestParseCmdlineBlockdevAndObjects(t *testing.T) {
 		"-object", `{"id":"throttle-drive-scsi0","limits":{"bps-write":1048576,"iops-total":0},"qom-type":"throttle-group"}`,
 		"-object", "throttle-group,id=throttle-drive-scsi1,x-iops-read=300,limits.bps-read=2048",
 		"-object", "iothread,id=iothread-virtioscsi0",
+		"-object", `{"id":"throttle-drive-scsi2","limits":{"bps-read":7},"qom-type":"secret"}`,
+		"-object", "secret,id=throttle-drive-scsi2,limits.bps-read=9",
 		"-device", "virtio-scsi-pci,id=virtioscsi0,bus=pci.3,addr=0x1,iothread=iothread-virtioscsi0",
 		"-blockdev", `{"detect-zeroes":"on","discard":"ignore","driver":"throttle","file":{"cache":{"direct":true,"no-flush":false},"driver":"raw","file":{"aio":"io_uring","cache":{"direct":true,"no-flush":false},"driver":"host_device","filename":"/dev/pve/vm-1-disk-0","node-name":"e1"},"node-name":"f1"},"node-name":"drive-scsi0","read-only":false,"throttle-group":"throttle-drive-scsi0"}`,
 		"-device", "scsi-hd,bus=virtioscsi0.0,drive=drive-scsi0,id=scsi0,write-cache=on",
 		"-blockdev", `{"driver":"throttle","discard":"on","file":{"driver":"raw","file":{"driver":"file","filename":"/x.raw","node-name":"e2"},"node-name":"f2"},"node-name":"drive-scsi1"}`,
 		"-device", "scsi-hd,drive=drive-scsi1,id=scsi1,write-cache=off",
 		"-blockdev", `{"driver":"throttle","file":{"driver":"nbd","server":{"type":"unix","path":"/run/n.sock"},"export":"x","node-name":"e3"},"node-name":"drive-scsi2","discard":"ignore"}`,
+		"-blockdev", `{"driver":"throttle","discard":"ignore","file":{"driver":"qcow2","file":{"driver":"file","filename":"/q.qcow2","node-name":"e4"},"node-name":"f4"},"node-name":"drive-virtio1"}`,
 		"-blockdev", `{"driver":"raw","node-name":"pflash0","file":{"driver":"file","filename":"/usr/share/OVMF_CODE.fd"}}`,
 		"-blockdev", "driver=file,node-name=x,filename=/y",
 		"-device", "scsi-hd,drive=drive-missing,id=scsi9",
@@ -127,10 +137,16 @@ func TestParseCmdlineBlockdevAndObjects(t *testing.T) {
 	if s1.WriteCache != "off" || s1.Discard != "unmap" || s1.AIO != "threads" || s1.Controller != "lsi" || !s1.Limits.Equal(Limits{"iops-read": 300, "bps-read": 2048}) {
 		t.Errorf("scsi1 %+v", s1)
 	}
-	if s2 := c.Disks["scsi2"]; s2.Driver != "nbd" || s2.Path != "/run/n.sock" || s2.Format != "raw" || s2.AIO != "" {
+	if s2 := c.Disks["scsi2"]; s2.Driver != "nbd" || s2.Path != "/run/n.sock" || s2.Format != "raw" || s2.AIO != "" || len(s2.Limits) != 0 {
 		t.Errorf("scsi2 %+v", s2)
 	}
-	if len(c.Disks) != 3 {
+	if v1 := c.Disks["virtio1"]; v1.Format != "qcow2" || v1.NodeFormat != "f4" {
+		t.Errorf("virtio1 %+v", v1)
+	}
+	if !reflect.DeepEqual(s0.Limits, Limits{"bps-write": MiB}) {
+		t.Errorf("scsi0 limits %v (zeros are unset)", s0.Limits)
+	}
+	if len(c.Disks) != 4 {
 		t.Errorf("disks %v", c.DiskIDs())
 	}
 	for _, bad := range [][]string{{"-blockdev", `{"driver":`}, {"-object", `{"qom-type":`}} {
@@ -169,5 +185,27 @@ func TestDriveHelpers(t *testing.T) {
 	_, err := ParseDrive("scsi\x01", "x")
 	if !errors.As(err, &de) || err.Error() != `"scsi\x01": not a drive key (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0, unused0-255)` {
 		t.Errorf("%v", err)
+	}
+}
+
+// Error lines quote a key or option only when it needs it.
+func TestDriveErrorQuoting(t *testing.T) {
+	for _, c := range []struct {
+		e    DriveError
+		want string
+	}{
+		{DriveError{Key: strings.Repeat("k", 20), Reason: "r"}, strings.Repeat("k", 20) + ": r"},
+		{DriveError{Key: strings.Repeat("k", 21), Reason: "r"}, `"` + strings.Repeat("k", 21) + `": r`},
+		{DriveError{Key: "scsi0", Option: strings.Repeat("o", 40), Reason: "r"}, "scsi0: " + strings.Repeat("o", 40) + " r"},
+		{DriveError{Key: "scsi0", Option: strings.Repeat("o", 41), Reason: "r"}, `scsi0: "` + strings.Repeat("o", 40) + `"... (41 bytes) r`},
+		{DriveError{Key: "scsi0", Option: "a\x1fb", Reason: "r"}, `scsi0: "a\x1fb" r`},
+		{DriveError{Key: "scsi0", Option: "a\x7fb", Reason: "r"}, `scsi0: "a\x7fb" r`},
+		{DriveError{Key: "scsi0", Option: "a\xffb", Reason: "r"}, `scsi0: "a\xffb" r`},
+		{DriveError{Key: "scsi0", Option: "a b", Reason: "r"}, "scsi0: a b r"},
+		{DriveError{Key: "scsi0", Option: "cache", Value: "x", Reason: "r"}, `scsi0: cache="x": r`},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
 	}
 }
