@@ -175,22 +175,15 @@ func (c *Config) Next() map[string]string {
 // DiskKeys returns the config's disk keys in Proxmox's order (ide, sata,
 // scsi, virtio, efidisk, tpmstate), from the given key set. unusedN keys
 // are not disks (UnusedKeys lists them).
-func DiskKeys(keys map[string]string) []string {
-	var out []string
-	for k := range keys {
-		if IsDiskKey(k) {
-			out = append(out, k)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return diskOrder(out[i]) < diskOrder(out[j]) })
-	return out
-}
+func DiskKeys(keys map[string]string) []string { return driveKeys(keys, IsDiskKey) }
 
 // UnusedKeys returns the config's unusedN keys, in index order.
-func UnusedKeys(keys map[string]string) []string {
+func UnusedKeys(keys map[string]string) []string { return driveKeys(keys, IsUnusedKey) }
+
+func driveKeys(keys map[string]string, want func(string) bool) []string {
 	var out []string
 	for k := range keys {
-		if IsUnusedKey(k) {
+		if want(k) {
 			out = append(out, k)
 		}
 	}

@@ -84,15 +84,10 @@ func ParseBool(v string) (bool, bool) {
 // mbps "0.000" (it converts defined($bps), which is 1), so the limit is
 // lost; Limits then says so (none).
 func ParseDrive(key, value string) (*Drive, error) {
-	bus, idx, ok := splitDriveKey(key)
-	if !ok {
-		return nil, &DriveError{Key: key, Reason: "not a drive key (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0, unused0-255)"}
-	}
-	d, err := parsePropertyString(key, bus, value)
+	d, err := ParseDriveSchema(key, value)
 	if err != nil {
 		return nil, err
 	}
-	d.Index = idx
 	if err := d.checkParseDrive(); err != nil {
 		return nil, err
 	}
