@@ -1,6 +1,7 @@
 package qemuserver
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -161,5 +162,71 @@ func TestUsesBlockdev(t *testing.T) {
 	}
 	if SCSIHW(nil) != "lsi" {
 		t.Error("SCSIHW default")
+	}
+}
+
+// Edges the mutation tests found unguarded.
+func TestModelEdges(t *testing.T) {
+	st, err := ParseStorages(strings.NewReader("nfs: nn\n\tpath /srv/nfs\n\tserver x\n\nnfs: mm\n\tserver x\n\nlvmthin: tt\n\tvgname vg\n\ndir: local\n\tpath /var/lib/vz\n"), "s.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for vol, want := range map[string]string{
+		"nn:1/vm-1-disk-0.raw": "/srv/nfs/images/1/vm-1-disk-0.raw",
+		"mm:1/vm-1-disk-0.raw": "/mnt/pve/mm/images/1/vm-1-disk-0.raw",
+	} {
+		if v, err := ResolveVolume(st, &Drive{Key: "scsi0", Volume: vol, Opts: map[string]string{}}, nil); err != nil || v.Path != want {
+			t.Errorf("%s: %+v %v", vol, v, err)
+		}
+	}
+	if vg, lv := st["tt"].ThinPool(); vg != "vg" || lv != "data" {
+		t.Errorf("ThinPool default %s/%s", vg, lv)
+	}
+	if v, err := VolumeFromPath("/dev/x", &Drive{Opts: map[string]string{}}, nil); err != nil || v.Driver != "host_device" {
+		t.Errorf("nil isBlock: %+v %v", v, err)
+	}
+	if v, _ := ResolveVolume(st, &Drive{Key: "scsi0", Volume: "/dev/sdb", Opts: map[string]string{}}, nil); v.Driver != "host_device" {
+		t.Errorf("nil isBlock: %+v", v)
+	}
+	if _, err := ParseStorages(strings.NewReader("dir: a\n\tpath /x\n\nbad header\n"), "s.cfg"); err == nil || !strings.Contains(err.Error(), "s.cfg line 4") {
+		t.Errorf("line number: %v", err)
+	}
+	// format= counts for a path only: a storage's volume has its plugin's.
+	s, _ := Predict(drive(t, "scsi0", "local:100/vm-100-disk-0.qcow2,format=raw"), st, VMDefaults{}, nil)
+	if s.Format != "qcow2" {
+		t.Errorf("storage volume format %s", s.Format)
+	}
+	// A host CD-ROM drive passed through by path is host_cdrom.
+	s, _ = Predict(drive(t, "ide2", "/dev/sr0,media=cdrom"), st, VMDefaults{Blockdev: true}, func(string) bool { return true })
+	if s.Driver != "host_cdrom" {
+		t.Errorf("host CD-ROM driver %s", s.Driver)
+	}
+	if isLength("-max-length") || !isLength("x-max-length") {
+		t.Error("isLength edge")
+	}
+	for _, c := range [][2]string{
+		{"local-lvm:vm-1-disk-0,serial=" + strings.Repeat("A", 60), ""},
+		{"local-lvm:vm-1-disk-0,queues=2", ""},
+		{"local-lvm:vm-1-disk-0,mbps_max=1,mbps=1,bps_max_length=1", ""},
+		{"local-lvm:vm-1-disk-0,queues=1", "queues=\"1\": below the minimum of 2"},
+		{"local-lvm:vm-1-disk-0,mbps_rd=1,mbps_rd_max=2,bps_rd_max_length=0", "bps_rd_max_length=\"0\": below the minimum of 1"},
+	} {
+		_, err := ParseDrive("scsi0", c[0])
+		if c[1] == "" && err != nil || c[1] != "" && (err == nil || !strings.HasSuffix(err.Error(), c[1])) {
+			t.Errorf("%s: %v, want %q", c[0], err, c[1])
+		}
+	}
+	if clip(strings.Repeat("x", 40)) != `"`+strings.Repeat("x", 40)+`"` || clip(strings.Repeat("x", 41)) != `"`+strings.Repeat("x", 40)+`"... (41 bytes)` {
+		t.Error("clip at 40 bytes")
+	}
+	if _, err := SplitShell(`"a\`); !errors.Is(err, ErrParse) {
+		t.Errorf("backslash at the end of a double quote: %v", err)
+	}
+	if m, _ := SplitQemuOpts("a=1,", ""); m["a"] != "1" {
+		t.Errorf("trailing comma: %v", m)
+	}
+	long := "args: " + strings.Repeat("x", 1<<20) + "\n"
+	if c, err := ParseConfig(strings.NewReader(long), "long.conf"); err != nil || len(c.Main["args"]) != 1<<20 {
+		t.Errorf("a 1 MiB line: %v", err)
 	}
 }
