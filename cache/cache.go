@@ -135,9 +135,17 @@ func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
 	} else if liveErr != nil {
 		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
 	}
+	out.Notes = append(out.Notes, v.Notes...)
 	for _, d := range disks {
-		if d.Kind() == qemuserver.KindEmptyCDROM || d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
-			continue // an empty CD-ROM drive holds nothing
+		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
+			continue
+		}
+		if d.Kind() == qemuserver.KindEmptyCDROM {
+			out.Notes = append(out.Notes, d.NotListed()) // an empty CD-ROM drive holds nothing
+			continue
+		}
+		if d.ResolveError != nil {
+			out.Notes = append(out.Notes, d.ResolveError.Error())
 		}
 		out.Disks = append(out.Disks, build(v, d))
 	}

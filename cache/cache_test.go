@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,8 +56,8 @@ func texts(ls []Line) string {
 // EFI vars disk and [PENDING] changes, as QEMU 7.2 ran them (-blockdev).
 func TestBuildRecordedBlockdev(t *testing.T) {
 	view, _ := recorded(t, "real-blockdev-modes")
-	if !view.Running || !view.Blockdev || len(view.Notes) != 0 {
-		t.Errorf("running %v blockdev %v notes %v", view.Running, view.Blockdev, view.Notes)
+	if !view.Running || !view.Blockdev || len(view.Notes) != 1 || view.Notes[0] != "ide0 is an empty CD-ROM drive (no medium: QEMU opens nothing): not listed, on purpose" {
+		t.Errorf("running %v blockdev %v notes %q", view.Running, view.Blockdev, view.Notes)
 	}
 	disks := byID(view)
 	var ids []string
@@ -180,7 +181,7 @@ scsi6: ceph:vm-100-disk-6,cache=writeback,size=8G
 scsi7: ceph:vm-100-disk-7,size=8G
 scsi8: ceph-krbd:vm-100-disk-8,size=8G
 scsi9: san:0.0.1.scsi-36001405aabbccdd
-scsi10: san-direct:0.0.2.scsi-36001405eeff
+scsi10: san-direct:lun2
 scsi11: zfs-over-iscsi:vm-100-disk-11,cache=unsafe,size=8G
 scsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G
 scsi13: drbd:vm-100-disk-13,size=8G
@@ -190,10 +191,15 @@ scsi0: local-lvm:vm-100-disk-0,size=8G,discard=on
 scsi1: thick:vm-100-disk-1,size=8G,cache=none
 `
 	n := vmtest.New(t, 100, conf, everyType(t), nil)
+	// The hyperconverged cluster's ceph.conf names krbd devices (its fsid).
+	n.Write(t, filepath.Join(n.Root, "etc/pve/ceph.conf"), "[global]\n\tfsid = 2c6a1e6a-4bd5-4c1f-a9e8-3e0e8f54c1aa\n")
 	v := n.Load(t)
 	view := Build(v, v.Disks, nil)
-	if view.Running || len(view.Notes) != 1 || view.Notes[0] != "VM 100 is not running: showing the configured values" {
-		t.Errorf("running %v notes %v", view.Running, view.Notes)
+	// The plugin storage's volume cannot be placed without the node's
+	// pvesm: said, and the disk is still listed as not modelled.
+	if view.Running || len(view.Notes) != 2 || view.Notes[0] != "VM 100 is not running: showing the configured values" ||
+		!strings.HasPrefix(view.Notes[1], "scsi13: drbd:vm-100-disk-13: storage drbd is of type linstor") {
+		t.Errorf("running %v notes %q", view.Running, view.Notes)
 	}
 	for _, c := range []struct {
 		id, backend, heading, acked, unmeasured string

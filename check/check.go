@@ -274,7 +274,7 @@ func VM(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.C
 
 func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, pools *thinpool.Cache) VMResult {
 	out := VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
-	v, err := vm.Load(n.Paths, vmid)
+	v, err := vm.LoadNode(ctx, n, vmid)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
 			file := n.Paths.VMConfig(vmid)
@@ -290,6 +290,7 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 		return out
 	}
 	out.Running = v.Running
+	out.Notes = append(out.Notes, v.Notes...)
 	if v.Running {
 		if err := v.FetchLive(ctx, n.Timeout); err != nil {
 			out.liveUnread(vmid, err)

@@ -95,6 +95,8 @@ func newNode(t *testing.T) *tnode {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	tn := &tnode{t: t, root: root, n: node.New(node.NewPaths(root, "", ""), 2*time.Second)}
 	tn.write("etc/pve/storage.cfg", storageCfg)
+	// The hyperconverged Ceph cluster's config: its fsid names krbd devices.
+	tn.write("etc/pve/ceph.conf", "[global]\n\tfsid = 2c6a1e6a-4bd5-4c1f-a9e8-3e0e8f54c1aa\n\tmon_host = 10.0.0.1\n")
 	tn.mkdir("etc/pve/qemu-server")
 	return tn
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,6 +26,21 @@ const restartHint = "(a full stop and start; a reboot inside the guest is not en
 func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
 	j := newJudge(v)
 	for _, d := range v.Disks {
+		if d.ParseError == nil && d.Kind() == qemuserver.KindTPMState {
+			out.Notes = append(out.Notes, d.NotListed())
+		}
+		if d.ResolveError != nil {
+			var ue *qemuserver.UnmodelledError
+			if errors.As(d.ResolveError, &ue) {
+				// A plugin storage `pvesm path` could not place here: said,
+				// not judged.
+				out.Notes = append(out.Notes, d.ResolveError.Error())
+			} else {
+				// Proxmox parses the line but cannot start the VM with it.
+				out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Disk: d.ID,
+					Message: d.ResolveError.Error() + ": the VM does not start until it is fixed"})
+			}
+		}
 		if k := d.Kind(); k != qemuserver.KindEmptyCDROM && k != qemuserver.KindTPMState {
 			cd := Disk{ID: d.ID, Configured: values(d.Configured), Running: values(d.RunningNow())}
 			if d.Pending != nil {
@@ -184,9 +200,23 @@ func (r *diskRun) prepare() bool {
 				}
 			}
 		}
-		r.findings = append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: d.ID, Message: d.ParseError.Error() + ": Proxmox ignores this disk"})
-		r.fixed = append(r.fixed, false)
-		return false
+		// Refused only for its limit combination: limit-invalid (below)
+		// fixes it, and the other rules still apply to the line.
+		drv, err := qemuserver.ParseDriveSchema(d.ID, line)
+		if err != nil || len(drv.LimitProblems()) == 0 || d.PendingDrive != nil {
+			r.findings = append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: d.ID, Message: d.ParseError.Error() + ": Proxmox ignores this disk"})
+			r.fixed = append(r.fixed, false)
+			return false
+		}
+		s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice)
+		if err != nil {
+			r.findings = append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: d.ID, Message: d.ParseError.Error() + ": Proxmox ignores this disk"})
+			r.fixed = append(r.fixed, false)
+			return false
+		}
+		r.drv, r.settings = drv, s
+		r.stor = v.Storages[drv.StorageID()]
+		return true
 	}
 	switch {
 	case d.PendingDelete:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,6 +91,14 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 	}
 	r := &run{n: n, v: v, ts: ts, o: o, newMeter: newMeter,
 		rep: &Report{VMID: v.VMID, Running: v.Running, Mode: o.Mode, Disks: []Disk{}}}
+	// What the model took from the node, and every selected disk that
+	// takes no discards, said rather than silently left out.
+	r.rep.Notes = append(r.rep.Notes, v.Notes...)
+	for _, d := range sel {
+		if !slices.ContainsFunc(ts, func(t *Target) bool { return t.Disk == d }) {
+			r.rep.Notes = append(r.rep.Notes, d.NotListed())
+		}
+	}
 
 	// Measure first: a tool that fails stops everything before the guest
 	// is asked to trim anything.

@@ -54,8 +54,10 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Reque
 		return nil, vm.QMPError(v.VMID, liveErr)
 	}
 	var out []*Result
+	var skipped []string
 	for _, d := range disks {
-		if d.Drive != nil && (d.Drive.IsCDROM() || d.Drive.IsNone()) {
+		if k := d.Kind(); k == qemuserver.KindCDROM || k == qemuserver.KindEmptyCDROM || k == qemuserver.KindTPMState {
+			skipped = append(skipped, d.NotListed())
 			continue
 		}
 		res := &Result{VMID: v.VMID, Disk: d.ID, Running: v.Running, Blockdev: v.Blockdev}
@@ -66,8 +68,9 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Reque
 		out = append(out, res)
 	}
 	if len(out) == 0 {
-		return nil, exitcode.Usagef("limit: VM %d has no disk with limits to show", v.VMID)
+		return nil, exitcode.Usagef("limit: VM %d has no disk with limits to show (%s)", v.VMID, strings.Join(skipped, "; "))
 	}
+	out[0].Notes = append(out[0].Notes, skipped...)
 	var final error
 	if req.Change != nil {
 		if err := Apply(ctx, n, v, disks[0], out[0], running[disks[0].ID], req); err != nil {
@@ -105,6 +108,8 @@ func changeable(v *vm.VM, d *vm.Disk, req Request) error {
 	switch {
 	case d.Drive == nil:
 		return exitcode.Usagef("limit: %s is not in VM %d's config", d.ID, v.VMID)
+	case d.Kind() == qemuserver.KindTPMState:
+		return exitcode.Usagef("limit: %s is %s: QEMU has no throttle node for it", d.ID, d.Kind().Describe())
 	case d.Drive.IsCDROM() || d.Drive.IsNone():
 		return exitcode.Usagef("limit: %s is a CD-ROM drive", d.ID)
 	case d.Drive.Bool("scsiblock"):

@@ -292,13 +292,16 @@ func TestPersist(t *testing.T) {
 	}
 	os.Remove(filepath.Join(tn.root, "qm.fail"))
 
-	// A config value Proxmox would not take is not carried into qm (a hex
-	// float: qemuserver.ParseDrive takes it, as strconv.ParseFloat does).
+	// A config value Proxmox would not take is not carried into qm: a hex
+	// float is refused as the line is read (Proxmox's number format), before
+	// anything can run.
 	tn.writeConfig(t, strings.Replace(tn.config(t), ",mbps_wr=20,", ",mbps_wr=0x1p4,", 1))
-	v, disks = tn.load(t, "scsi1")
 	calls := len(tn.qmCalls(t))
-	rs, err = Run(ctx, tn.node, v, disks, req)
-	if rs != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "scsi1's config line has mbps_wr=0x1p4: not a non-negative number") || len(tn.qmCalls(t)) != calls {
+	v, err = vm.Load(tn.node.Paths, 370)
+	if err == nil {
+		_, err = v.Select([]string{"scsi1"})
+	}
+	if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "mbps_wr") || !strings.Contains(err.Error(), "0x1p4") || len(tn.qmCalls(t)) != calls {
 		t.Errorf("bad config value: %v", err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
-	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // ErrParse wraps every config, drive and storage.cfg syntax error.
@@ -40,21 +39,27 @@ const (
 	MaxVMID = 999999999
 )
 
-// ParseVMID validates a VMID argument as Proxmox does.
+// vmidRe is Proxmox's pve-vmid format (PVE::JSONSchema): no sign, no
+// blank, no leading zero, 3 to 9 digits.
+var vmidRe = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
+
+// ParseVMID validates a VMID argument as Proxmox does: "0370" and "+370"
+// are not VMIDs.
 func ParseVMID(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || strings.TrimSpace(s) != s || strings.HasPrefix(s, "+") {
-		return 0, fmt.Errorf("invalid VMID %s: not a number", units.Clip(s, 20))
+	if !vmidRe.MatchString(s) {
+		if _, err := strconv.Atoi(s); err == nil && !strings.HasPrefix(s, "0") && !strings.HasPrefix(s, "+") {
+			return 0, fmt.Errorf("invalid VMID %s: out of range %d-%d", clip(s), MinVMID, MaxVMID)
+		}
+		return 0, fmt.Errorf("invalid VMID %s: not a number of 3 to 9 digits without a leading zero (Proxmox's pve-vmid)", clip(s))
 	}
-	if n < MinVMID || n > MaxVMID {
-		return 0, fmt.Errorf("invalid VMID %s: out of range %d-%d", units.Clip(s, 20), MinVMID, MaxVMID)
-	}
+	n, _ := strconv.Atoi(s)
 	return n, nil
 }
 
+// The line shapes of parse_vm_config (QemuServer.pm).
 var (
-	sectionRe = regexp.MustCompile(`^\[([^\]]+)\]\s*$`)
-	keyRe     = regexp.MustCompile(`^([a-z][a-z0-9_\-]*):\s*(.*?)\s*$`)
+	sectionRe = regexp.MustCompile(`^\[([^\]]*)\]\s*$`)
+	keyRe     = regexp.MustCompile(`^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$`)
 )
 
 // LoadConfig reads and parses a VM config file.
@@ -71,7 +76,12 @@ func LoadConfig(path string, vmid int) (*Config, error) {
 	return c, nil
 }
 
-// ParseConfig parses a config file; name is used in error messages.
+// ParseConfig parses a config file the way parse_vm_config does; name is
+// used in error messages. Only the main section and [PENDING] are kept:
+// snapshots, [special:cloudinit], [special:fleecing] and unknown sections
+// are skipped. As in Proxmox, a key given twice keeps its last value, and
+// "cdrom" is IDE2. A line of no known shape is an error (Proxmox skips it
+// with a warning: "unable to parse config").
 func ParseConfig(r io.Reader, name string) (*Config, error) {
 	c := &Config{Path: name, Main: map[string]string{}, Lines: map[string]int{}, Pending: map[string]string{}}
 	sc := bufio.NewScanner(r)
@@ -86,11 +96,14 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			continue
 		}
 		if m := sectionRe.FindStringSubmatch(line); m != nil {
-			section = m[1]
+			section = "[" + m[1] + "]" // never "", the main section's name
+			if strings.EqualFold(m[1], "PENDING") {
+				section = "PENDING"
+			}
 			continue
 		}
 		if section != "" && section != "PENDING" {
-			continue // snapshots, [special:cloudinit], [special:fleecing]
+			continue // snapshots, special and unknown sections
 		}
 		if strings.HasPrefix(line, "#") {
 			if section == "" {
@@ -100,23 +113,32 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 		}
 		m := keyRe.FindStringSubmatch(line)
 		if m == nil {
-			return nil, fmt.Errorf("%w: %s line %d: cannot parse %q", ErrParse, name, lineNo, line)
+			return nil, fmt.Errorf("%w: %s line %d: cannot parse %s", ErrParse, name, lineNo, clip(line))
 		}
 		key, val := m[1], m[2]
-		if section == "PENDING" {
-			if key == "delete" {
+		switch {
+		case key == "description":
+			if section == "" {
+				desc = append(desc, val)
+			}
+			continue
+		case key == "snapstate":
+			continue // a snapshot's state, never the VM's
+		case key == "delete":
+			if section == "PENDING" {
 				for _, k := range strings.Split(val, ",") {
 					if k = strings.TrimPrefix(strings.TrimSpace(k), "!"); k != "" {
 						c.PendingDelete = append(c.PendingDelete, k)
 					}
 				}
-				continue
 			}
+			continue // outside [PENDING] Proxmox refuses it
+		case key == "cdrom":
+			key = "ide2" // the old alias of ide2
+		}
+		if section == "PENDING" {
 			c.Pending[key] = val
 			continue
-		}
-		if _, dup := c.Main[key]; dup {
-			return nil, fmt.Errorf("%w: %s line %d: duplicate key %q", ErrParse, name, lineNo, key)
 		}
 		c.Main[key] = val
 		c.Lines[key] = lineNo
@@ -151,11 +173,17 @@ func (c *Config) Next() map[string]string {
 }
 
 // DiskKeys returns the config's disk keys in Proxmox's order (ide, sata,
-// scsi, virtio, efidisk, tpmstate), from the given key set.
-func DiskKeys(keys map[string]string) []string {
+// scsi, virtio, efidisk, tpmstate), from the given key set. unusedN keys
+// are not disks (UnusedKeys lists them).
+func DiskKeys(keys map[string]string) []string { return driveKeys(keys, IsDiskKey) }
+
+// UnusedKeys returns the config's unusedN keys, in index order.
+func UnusedKeys(keys map[string]string) []string { return driveKeys(keys, IsUnusedKey) }
+
+func driveKeys(keys map[string]string, want func(string) bool) []string {
 	var out []string
 	for k := range keys {
-		if IsDiskKey(k) {
+		if want(k) {
 			out = append(out, k)
 		}
 	}
@@ -163,29 +191,53 @@ func DiskKeys(keys map[string]string) []string {
 	return out
 }
 
-var diskKeyRe = regexp.MustCompile(`^(ide|sata|scsi|virtio|efidisk|tpmstate)(\d+)$`)
+// Drive keys as qemu-server defines them (Drive.pm: 4 IDE, 6 SATA, 31 SCSI,
+// 16 VirtIO, efidisk0, tpmstate0, 256 unused). "scsi01" or "scsi31" are no
+// drive keys: Proxmox drops them as unknown settings.
+var driveKeyRe = regexp.MustCompile(`^(ide|sata|scsi|virtio|efidisk|tpmstate|unused)(0|[1-9][0-9]{0,2})$`)
 
-var busLimit = map[string]int{"ide": 3, "sata": 5, "scsi": 30, "virtio": 15, "efidisk": 0, "tpmstate": 0}
+var busLimit = map[string]int{"ide": 3, "sata": 5, "scsi": 30, "virtio": 15, "efidisk": 0, "tpmstate": 0, "unused": 255}
 
 // IsDiskKey reports whether key names a disk slot (scsi0..30, virtio0..15,
 // sata0..5, ide0..3, efidisk0, tpmstate0).
 func IsDiskKey(key string) bool {
-	bus, idx, ok := SplitDiskKey(key)
-	return ok && idx <= busLimit[bus]
+	bus, _, ok := splitDriveKey(key)
+	return ok && bus != "unused"
 }
 
-// SplitDiskKey splits "scsi12" into ("scsi", 12).
+// IsUnusedKey reports unused0..unused255: volumes the VM owns but does not
+// attach.
+func IsUnusedKey(key string) bool {
+	bus, _, ok := splitDriveKey(key)
+	return ok && bus == "unused"
+}
+
+// SplitDiskKey splits "scsi12" into ("scsi", 12); false for anything that
+// is not a disk key.
 func SplitDiskKey(key string) (string, int, bool) {
-	m := diskKeyRe.FindStringSubmatch(key)
+	bus, idx, ok := splitDriveKey(key)
+	if !ok || bus == "unused" {
+		return "", 0, false
+	}
+	return bus, idx, true
+}
+
+// splitDriveKey is SplitDiskKey with unusedN.
+func splitDriveKey(key string) (string, int, bool) {
+	m := driveKeyRe.FindStringSubmatch(key)
 	if m == nil {
 		return "", 0, false
 	}
 	n, _ := strconv.Atoi(m[2])
+	if n > busLimit[m[1]] {
+		return "", 0, false
+	}
 	return m[1], n, true
 }
 
+var busOrder = map[string]int{"ide": 0, "sata": 1, "scsi": 2, "virtio": 3, "efidisk": 4, "tpmstate": 5, "unused": 6}
+
 func diskOrder(key string) int {
-	bus, idx, _ := SplitDiskKey(key)
-	order := map[string]int{"ide": 0, "sata": 1, "scsi": 2, "virtio": 3, "efidisk": 4, "tpmstate": 5}
-	return order[bus]*100 + idx
+	bus, idx, _ := splitDriveKey(key)
+	return busOrder[bus]*1000 + idx
 }

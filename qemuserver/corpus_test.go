@@ -1,6 +1,7 @@
 package qemuserver
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,4 +110,72 @@ func TestCfg2CmdConformance(t *testing.T) {
 		})
 	}
 	t.Logf("%d cases, %d disks compared", len(confs), disks)
+}
+
+// TestEveryCorpusDriveAccepted: every drive line of every section of every
+// config in the corpora ran on a real node (or, in testdata/shapes, is
+// written in Proxmox's exact syntax), so the parser must accept each one:
+// a refusal here would be a false config-invalid.
+func TestEveryCorpusDriveAccepted(t *testing.T) {
+	lines := driveSeeds()
+	if len(lines) < 100 {
+		t.Skipf("only %d drive lines found (corpora absent?)", len(lines))
+	}
+	kinds := map[Kind]int{}
+	for _, l := range lines {
+		d, err := ParseDrive(l[0], l[1])
+		if err != nil {
+			t.Errorf("refused: %v", err)
+			continue
+		}
+		kinds[d.Kind()]++
+	}
+	for k := KindDisk; k <= KindUnused; k++ {
+		if kinds[k] == 0 {
+			t.Errorf("no drive of kind %s in the corpora", k)
+		}
+	}
+	t.Logf("%d drive lines, by kind %v", len(lines), kinds)
+}
+
+// TestShapesResolve: every volume of testdata/shapes is placed as its
+// storage's plugin places it, or (krbd without fsid, a plugin storage) is
+// one the node's `pvesm path` answers.
+func TestShapesResolve(t *testing.T) {
+	dir := filepath.Join("testdata", "shapes")
+	st, err := LoadStorages(filepath.Join(dir, "storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	confs, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
+	unmodelled := 0
+	for _, conf := range confs {
+		c, err := LoadConfig(conf, 600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := c.Next()
+		for _, k := range append(DiskKeys(next), UnusedKeys(next)...) {
+			d, err := ParseDrive(k, next[k])
+			if err != nil {
+				t.Errorf("%s: %v", filepath.Base(conf), err)
+				continue
+			}
+			if d.IsNone() || d.Volume == "cdrom" {
+				continue
+			}
+			_, err = ResolveVolume(st, d, nil)
+			var ue *UnmodelledError
+			if errors.As(err, &ue) {
+				unmodelled++
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %v", filepath.Base(conf), err)
+			}
+		}
+	}
+	if unmodelled != 4 {
+		t.Errorf("%d volumes need pvesm path, want 4 (two krbd, two LINSTOR)", unmodelled)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Drive is one parsed disk line (`scsi1: local-lvm:vm-370-disk-1,cache=writeback`).
@@ -18,79 +19,44 @@ type Drive struct {
 	Order  []string          // option keys in the order they appeared, for faithful rewriting
 }
 
-// Option kinds for validation.
-const (
-	kString = iota
-	kBool
-	kInt
-	kNumber
-)
-
-type optSpec struct {
-	kind   int
-	enum   []string
-	buses  string // "" = all disk buses, else space separated list
-	min    float64
-	hasMin bool
+// DriveError is a drive line Proxmox refuses: its config parser drops the
+// line ("unable to parse value of 'efidisk0'") or parse_drive ignores the
+// drive, so the VM starts without it. Option names the option at fault
+// ("" when the line as a whole is).
+type DriveError struct {
+	Key    string
+	Option string
+	Value  string // the value refused, "" when the option itself is
+	Reason string
 }
 
-var driveOpts = map[string]optSpec{
-	"media":         {kind: kString, enum: []string{"cdrom", "disk"}},
-	"snapshot":      {kind: kBool},
-	"cache":         {kind: kString, enum: []string{"none", "writethrough", "writeback", "unsafe", "directsync"}},
-	"format":        {kind: kString, enum: []string{"raw", "qcow", "qed", "qcow2", "vmdk", "cloop"}},
-	"size":          {kind: kString},
-	"backup":        {kind: kBool},
-	"replicate":     {kind: kBool},
-	"rerror":        {kind: kString, enum: []string{"ignore", "report", "stop"}},
-	"werror":        {kind: kString, enum: []string{"enospc", "ignore", "report", "stop"}},
-	"aio":           {kind: kString, enum: []string{"native", "threads", "io_uring"}},
-	"discard":       {kind: kString, enum: []string{"ignore", "on"}},
-	"detect_zeroes": {kind: kBool},
-	"serial":        {kind: kString},
-	"shared":        {kind: kBool},
-	"iothread":      {kind: kBool, buses: "scsi virtio"},
-	"product":       {kind: kString, buses: "scsi"},
-	"vendor":        {kind: kString, buses: "scsi"},
-	"model":         {kind: kString, buses: "ide sata"},
-	"queues":        {kind: kInt, buses: "scsi", min: 2, hasMin: true},
-	"ro":            {kind: kBool, buses: "scsi virtio"},
-	"scsiblock":     {kind: kBool, buses: "scsi"},
-	"ssd":           {kind: kBool, buses: "ide sata scsi"},
-	"wwn":           {kind: kString, buses: "ide sata scsi"},
-	// EFI and TPM disks.
-	"efitype":           {kind: kString, enum: []string{"2m", "4m"}, buses: "efidisk"},
-	"pre-enrolled-keys": {kind: kBool, buses: "efidisk"},
-	"ms-cert":           {kind: kString, buses: "efidisk"},
-	"version":           {kind: kString, buses: "tpmstate"},
-	"import-from":       {kind: kString},
+func (e *DriveError) Error() string {
+	key, opt := e.Key, e.Option
+	if len(key) > 20 || strings.ContainsFunc(key, notPrintable) {
+		key = clip(key)
+	}
+	if len(opt) > 40 || strings.ContainsFunc(opt, notPrintable) {
+		opt = clip(opt)
+	}
+	switch {
+	case opt == "":
+		return key + ": " + e.Reason
+	case e.Value == "":
+		return key + ": " + opt + " " + e.Reason
+	}
+	return key + ": " + opt + "=" + clip(e.Value) + ": " + e.Reason
 }
 
-// Aliases Proxmox accepts for drive options.
-var driveAliases = map[string]string{
-	"volume":         "file",
-	"bps_rd_length":  "bps_rd_max_length",
-	"bps_wr_length":  "bps_wr_max_length",
-	"iops_rd_length": "iops_rd_max_length",
-	"iops_wr_length": "iops_wr_max_length",
-}
+func notPrintable(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }
 
-// Dropped properties Proxmox silently skips.
+// Unwrap makes every DriveError an ErrParse (bad input, exit 2).
+func (e *DriveError) Unwrap() error { return ErrParse }
+
+// droppedOpts are skipped without a word (Drive.pm $DROPPED_PROPERTIES).
 var droppedOpts = map[string]bool{"cyls": true, "heads": true, "secs": true, "trans": true}
 
-func init() {
-	for _, k := range []string{"bps", "bps_rd", "bps_wr", "iops", "iops_rd", "iops_wr", "iops_max", "iops_rd_max", "iops_wr_max"} {
-		driveOpts[k] = optSpec{kind: kInt}
-	}
-	for _, k := range []string{"mbps", "mbps_rd", "mbps_wr", "mbps_max", "mbps_rd_max", "mbps_wr_max"} {
-		driveOpts[k] = optSpec{kind: kNumber}
-	}
-	for _, k := range []string{"bps_max_length", "bps_rd_max_length", "bps_wr_max_length", "iops_max_length", "iops_rd_max_length", "iops_wr_max_length"} {
-		driveOpts[k] = optSpec{kind: kInt, min: 1, hasMin: true}
-	}
-}
-
-// ParseBool accepts Proxmox's boolean spellings.
+// ParseBool accepts Proxmox's boolean spellings (PVE::JSONSchema
+// parse_boolean).
 func ParseBool(v string) (bool, bool) {
 	switch strings.ToLower(v) {
 	case "1", "on", "yes", "true":
@@ -101,127 +67,192 @@ func ParseBool(v string) (bool, bool) {
 	return false, false
 }
 
-// ParseDrive parses a disk property string for config key key. It rejects what
-// Proxmox's schema rejects (unknown or duplicate keys, bad enum values, options
-// the bus does not have); limit combinations are checked by LimitProblems.
+// ParseDrive parses the value of a drive key (ide0-3, sata0-5, scsi0-30,
+// virtio0-15, efidisk0, tpmstate0, unused0-255) exactly as Proxmox does,
+// and refuses what Proxmox refuses, naming the option:
+//
+//   - the key's own format (parse_property_string): an option the kind
+//     lacks (discard on efidisk0), a duplicate, a value its type, format,
+//     pattern, length, minimum or enumeration refuses, no volume;
+//   - then parse_drive's own rules: bps with mbps, a burst without its
+//     rate (Perl truth: "0" is unset, "0.0" is set), mbps with mbps_rd or
+//     mbps_wr (iops alike), a CD-ROM with snapshot or format, a VirtIO
+//     CD-ROM.
+//
+// Booleans are stored as "1"/"0" and bps* as mbps*, as Proxmox stores
+// them. Proxmox keeps parse_drive's conversion bug: any bps value becomes
+// mbps "0.000" (it converts defined($bps), which is 1), so the limit is
+// lost; Limits then says so (none).
 func ParseDrive(key, value string) (*Drive, error) {
-	bus, idx, ok := SplitDiskKey(key)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: not a disk key", ErrParse, key)
+	d, err := ParseDriveSchema(key, value)
+	if err != nil {
+		return nil, err
 	}
-	d := &Drive{Key: key, Bus: bus, Index: idx, Opts: map[string]string{}}
-	for i, part := range splitProps(value) {
-		k, v, hasEq := strings.Cut(part, "=")
-		if !hasEq {
-			if i == 0 {
-				d.Volume = part
-				continue
-			}
-			return nil, fmt.Errorf("%w: %s: value without key %q", ErrParse, key, part)
-		}
-		k = strings.TrimSpace(k)
-		if a, ok := driveAliases[k]; ok {
-			k = a
-		}
-		if droppedOpts[k] {
-			continue
-		}
-		if k == "file" {
-			if d.Volume != "" {
-				return nil, fmt.Errorf("%w: %s: duplicate key %q", ErrParse, key, "file")
-			}
-			d.Volume = v
-			continue
-		}
-		spec, known := driveOpts[k]
-		if !known {
-			return nil, fmt.Errorf("%w: %s: unknown option %q", ErrParse, key, k)
-		}
-		if spec.buses != "" && !strings.Contains(" "+spec.buses+" ", " "+bus+" ") {
-			return nil, fmt.Errorf("%w: %s: option %q is not valid for %s disks", ErrParse, key, k, bus)
-		}
-		if _, dup := d.Opts[k]; dup {
-			return nil, fmt.Errorf("%w: %s: duplicate key %q", ErrParse, key, k)
-		}
-		nv, err := checkOpt(k, v, spec)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", ErrParse, key, err)
-		}
-		d.Opts[k] = nv
-		d.Order = append(d.Order, k)
-	}
-	if d.Volume == "" {
-		return nil, fmt.Errorf("%w: %s: no volume", ErrParse, key)
-	}
-	// bps* are stored as mbps* (Proxmox converts them at parse time).
-	for _, o := range []string{"bps", "bps_rd", "bps_wr"} {
-		if v, ok := d.Opts[o]; ok {
-			if _, both := d.Opts["m"+o]; both {
-				return nil, fmt.Errorf("%w: %s: both %s and m%s specified", ErrParse, key, o, o)
-			}
-			n, _ := strconv.ParseFloat(v, 64)
-			d.Opts["m"+o] = strconv.FormatFloat(n/(1024*1024), 'f', 3, 64)
-			delete(d.Opts, o)
-			for i, k := range d.Order {
-				if k == o {
-					d.Order[i] = "m" + o
-				}
-			}
-		}
-	}
-	if d.IsCDROM() && d.Bus == "virtio" {
-		return nil, fmt.Errorf("%w: %s: virtio disks cannot be CD-ROMs", ErrParse, key)
+	if err := d.checkParseDrive(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
 
-func checkOpt(k, v string, spec optSpec) (string, error) {
-	switch spec.kind {
-	case kBool:
-		b, ok := ParseBool(v)
-		if !ok {
-			return "", fmt.Errorf("option %q: %q is not a boolean", k, v)
-		}
-		if b {
-			return "1", nil
-		}
-		return "0", nil
-	case kInt:
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return "", fmt.Errorf("option %q: %q is not an integer", k, v)
-		}
-		if n < 0 || (spec.hasMin && float64(n) < spec.min) {
-			return "", fmt.Errorf("option %q: %d is out of range", k, n)
-		}
-		return v, nil
-	case kNumber:
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("option %q: %q is not a non-negative number", k, v)
-		}
-		return v, nil
+// ParseDriveSchema is the first half of ParseDrive alone: the line against
+// its key's format, without parse_drive's rules on combinations (limits,
+// CD-ROM options). It is for fixes: a line whose only fault is a limit
+// combination is read here, then repaired.
+func ParseDriveSchema(key, value string) (*Drive, error) {
+	bus, idx, ok := splitDriveKey(key)
+	if !ok {
+		return nil, &DriveError{Key: key, Reason: "not a drive key (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0, unused0-255)"}
 	}
-	if len(spec.enum) > 0 {
-		for _, e := range spec.enum {
-			if v == e {
-				return v, nil
-			}
-		}
-		return "", fmt.Errorf("option %q: %q is not one of %s", k, v, strings.Join(spec.enum, ", "))
+	d, err := parsePropertyString(key, bus, value)
+	if err != nil {
+		return nil, err
 	}
-	return v, nil
+	d.Index = idx
+	return d, nil
 }
 
-// splitProps splits a property string on commas.
-func splitProps(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+// parsePropertyString is PVE::JSONSchema::parse_property_string followed
+// by check_object, for the format of bus.
+func parsePropertyString(key, bus, value string) (*Drive, error) {
+	fail := func(opt, reason string) error { return &DriveError{Key: key, Option: opt, Reason: reason} }
+	refuse := func(opt, val, reason string) error {
+		return &DriveError{Key: key, Option: opt, Value: val, Reason: reason}
+	}
+	if strings.ContainsAny(value, "\n\r") {
+		return nil, fail("", "contains a line feed")
+	}
+	f := driveFormats[bus]
+	d := &Drive{Key: key, Bus: bus, Opts: map[string]string{}}
+	fileSet, bare := false, false
+	for _, part := range strings.Split(value, ",") {
+		if strings.Trim(part, " \t\n\r\f\v") == "" {
+			continue
+		}
+		k, v, hasEq := strings.Cut(part, "=")
+		switch {
+		case hasEq && k != "" && v != "":
+			if droppedOpts[k] {
+				continue
+			}
+			if k == "file" && fileSet || d.Opts[k] != "" {
+				return nil, fail(k, "is given twice")
+			}
+			if a, ok := f.aliases[k]; ok {
+				if a == "file" && fileSet || a != "file" && d.Opts[a] != "" {
+					return nil, fail(k, "is given twice (as "+a+")")
+				}
+				k = a
+			}
+			spec, known := f.props[k]
+			if !known {
+				return nil, fail(k, "is not an option of "+kindOf(bus))
+			}
+			if spec.typ == typeBoolean {
+				if b, ok := ParseBool(v); ok {
+					v = map[bool]string{true: "1", false: "0"}[b]
+				}
+			}
+			if k == "file" {
+				d.Volume, fileSet = v, true
+				continue
+			}
+			d.Opts[k] = v
+			d.Order = append(d.Order, k)
+		case !hasEq:
+			// A value without a key is the volume, wherever it stands;
+			// a second one, or one after file= set it, is a duplicate.
+			if bare || perlTrue(d.Volume) {
+				return nil, fail("file", "is given twice")
+			}
+			bare, fileSet, d.Volume = true, true, part
+		default:
+			return nil, fail("", fmt.Sprintf("%s has no key or no value", clip(part)))
 		}
 	}
-	return out
+	if !fileSet {
+		return nil, fail("", "has no volume")
+	}
+	if why := f.props["file"].checkValue(d.Volume); why != "" {
+		return nil, refuse("file", d.Volume, why)
+	}
+	for _, k := range d.Order {
+		if why := f.props[k].checkValue(d.Opts[k]); why != "" {
+			return nil, refuse(k, d.Opts[k], why)
+		}
+	}
+	return d, nil
+}
+
+// checkParseDrive is the rest of Drive.pm parse_drive, after the schema.
+func (d *Drive) checkParseDrive() error {
+	fail := func(opt, reason string) error { return &DriveError{Key: d.Key, Option: opt, Reason: reason} }
+	for _, o := range []string{"bps", "bps_rd", "bps_wr"} {
+		if _, ok := d.Opts[o]; !ok {
+			continue
+		}
+		if _, both := d.Opts["m"+o]; both {
+			return fail(o, "cannot be combined with m"+o)
+		}
+		delete(d.Opts, o)
+		d.Opts["m"+o] = "0.000" // sprintf("%.3f", defined(...) / (1024 * 1024))
+		for i, k := range d.Order {
+			if k == o {
+				d.Order[i] = "m" + o
+			}
+		}
+	}
+	// Drive.pm also lists miops_max => miops (and _rd, _wr): keys that do
+	// not exist, so iops_max without iops passes here (QEMU refuses it at
+	// start; LimitProblems says so).
+	for _, r := range [][2]string{
+		{"mbps_max", "mbps"}, {"mbps_rd_max", "mbps_rd"}, {"mbps_wr_max", "mbps_wr"},
+		{"bps_max_length", "mbps_max"}, {"bps_rd_max_length", "mbps_rd_max"}, {"bps_wr_max_length", "mbps_wr_max"},
+		{"iops_max_length", "iops_max"}, {"iops_rd_max_length", "iops_rd_max"}, {"iops_wr_max_length", "iops_wr_max"},
+	} {
+		if perlTrue(d.Opts[r[0]]) && !perlTrue(d.Opts[r[1]]) {
+			return fail(r[0], "requires "+r[1])
+		}
+	}
+	for _, p := range [][2]string{{"mbps_rd", "mbps"}, {"mbps_wr", "mbps"}, {"iops_rd", "iops"}, {"iops_wr", "iops"}} {
+		if perlTrue(d.Opts[p[0]]) && perlTrue(d.Opts[p[1]]) {
+			return fail(p[1], "cannot be combined with "+p[0])
+		}
+	}
+	if d.Opts["media"] == "cdrom" {
+		for _, o := range []string{"snapshot", "format"} {
+			if perlTrue(d.Opts[o]) {
+				return fail(o, "is not allowed on a CD-ROM (media=cdrom)")
+			}
+		}
+		if d.Bus == "virtio" {
+			return &DriveError{Key: d.Key, Option: "media", Value: "cdrom", Reason: "VirtIO Block drives cannot be CD-ROMs"}
+		}
+	}
+	return nil
+}
+
+// kindOf names a bus's format for messages.
+func kindOf(bus string) string {
+	switch bus {
+	case "efidisk":
+		return "EFI disks (OVMF's variable store, attached as pflash: " + strings.Join(Options(bus), ", ") + ")"
+	case "tpmstate":
+		return "TPM state volumes (swtpm's: " + strings.Join(Options(bus), ", ") + ")"
+	case "unused":
+		return "unused volumes (a volume id only)"
+	case "virtio":
+		return "VirtIO Block disks"
+	}
+	return strings.ToUpper(bus) + " disks"
+}
+
+// clip quotes at most 40 bytes of input for an error line.
+func clip(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:max]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // Bool returns a boolean option (false when unset).
@@ -252,8 +283,14 @@ func (d *Drive) VolName() string {
 
 // String prints the drive line back, keeping the original option order, with
 // options added since parsing appended in sorted order.
+//
+// A volume with "=" in it is printed as file=VOLUME: as a bare value it
+// would read as an option.
 func (d *Drive) String() string {
 	parts := []string{d.Volume}
+	if strings.Contains(d.Volume, "=") {
+		parts[0] = "file=" + d.Volume
+	}
 	seen := map[string]bool{}
 	for _, k := range d.Order {
 		if v, ok := d.Opts[k]; ok && !seen[k] {
@@ -306,11 +343,43 @@ const (
 	// KindTPMState is tpmstate0: swtpm's state volume. QEMU never opens it;
 	// swtpm does.
 	KindTPMState
+	// KindUnused is unusedN: a volume the VM owns (a detached disk, a
+	// leftover of a move) but does not attach.
+	KindUnused
 )
 
-var kindNames = [...]string{"disk", "cdrom", "empty-cdrom", "efivars", "tpmstate"}
+var kindNames = [...]string{"disk", "cdrom", "empty-cdrom", "efivars", "tpmstate", "unused"}
 
 func (k Kind) String() string { return kindNames[k] }
+
+// GuestDisk reports the kinds the guest sees as a drive: disks and CD-ROM
+// drives (empty or not). EFI vars are firmware's, TPM state is swtpm's, an
+// unused volume is attached to nothing.
+func (k Kind) GuestDisk() bool { return k <= KindEmptyCDROM }
+
+// BlockNode reports the kinds QEMU opens as a block node (what query-block,
+// blockstats and throttle groups can show): disks, CD-ROMs with a medium
+// and the EFI vars disk.
+func (k Kind) BlockNode() bool { return k == KindDisk || k == KindCDROM || k == KindEFIVars }
+
+// Describe says what a drive of this kind is, for a note that explains why
+// a command leaves it out.
+func (k Kind) Describe() string {
+	return [...]string{
+		"a disk",
+		"a CD-ROM drive with a medium (read-only to the guest)",
+		"an empty CD-ROM drive (no medium: QEMU opens nothing)",
+		"the EFI vars disk (OVMF's variable store, attached as pflash: firmware's, not a guest disk)",
+		"the TPM state volume (swtpm keeps the vTPM's state there; QEMU never opens it), not a guest disk",
+		"an unused volume (the VM owns it but does not attach it)",
+	}[k]
+}
+
+// NotListed is the note a command prints for a drive it leaves out on
+// purpose: "tpmstate0 is the TPM state volume (...): not listed, on purpose".
+func (k Kind) NotListed(key string) string {
+	return key + " is " + k.Describe() + ": not listed, on purpose"
+}
 
 // Kind classifies the drive.
 func (d *Drive) Kind() Kind {
@@ -319,6 +388,8 @@ func (d *Drive) Kind() Kind {
 		return KindEFIVars
 	case d.Bus == "tpmstate":
 		return KindTPMState
+	case d.Bus == "unused":
+		return KindUnused
 	case d.IsCDROM() && d.IsNone():
 		return KindEmptyCDROM
 	case d.IsCDROM():
@@ -330,5 +401,5 @@ func (d *Drive) Kind() Kind {
 var cloudInitRe = regexp.MustCompile(`[:/](?:vm-\d+-)?cloudinit(?:\.(?:raw|qcow|qcow2|qed|vmdk|cloop))?$`)
 
 // IsCloudInit reports Proxmox's cloud-init drive (Drive.pm
-// drive_is_cloudinit).
+// drive_is_cloudinit): a CD-ROM qemu-server writes at every start.
 func (d *Drive) IsCloudInit() bool { return cloudInitRe.MatchString(d.Volume) }

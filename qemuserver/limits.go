@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Limits are I/O limits in QEMU's ThrottleLimits names ("bps-write", ...):
@@ -66,9 +67,42 @@ func (d *Drive) Limits() Limits {
 	return l
 }
 
-// LimitProblems returns what Proxmox's parse_drive rejects about the limit
+// ValidateLimit checks one limit value a user typed as what it is: mbps*
+// a non-negative number, iops* a non-negative integer, *_max_length an
+// integer of at least 1. That is stricter than Proxmox's schema, which
+// lets "-5" through as an integer or number, and QEMU then refuses to
+// start; a limit is set here only if QEMU takes it.
+func ValidateLimit(key, val string) error {
+	var lk *LimitKey
+	for i := range LimitKeys {
+		if LimitKeys[i].Proxmox == key {
+			lk = &LimitKeys[i]
+		}
+	}
+	if lk == nil {
+		return fmt.Errorf("%s is not a limit option", clip(key))
+	}
+	if strings.HasPrefix(key, "mbps") {
+		if f, err := strconv.ParseFloat(val, 64); err != nil || f < 0 || !numberRe.MatchString(val) {
+			return fmt.Errorf("option %q: %s is not a non-negative number", key, clip(val))
+		}
+		return nil
+	}
+	n, err := strconv.ParseInt(val, 10, 64)
+	if err != nil || !integerRe.MatchString(val) {
+		return fmt.Errorf("option %q: %s is not an integer", key, clip(val))
+	}
+	if n < 0 || strings.HasSuffix(key, "_length") && n < 1 {
+		return fmt.Errorf("option %q: %d is out of range", key, n)
+	}
+	return nil
+}
+
+// LimitProblems returns what Proxmox and QEMU refuse about a set of limit
 // options: mbps with mbps_rd/mbps_wr (and iops alike), a *_max without its
-// rate, a *_max_length without its *_max.
+// rate, a *_max_length without its *_max. parse_drive refuses all but
+// iops*_max without its rate (its check names miops*, keys that do not
+// exist): Proxmox saves that line, and QEMU refuses to start with it.
 func (d *Drive) LimitProblems() []string {
 	return LimitProblems(d.Opts)
 }

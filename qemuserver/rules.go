@@ -166,8 +166,28 @@ func NodeName(prefix, driveID, volid string) string {
 
 // Predict computes what qemu-server would start a drive with. isBlock tells
 // whether an absolute path is a block device. CD-ROMs get CDROM set and no
-// discard/detect-zeroes; a "none" CD-ROM has no path.
+// discard/detect-zeroes; a "none" CD-ROM has no path. A volume that
+// ResolveVolume cannot place is its error (an *UnmodelledError when the
+// node's `pvesm path` can: then PredictVolume takes its answer).
 func Predict(d *Drive, st Storages, vm VMDefaults, isBlock func(string) bool) (DiskSettings, error) {
+	var vol Volume
+	if d.Volume != "cdrom" && !d.IsNone() {
+		v, err := ResolveVolume(st, d, isBlock)
+		if err != nil {
+			return DiskSettings{ID: d.Key}, err
+		}
+		vol = v
+	}
+	var stor *Storage
+	if sid := d.StorageID(); sid != "" {
+		stor = st[sid]
+	}
+	return PredictVolume(d, vol, stor, vm), nil
+}
+
+// PredictVolume is Predict for a volume already resolved (vol is ignored
+// for "none" and "cdrom"); stor is the drive's storage (nil for a path).
+func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSettings {
 	s := DiskSettings{
 		ID:         d.Key,
 		Blockdev:   vm.Blockdev,
@@ -176,18 +196,10 @@ func Predict(d *Drive, st Storages, vm VMDefaults, isBlock func(string) bool) (D
 		NodeTop:    "drive-" + d.Key,
 		ReadOnly:   d.Bool("ro") || d.IsCDROM() || vm.Template,
 	}
-	var stor *Storage
-	if sid := d.StorageID(); sid != "" {
-		stor = st[sid]
-	}
 	if d.Volume == "cdrom" {
 		s.Path, s.Driver, s.Format = "/dev/cdrom", "host_cdrom", "raw"
 	} else if !d.IsNone() {
-		v, err := ResolveVolume(st, d, isBlock)
-		if err != nil {
-			return s, err
-		}
-		s.Path, s.Driver, s.Format = v.Path, v.Driver, v.Format
+		s.Path, s.Driver, s.Format = vol.Path, vol.Driver, vol.Format
 		if f := d.Opts["format"]; f != "" && d.StorageID() == "" {
 			s.Format = f
 		}
@@ -246,7 +258,7 @@ func Predict(d *Drive, st Storages, vm VMDefaults, isBlock func(string) bool) (D
 	if !(vm.Blockdev && d.Bool("scsiblock")) {
 		s.Limits = d.Limits()
 	}
-	return s, nil
+	return s
 }
 
 // Diff lists the fields in which running differs from predicted, as

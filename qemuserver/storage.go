@@ -3,6 +3,7 @@ package qemuserver
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,84 +106,287 @@ func (s *Storage) IsFileBased() bool {
 	return false
 }
 
-// Volume describes where a volume lives, as PVE::Storage resolves it.
+// Volume describes where a volume lives, as PVE::Storage resolves it and
+// qemu-server opens it.
 type Volume struct {
-	Path   string // host path or URL-ish name (rbd: pool/image)
-	Driver string // QEMU protocol driver: file, host_device, rbd, iscsi, nbd
+	// Path is the host path, or the protocol's address: pool/image for
+	// librbd, iscsi://portal/target/lun, gluster://server/volume/...
+	Path   string
+	Driver string // QEMU protocol driver: file, host_device, rbd, iscsi, nbd, gluster
 	Format string // raw, qcow2, vmdk
+	// ResolvedBy says where Path comes from: ResolvedByStorageCfg (computed
+	// from storage.cfg as the storage plugin does) or ResolvedByPvesm.
+	ResolvedBy string
 }
 
-var fileFormatRe = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
+// Where a Volume's path comes from.
+const (
+	ResolvedByStorageCfg = "storage.cfg"
+	ResolvedByPvesm      = "pvesm path"
+)
 
-// iscsiVolRe is ISCSIPlugin.pm parse_volname.
-var iscsiVolRe = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
+// UnmodelledError is a volume this package cannot place from storage.cfg
+// alone: a storage type it does not model (a third-party plugin such as
+// LINSTOR's drbd, Blockbridge or a TrueNAS plugin, or a type it does not
+// know), or a path only the node can tell (krbd's cluster fsid). The node's
+// own `pvesm path VOLID` answers it (VolumeFromPath reads the answer).
+type UnmodelledError struct {
+	Storage *Storage
+	Volid   string
+	Why     string
+}
 
-// ResolveVolume maps a drive's volume to its path and formats. isBlock tells
-// whether an absolute path is a block device (the caller stats it).
+func (e *UnmodelledError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Volid, e.Why)
+}
+
+// ResolveVolume maps a drive's volume to its path, protocol driver and
+// format, as the storage's plugin in pve-storage 9.1 computes them (path(),
+// parse_volname(), qemu_blockdev_options()). isBlock tells whether a path
+// is a block device (nil: below /dev). A volume it cannot place from
+// storage.cfg is an *UnmodelledError; a volume name the plugin refuses, or
+// a storage storage.cfg lacks, is an error Proxmox also stops at when it
+// starts the VM.
 func ResolveVolume(st Storages, d *Drive, isBlock func(string) bool) (Volume, error) {
+	if isBlock == nil {
+		isBlock = func(p string) bool { return strings.HasPrefix(p, "/dev/") }
+	}
 	if strings.HasPrefix(d.Volume, "/") {
-		v := Volume{Path: d.Volume, Driver: "file", Format: "raw"}
+		v := Volume{Path: d.Volume, Driver: "file", Format: "raw", ResolvedBy: ResolvedByStorageCfg}
 		if f := d.Opts["format"]; f != "" {
 			v.Format = f
 		}
-		if isBlock != nil && isBlock(d.Volume) {
+		if isBlock(d.Volume) {
 			v.Driver = "host_device"
 		}
 		return v, nil
 	}
-	sid := d.StorageID()
+	sid, volname, ok := strings.Cut(d.Volume, ":")
+	if !ok || !volumeIDRe.MatchString(d.Volume) {
+		return Volume{}, fmt.Errorf("%s: %s is not a volume id", d.Key, clip(d.Volume))
+	}
 	s, ok := st[sid]
 	if !ok {
-		return Volume{}, fmt.Errorf("storage %q of %s is not defined in storage.cfg", sid, d.Key)
+		return Volume{}, fmt.Errorf("%s: storage %q is not defined in storage.cfg (Proxmox cannot start the VM with it)", d.Key, sid)
 	}
-	vol := d.VolName()
+	v, err := s.resolve(volname)
+	if err != nil {
+		var ue *UnmodelledError
+		if errors.As(err, &ue) {
+			ue.Volid = d.Volume
+			return Volume{}, ue
+		}
+		return Volume{}, fmt.Errorf("%s: %w", d.Key, err)
+	}
+	v.ResolvedBy = ResolvedByStorageCfg
+	return v, nil
+}
+
+// Volume names of pve-storage's plugins (parse_volname).
+var (
+	dirImageRe     = regexp.MustCompile(`^(\d+)/(\S+)$`)
+	dirLinkedRe    = regexp.MustCompile(`^(\d+)/(\S+)/(\d+)/(\S+)$`)
+	dirNameRe      = regexp.MustCompile(`^((?:vm-|base-|subvol-)\d+-[^/\s]+|(?:base-)?[^/\s]+)\.(raw|qcow2|vmdk|subvol)$`)
+	dirISORe       = regexp.MustCompile(`(?i)^iso/([^/]+\.(?:iso|img))$`)
+	dirImportRe    = regexp.MustCompile(`^import/([ a-zA-Z0-9\-.+=_]+\.(ova|ovf|qcow2|raw|vmdk))$`)
+	lvmNameRe      = regexp.MustCompile(`^vm-\d+-\S+$`)
+	lvmThinNameRe  = regexp.MustCompile(`^(?:vm|base)-\d+-\S+$`)
+	zfsNameRe      = regexp.MustCompile(`^(?:(?:base|basevol)-\d+-\S+/)?((base|basevol|vm|subvol)-\d+-\S+)$`)
+	rbdNameRe      = regexp.MustCompile(`^(?:base-\d+-\S+/)?((?:base)?(?:vm)?-\d+-\S+)$`)
+	iscsiNameRe    = regexp.MustCompile(`^\d+\.\d+\.\d+\.([^/\s]+)$`)
+	iscsiDirectRe  = regexp.MustCompile(`^lun(\d+)$`)
+	snapshotFileRe = regexp.MustCompile(`^snap-.*\.qcow2$`)
+	fileFormatRe   = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
+)
+
+func (s *Storage) resolve(volname string) (Volume, error) {
 	switch s.Type {
-	case "dir", "nfs", "cifs", "glusterfs", "cephfs":
-		base := s.Props["path"]
-		if s.Type == "nfs" || s.Type == "cifs" {
-			if base == "" {
-				base = "/mnt/pve/" + sid
-			}
+	case "dir", "nfs", "cifs", "cephfs", "btrfs", "glusterfs":
+		return s.resolveFile(volname)
+	case "lvm":
+		if !lvmNameRe.MatchString(volname) {
+			return Volume{}, fmt.Errorf("unable to parse lvm volume name %s", clip(volname))
 		}
-		sub := "images"
-		if strings.HasPrefix(vol, "iso/") {
-			sub, vol = "template/iso", strings.TrimPrefix(vol, "iso/")
-		}
-		v := Volume{Path: path.Join(base, sub, vol), Driver: "file", Format: "raw"}
-		if m := fileFormatRe.FindStringSubmatch(vol); m != nil {
-			v.Format = m[1]
+		v := Volume{Path: "/dev/" + s.Props["vgname"] + "/" + volname, Driver: "host_device", Format: "raw"}
+		if strings.HasSuffix(volname, ".qcow2") {
+			v.Format = "qcow2" // qcow2 on LVM (snapshot-as-volume-chain)
 		}
 		return v, nil
-	case "btrfs":
-		// <path>/images/<vmid>/<name>/disk.raw
-		dir, file := path.Split(vol)
-		name := strings.TrimSuffix(file, ".raw")
-		return Volume{Path: path.Join(s.Props["path"], "images", dir, name, "disk.raw"), Driver: "file", Format: "raw"}, nil
-	case "lvmthin", "lvm":
-		return Volume{Path: "/dev/" + s.Props["vgname"] + "/" + vol, Driver: "host_device", Format: "raw"}, nil
-	case "zfspool":
-		return Volume{Path: "/dev/zvol/" + s.Props["pool"] + "/" + vol, Driver: "host_device", Format: "raw"}, nil
-	case "rbd":
-		pool := s.Props["pool"]
-		if pool == "" {
-			pool = "rbd"
+	case "lvmthin":
+		if !lvmThinNameRe.MatchString(volname) {
+			return Volume{}, fmt.Errorf("unable to parse lvm volume name %s", clip(volname))
 		}
-		if s.Bool("krbd") {
-			return Volume{Path: "/dev/rbd-pve/" + s.Props["fsid"] + "/" + pool + "/" + vol, Driver: "host_device", Format: "raw"}, nil
-		}
-		return Volume{Path: pool + "/" + vol, Driver: "rbd", Format: "raw"}, nil
-	case "zfs", "iscsidirect":
-		return Volume{Path: vol, Driver: "iscsi", Format: "raw"}, nil
-	case "iscsi":
-		// The kernel's iSCSI initiator: volname <n>.<n>.<n>.<lun id>, the
-		// LUN at /dev/disk/by-id/<lun id> (ISCSIPlugin.pm parse_volname, path).
-		m := iscsiVolRe.FindStringSubmatch(vol)
+		return Volume{Path: "/dev/" + s.Props["vgname"] + "/" + volname, Driver: "host_device", Format: "raw"}, nil
+	case "zfspool", "zfs":
+		m := zfsNameRe.FindStringSubmatch(volname)
 		if m == nil {
-			return Volume{}, fmt.Errorf("iscsi volume %q of %s is not <n>.<n>.<n>.<lun>", vol, d.Key)
+			return Volume{}, fmt.Errorf("unable to parse zfs volume name %s", clip(volname))
+		}
+		if m[2] == "subvol" || m[2] == "basevol" {
+			return Volume{}, fmt.Errorf("volume %s is a container's subvolume, not usable as VM image", clip(volname))
+		}
+		if s.Type == "zfs" {
+			// ZFS over iSCSI: the LUN is looked up on the target (over
+			// ssh) at start; QEMU opens it with its iscsi driver.
+			return Volume{Path: "iscsi://" + s.Props["portal"] + "/" + s.Props["target"], Driver: "iscsi", Format: "raw"}, nil
+		}
+		return Volume{Path: "/dev/zvol/" + s.Props["pool"] + "/" + m[1], Driver: "host_device", Format: "raw"}, nil
+	case "rbd":
+		m := rbdNameRe.FindStringSubmatch(volname)
+		if m == nil {
+			return Volume{}, fmt.Errorf("unable to parse rbd volume name %s", clip(volname))
+		}
+		image := s.rbdPool() + "/" + m[1]
+		if s.Bool("krbd") {
+			fsid := s.Props["fsid"]
+			if fsid == "" {
+				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold"}
+			}
+			return Volume{Path: "/dev/rbd-pve/" + fsid + "/" + image, Driver: "host_device", Format: "raw"}, nil
+		}
+		return Volume{Path: image, Driver: "rbd", Format: "raw"}, nil
+	case "iscsi":
+		m := iscsiNameRe.FindStringSubmatch(volname)
+		if m == nil {
+			return Volume{}, fmt.Errorf("unable to parse iscsi volume name %s", clip(volname))
 		}
 		return Volume{Path: "/dev/disk/by-id/" + m[1], Driver: "host_device", Format: "raw"}, nil
+	case "iscsidirect":
+		m := iscsiDirectRe.FindStringSubmatch(volname)
+		if m == nil {
+			return Volume{}, fmt.Errorf("unable to parse iscsi volume name %s", clip(volname))
+		}
+		return Volume{Path: "iscsi://" + s.Props["portal"] + "/" + s.Props["target"] + "/" + m[1], Driver: "iscsi", Format: "raw"}, nil
+	case "pbs":
+		return Volume{}, fmt.Errorf("storage %s is a Proxmox Backup Server: it holds backups, not VM disks", s.ID)
 	}
-	return Volume{}, fmt.Errorf("storage type %q of %s is not supported", s.Type, sid)
+	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
+}
+
+// rbdPool is get_rbd_path's pool and namespace.
+func (s *Storage) rbdPool() string {
+	pool := s.Props["pool"]
+	if pool == "" {
+		pool = "rbd"
+	}
+	if ns, ok := s.Props["namespace"]; ok {
+		pool += "/" + ns
+	}
+	return pool
+}
+
+// resolveFile is Plugin.pm's parse_volname and filesystem_path for the
+// storages that keep volumes as files below a path (dir, nfs, cifs,
+// cephfs, btrfs, and glusterfs on PVE 8).
+func (s *Storage) resolveFile(volname string) (Volume, error) {
+	var vtype, name, vmid, format string
+	switch {
+	case dirLinkedRe.MatchString(volname):
+		m := dirLinkedRe.FindStringSubmatch(volname)
+		vtype, vmid, name = "images", m[3], m[4]
+	case dirImageRe.MatchString(volname):
+		m := dirImageRe.FindStringSubmatch(volname)
+		vtype, vmid, name = "images", m[1], m[2]
+	case dirISORe.MatchString(volname):
+		vtype, name, format = "iso", dirISORe.FindStringSubmatch(volname)[1], "raw"
+	case dirImportRe.MatchString(volname):
+		m := dirImportRe.FindStringSubmatch(volname)
+		vtype, name, format = "import", m[1], m[2]
+		if format == "ova" || format == "ovf" {
+			return Volume{}, fmt.Errorf("volume %s is an %s archive, not a disk image", clip(volname), format)
+		}
+	default:
+		return Volume{}, fmt.Errorf("unable to parse directory volume name %s", clip(volname))
+	}
+	if vtype == "images" {
+		if snapshotFileRe.MatchString(name) {
+			return Volume{}, fmt.Errorf("%s is a snapshot filename, not a volume", clip(name))
+		}
+		m := dirNameRe.FindStringSubmatch(name)
+		if m == nil {
+			return Volume{}, fmt.Errorf("unable to parse volume filename %s", clip(name))
+		}
+		format = m[2]
+		if format == "subvol" {
+			return Volume{}, fmt.Errorf("volume %s is a container's subvolume, not usable as VM image", clip(volname))
+		}
+	}
+	base := s.Props["path"]
+	if base == "" && (s.Type == "nfs" || s.Type == "cifs" || s.Type == "cephfs" || s.Type == "glusterfs") {
+		base = "/mnt/pve/" + s.ID // their default mount point
+	}
+	dir := path.Join(base, s.contentDir(vtype))
+	if vtype == "images" {
+		dir = path.Join(dir, vmid)
+		if s.Type == "glusterfs" {
+			// PVE 8's GlusterfsPlugin: QEMU opens images through gluster://.
+			return Volume{Path: "gluster://" + s.Props["server"] + "/" + s.Props["volume"] + "/images/" + vmid + "/" + name, Driver: "gluster", Format: format}, nil
+		}
+		if s.Type == "btrfs" && format == "raw" {
+			// <path>/images/<vmid>/<name without .raw>/disk.raw: each raw
+			// image is a subvolume.
+			return Volume{Path: path.Join(dir, strings.TrimSuffix(name, ".raw"), "disk.raw"), Driver: "file", Format: format}, nil
+		}
+	}
+	return Volume{Path: path.Join(dir, name), Driver: "file", Format: format}, nil
+}
+
+// contentDir is get_subdir: the content type's directory, or the
+// storage's content-dirs override.
+func (s *Storage) contentDir(vtype string) string {
+	for _, o := range strings.FieldsFunc(s.Props["content-dirs"], func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' || r == 0 }) {
+		if k, v, ok := strings.Cut(o, "="); ok && k == vtype && v != "" {
+			return v
+		}
+	}
+	return map[string]string{"images": "images", "iso": "template/iso", "import": "import"}[vtype]
+}
+
+// VolumeFromPath reads what `pvesm path VOLID` printed the way
+// PVE::Storage::Plugin::qemu_blockdev_options does for a plugin that does
+// not define its own: an absolute path is a block device (host_device) or
+// a file, and file:, host_device:, iscsi://, iser://, nbd: and rbd: name
+// their QEMU driver (gluster:// too, on PVE 8). The format is the drive's
+// format=, else the file's extension, else raw: `pvesm path` does not say,
+// and the plugins known to pve-storage keep VM images raw.
+func VolumeFromPath(p string, d *Drive, isBlock func(string) bool) (Volume, error) {
+	if isBlock == nil {
+		isBlock = func(p string) bool { return strings.HasPrefix(p, "/dev/") }
+	}
+	p = strings.TrimSpace(p)
+	v := Volume{Format: "raw", ResolvedBy: ResolvedByPvesm}
+	switch {
+	case strings.HasPrefix(p, "/"):
+		v.Path, v.Driver = p, "file"
+		if isBlock(p) {
+			v.Driver = "host_device"
+		}
+	case strings.HasPrefix(p, "file:"):
+		v.Path, v.Driver = strings.TrimPrefix(p, "file:"), "file"
+	case strings.HasPrefix(p, "host_device:"):
+		v.Path, v.Driver = strings.TrimPrefix(p, "host_device:"), "host_device"
+	case strings.HasPrefix(p, "iscsi://"), strings.HasPrefix(p, "iser://"):
+		v.Path, v.Driver = p, "iscsi"
+	case strings.HasPrefix(p, "nbd:"), strings.HasPrefix(p, "nbd+"):
+		v.Path, v.Driver = p, "nbd"
+	case strings.HasPrefix(p, "rbd:"):
+		image, _, _ := strings.Cut(strings.TrimPrefix(p, "rbd:"), ":")
+		v.Path, v.Driver = image, "rbd"
+	case strings.HasPrefix(p, "gluster"):
+		v.Path, v.Driver = p, "gluster"
+	default:
+		return Volume{}, fmt.Errorf("pvesm path printed %s, which is no path or address QEMU opens", clip(p))
+	}
+	if v.Path == "" {
+		return Volume{}, fmt.Errorf("pvesm path printed %s, which names no volume", clip(p))
+	}
+	if m := fileFormatRe.FindStringSubmatch(v.Path); m != nil && m[1] != "subvol" {
+		v.Format = m[1]
+	}
+	if f := d.Opts["format"]; f != "" {
+		v.Format = f
+	}
+	return v, nil
 }
 
 // ThinPool names an lvmthin storage's pool: its volume group and thin pool
@@ -193,4 +397,39 @@ func (s *Storage) ThinPool() (vg, lv string) {
 		lv = "data"
 	}
 	return vg, lv
+}
+
+// cephFSIDRe is a [global] fsid line of ceph.conf.
+var cephFSIDRe = regexp.MustCompile(`^\s*fsid\s*=\s*([0-9a-fA-F-]{36})\s*$`)
+
+// ParseCephFSID reads the cluster fsid from ceph.conf's [global] section,
+// where pve-storage's RBDPlugin takes it for a hyperconverged cluster
+// (get_rbd_dev_path: cfs_read_file('ceph.conf')->{global}->{fsid}).
+func ParseCephFSID(conf []byte) (string, bool) {
+	section := ""
+	for _, line := range strings.Split(string(conf), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+			section = strings.TrimSpace(t[1 : len(t)-1])
+			continue
+		}
+		if section == "global" {
+			if m := cephFSIDRe.FindStringSubmatch(line); m != nil {
+				return m[1], true
+			}
+		}
+	}
+	return "", false
+}
+
+// SetCephFSID gives krbd storages of the local Ceph cluster (no monhost: a
+// hyperconverged cluster, whose ceph.conf is /etc/pve/ceph.conf) the fsid
+// their device paths are named by. A storage of an external cluster
+// (monhost set) is left alone: only `pvesm path` can ask that cluster.
+func (st Storages) SetCephFSID(fsid string) {
+	for _, s := range st {
+		if s.Type == "rbd" && s.Bool("krbd") && s.Props["monhost"] == "" && s.Props["fsid"] == "" {
+			s.Props["fsid"] = fsid
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/pvesm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -38,14 +39,41 @@ type VM struct {
 	// Status is QEMU's run state from query-status (running, paused,
 	// io-error, ...), read by FetchLive; "" when not read.
 	Status string
-	paths  node.Paths
+	// Unused are the config's unusedN volumes: the VM owns them but attaches
+	// none, so they are not disks (thin pools count them).
+	Unused []Unused
+	// Notes say what the model had to take from the node rather than from
+	// storage.cfg: volumes of storages it does not model, resolved through
+	// `pvesm path`, and those storages' use from `pvesm status`.
+	Notes []string
+	paths node.Paths
+	// pvesmPath resolves a volume of a storage the model does not know (nil
+	// when loaded without a runner: such volumes stay unresolved).
+	pvesmPath func(volid string) (string, error)
+	resolved  map[string]string // volid -> pvesm path answer
+}
+
+// Unused is one unusedN line.
+type Unused struct {
+	Key    string // unused0
+	Volume string // local-lvm:vm-100-disk-3
+	// ParseError: the line is one Proxmox refuses (not a volume id).
+	ParseError error
 }
 
 // Disk is one disk slot: configured, pending, running and live views.
 type Disk struct {
-	ID            string
-	Drive         *qemuserver.Drive // main section; nil if only pending or only running
-	ParseError    error             // the main-section line did not parse
+	ID         string
+	Drive      *qemuserver.Drive // main section; nil if only pending or only running
+	ParseError error             // the main-section line is one Proxmox refuses
+	// ResolveError: the line parses but its volume could not be placed (a
+	// storage storage.cfg lacks, a volume name its plugin refuses, a plugin
+	// storage whose `pvesm path` failed). Proxmox accepts such a config and
+	// fails when it starts the VM.
+	ResolveError error
+	// Volume is where the main-section volume lives (nil for none/cdrom or
+	// when unresolved); set for every kind, tpmstate0 included.
+	Volume        *qemuserver.Volume
 	Configured    *qemuserver.DiskSettings
 	PendingDrive  *qemuserver.Drive
 	Pending       *qemuserver.DiskSettings // next start, when [PENDING] changes this disk
@@ -82,8 +110,27 @@ type Live struct {
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
+// Volumes of storages the model does not know stay unresolved (their
+// disks carry a ResolveError); LoadNode resolves them through the node.
 func Load(p node.Paths, vmid int) (*VM, error) {
-	v := &VM{VMID: vmid, paths: p}
+	return load(p, vmid, nil)
+}
+
+// LoadNode is Load on a node whose tools can be run: a volume of a storage
+// type the model does not know (a third-party plugin) is resolved through
+// `pvesm path`, and that storage's use is read from `pvesm status`; both
+// are said in Notes.
+func LoadNode(ctx context.Context, n node.Node, vmid int) (*VM, error) {
+	v, err := load(n.Paths, vmid, func(volid string) (string, error) { return pvesm.Path(ctx, n.Runner, volid) })
+	if err != nil {
+		return nil, err
+	}
+	v.addStorageUse(ctx, n.Runner)
+	return v, nil
+}
+
+func load(p node.Paths, vmid int, pvesmPath func(string) (string, error)) (*VM, error) {
+	v := &VM{VMID: vmid, paths: p, pvesmPath: pvesmPath, resolved: map[string]string{}}
 	cfgPath := p.VMConfig(vmid)
 	cfg, err := qemuserver.LoadConfig(cfgPath, vmid)
 	if err != nil {
@@ -102,6 +149,11 @@ func Load(p node.Paths, vmid int) (*VM, error) {
 	v.Config = cfg
 	if v.Storages, err = qemuserver.LoadStorages(p.StorageCfg()); err != nil {
 		return nil, err
+	}
+	if b, err := os.ReadFile(p.Join("/etc/pve/ceph.conf")); err == nil {
+		if fsid, ok := qemuserver.ParseCephFSID(b); ok {
+			v.Storages.SetCephFSID(fsid)
+		}
 	}
 	v.Pid, v.Cmdline = runningProcess(p, vmid)
 	v.Running = v.Cmdline != nil
@@ -178,9 +230,6 @@ func (v *VM) buildDisks() {
 	vmMain.Blockdev = v.Blockdev
 	vmNext := qemuserver.VMDefaultsFor(next)
 	for _, id := range qemuserver.DiskKeys(ids) {
-		if strings.HasPrefix(id, "tpmstate") {
-			continue // swtpm state, not a QEMU disk
-		}
 		d := &Disk{ID: id}
 		if line, ok := cfg.Main[id]; ok {
 			drv, err := qemuserver.ParseDrive(id, line)
@@ -188,11 +237,7 @@ func (v *VM) buildDisks() {
 				d.ParseError = fmt.Errorf("%s line %d: %w", cfg.Path, cfg.Lines[id], err)
 			} else {
 				d.Drive = drv
-				if s, err := qemuserver.Predict(drv, v.Storages, vmMain, v.IsBlockDevice); err == nil {
-					d.Configured = &s
-				} else {
-					d.ParseError = err
-				}
+				d.Volume, d.Configured, d.ResolveError = v.predict(drv, vmMain)
 			}
 		}
 		nline, inNext := next[id]
@@ -200,10 +245,12 @@ func (v *VM) buildDisks() {
 			d.PendingDelete = true
 		} else if inNext && (d.Drive == nil || nline != cfg.Main[id] || vmNext.SCSIHW != vmMain.SCSIHW) {
 			if drv, err := qemuserver.ParseDrive(id, nline); err == nil {
-				if s, err := qemuserver.Predict(drv, v.Storages, vmNext, v.IsBlockDevice); err == nil {
-					if d.Configured == nil || nline != cfg.Main[id] || qemuserver.Diff(*d.Configured, s) != nil {
-						d.PendingDrive, d.Pending = drv, &s
+				if _, s, err := v.predict(drv, vmNext); err == nil && s != nil {
+					if d.Configured == nil || nline != cfg.Main[id] || qemuserver.Diff(*d.Configured, *s) != nil {
+						d.PendingDrive, d.Pending = drv, s
 					}
+				} else if err == nil && drv.Kind() == qemuserver.KindTPMState && (d.Drive == nil || nline != cfg.Main[id]) {
+					d.PendingDrive = drv
 				}
 			}
 		}
@@ -211,6 +258,97 @@ func (v *VM) buildDisks() {
 			d.Running = v.Cmdline.Disks[id]
 		}
 		v.Disks = append(v.Disks, d)
+	}
+	for _, k := range qemuserver.UnusedKeys(cfg.Main) {
+		u := Unused{Key: k, Volume: cfg.Main[k]}
+		if drv, err := qemuserver.ParseDrive(k, cfg.Main[k]); err != nil {
+			u.ParseError = fmt.Errorf("%s line %d: %w", cfg.Path, cfg.Lines[k], err)
+		} else {
+			u.Volume = drv.Volume
+		}
+		v.Unused = append(v.Unused, u)
+	}
+}
+
+// predict places a drive's volume and, for the kinds QEMU opens, predicts
+// its settings. tpmstate0 gets a volume but no settings: swtpm opens it,
+// QEMU never does.
+func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuserver.Volume, *qemuserver.DiskSettings, error) {
+	var vol *qemuserver.Volume
+	if drv.Volume != "cdrom" && !drv.IsNone() {
+		r, err := qemuserver.ResolveVolume(v.Storages, drv, v.IsBlockDevice)
+		var ue *qemuserver.UnmodelledError
+		if errors.As(err, &ue) {
+			r, err = v.resolveThroughNode(drv, ue)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		vol = &r
+	}
+	if drv.Kind() == qemuserver.KindTPMState {
+		return vol, nil, nil
+	}
+	var r qemuserver.Volume
+	if vol != nil {
+		r = *vol
+	}
+	s := qemuserver.PredictVolume(drv, r, v.Storages[drv.StorageID()], defs)
+	return vol, &s, nil
+}
+
+// resolveThroughNode asks `pvesm path` where a volume of a storage the
+// model does not know lives.
+func (v *VM) resolveThroughNode(drv *qemuserver.Drive, ue *qemuserver.UnmodelledError) (qemuserver.Volume, error) {
+	if v.pvesmPath == nil {
+		return qemuserver.Volume{}, fmt.Errorf("%s: %w (not resolved: no node tools)", drv.Key, ue)
+	}
+	p, seen := v.resolved[drv.Volume]
+	if !seen {
+		var err error
+		if p, err = v.pvesmPath(drv.Volume); err != nil {
+			return qemuserver.Volume{}, fmt.Errorf("%s: %w; `pvesm path` could not resolve it: %v", drv.Key, ue, err)
+		}
+		v.resolved[drv.Volume] = p
+	}
+	vol, err := qemuserver.VolumeFromPath(p, drv, v.IsBlockDevice)
+	if err != nil {
+		return qemuserver.Volume{}, fmt.Errorf("%s: %w", drv.Key, err)
+	}
+	if !seen {
+		v.Notes = append(v.Notes, fmt.Sprintf("%s: %s: resolved through `pvesm path` to %s (%s, %s)", drv.Key, ue.Why, vol.Path, vol.Driver, vol.Format))
+	}
+	return vol, nil
+}
+
+// addStorageUse adds `pvesm status` for each storage whose volumes were
+// resolved through pvesm: the tool cannot read those storages' use itself.
+func (v *VM) addStorageUse(ctx context.Context, r node.Runner) {
+	seen := map[string]bool{}
+	for _, d := range v.Disks {
+		if d.Drive == nil || d.Volume == nil || d.Volume.ResolvedBy != qemuserver.ResolvedByPvesm {
+			continue
+		}
+		id := d.Drive.StorageID()
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		rows, err := pvesm.Status(ctx, r, id)
+		if err != nil {
+			v.Notes = append(v.Notes, fmt.Sprintf("storage %s: its use is unknown: `pvesm status` failed: %v", id, err))
+			continue
+		}
+		for _, s := range rows {
+			if s.Name != id {
+				continue
+			}
+			use := "use not reported"
+			if s.UsedPercent != nil && s.Status == "active" {
+				use = fmt.Sprintf("%s used of %s (%s)", units.Bytes(s.UsedBytes), units.Bytes(s.TotalBytes), units.PercentPtr(s.UsedPercent))
+			}
+			v.Notes = append(v.Notes, fmt.Sprintf("storage %s (%s, %s): %s, as `pvesm status` reports it", id, s.Type, s.Status, use))
+		}
 	}
 }
 
@@ -252,10 +390,16 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	status := ""
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
 		st, err := s.Exec("query-status", nil)
-		if err != nil {
+		var qe *qmp.Error
+		switch {
+		case errors.As(err, &qe) && qe.Class == "CommandNotFound":
+			// Every QEMU has it; a replay recorded without it leaves the
+			// run state unknown ("").
+		case err != nil:
 			return err
+		default:
+			status = st.Get("status").String()
 		}
-		status = st.Get("status").String()
 		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
@@ -393,8 +537,23 @@ func (d *Disk) Kind() qemuserver.Kind {
 		return qemuserver.KindCDROM
 	case strings.HasPrefix(d.ID, "efidisk"):
 		return qemuserver.KindEFIVars
+	case strings.HasPrefix(d.ID, "tpmstate"):
+		return qemuserver.KindTPMState
 	}
 	return qemuserver.KindDisk
+}
+
+// NotListed is the note a command prints for a disk it leaves out on
+// purpose: why, from what the disk is (its kind) or where it is (a disk
+// only [PENDING] adds).
+func (d *Disk) NotListed() string {
+	switch {
+	case d.Drive == nil && d.PendingDrive != nil:
+		return d.ID + " is only in [PENDING] (the next start adds it): not listed, on purpose"
+	case d.Drive == nil && d.ParseError == nil && d.Running != nil:
+		return d.ID + " is attached to the running VM but not in its config: not listed"
+	}
+	return d.Kind().NotListed(d.ID)
 }
 
 // Select returns the disks named in ids (every disk when none is named).

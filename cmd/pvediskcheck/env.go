@@ -78,7 +78,7 @@ func vmidArg(c *cli.Context) (int, error) {
 // loadVM loads a VM; its errors carry their exit codes (no config or a
 // config that does not parse: 2; anything else: 3).
 func loadVM(e *env, vmid int) (*vm.VM, error) {
-	v, err := vm.Load(e.paths, vmid)
+	v, err := vm.LoadNode(e.ctx(), e.node, vmid)
 	if err != nil && exitcode.Of(err) == exitcode.Unreachable {
 		return nil, exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d", vmid), err)
 	}

@@ -1,0 +1,371 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// The real-world corpus (../shared/real-world, or $PVE_REALWORLD_DIR) holds
+// VM configs that ran on real nodes; qemuserver/testdata/shapes adds the
+// shapes it lacks. Every command runs on every config, as a copied node
+// tree (--root) with the test doubles for lvs and pvesm.
+
+// technoStorageCfg declares the storages the techno-* configs use (they
+// came without a storage.cfg): two LVM-thin pools and a directory of ISOs.
+const technoStorageCfg = `dir: local
+	path /var/lib/vz
+	content iso,vztmpl,backup
+
+lvmthin: local-lvm
+	thinpool data
+	vgname pve
+	content rootdir,images
+
+lvmthin: nvme
+	thinpool data
+	vgname nvme
+	content rootdir,images
+
+dir: p2b
+	path /mnt/pve/p2b
+	content iso,images
+`
+
+type corpusCase struct {
+	name, conf string
+	vmid       int
+	storageCfg []byte
+	cephConf   []byte // the cluster's ceph.conf, for krbd without fsid
+}
+
+var trailingVMID = regexp.MustCompile(`-(\d+)\.conf$`)
+
+func corpusCases(t *testing.T) []corpusCase {
+	dir := os.Getenv("PVE_REALWORLD_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "real-world")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("real-world corpus %s is missing", dir)
+		}
+		t.Skipf("real-world corpus %s is absent (set PVE_REALWORLD_DIR)", dir)
+	}
+	spongey, err := os.ReadFile(filepath.Join(dir, "storage", "spongey.storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := filepath.Join("..", "..", "qemuserver", "testdata", "shapes")
+	shapesCfg, err := os.ReadFile(filepath.Join(shapes, "storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceph, err := os.ReadFile(filepath.Join(shapes, "ceph.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusCase
+	add := func(glob string, cfg, cephConf []byte) {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			m := trailingVMID.FindStringSubmatch(f)
+			if m == nil {
+				t.Fatalf("%s: no VMID at the end of its name", f)
+			}
+			vmid, _ := strconv.Atoi(m[1])
+			out = append(out, corpusCase{strings.TrimSuffix(filepath.Base(f), ".conf"), f, vmid, cfg, cephConf})
+		}
+	}
+	add(filepath.Join(dir, "configs", "spongey-*.conf"), spongey, nil)
+	add(filepath.Join(dir, "configs", "techno-*.conf"), []byte(technoStorageCfg), nil)
+	if len(out) < 30 {
+		t.Fatalf("only %d real-world configs in %s", len(out), dir)
+	}
+	add(filepath.Join(shapes, "*-*.conf"), shapesCfg, ceph)
+	return out
+}
+
+// buildTree copies one config into a node tree and gives every volume it
+// names a backing file: LVM-thin volumes for the lvs double (sparse files
+// of the config's size), file-storage images, LINSTOR devices.
+func buildTree(t *testing.T, c corpusCase) (string, *qemuserver.Config, qemuserver.Storages) {
+	root := t.TempDir()
+	copyFile(t, c.conf, filepath.Join(root, "etc/pve/qemu-server", strconv.Itoa(c.vmid)+".conf"))
+	if err := os.WriteFile(filepath.Join(root, "etc/pve/storage.cfg"), c.storageCfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c.cephConf != nil {
+		if err := os.WriteFile(filepath.Join(root, "etc/pve/ceph.conf"), c.cephConf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"var/run/qemu-server", "var/lib/lvm-thin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := qemuserver.LoadConfig(filepath.Join(root, "etc/pve/qemu-server", strconv.Itoa(c.vmid)+".conf"), c.vmid)
+	if err != nil {
+		t.Fatalf("the config does not parse: %v", err)
+	}
+	st, err := qemuserver.LoadStorages(filepath.Join(root, "etc/pve/storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var thin strings.Builder
+	seen := map[string]bool{}
+	next := cfg.Next()
+	for _, conf := range []map[string]string{cfg.Main, next} {
+		for _, k := range append(qemuserver.DiskKeys(conf), qemuserver.UnusedKeys(conf)...) {
+			d, err := qemuserver.ParseDrive(k, conf[k])
+			if err != nil || seen[d.Volume] {
+				continue
+			}
+			if strings.HasPrefix(d.Volume, "/") {
+				// A host disk passed through: a real node has it.
+				sparse(t, filepath.Join(root, d.Volume), 1<<30)
+				continue
+			}
+			if d.StorageID() == "" {
+				continue
+			}
+			seen[d.Volume] = true
+			s := st[d.StorageID()]
+			if s == nil {
+				continue // a storage this storage.cfg lacks: the tool must say so
+			}
+			size := int64(1 << 30)
+			if v := d.Opts["size"]; v != "" {
+				size = parseSize(t, v)
+			}
+			switch s.Type {
+			case "lvmthin":
+				backing := filepath.Join(root, "var/lib/lvm-thin", s.Props["vgname"]+"-"+d.VolName()+".img")
+				sparse(t, backing, size)
+				thin.WriteString(s.Props["vgname"] + " " + d.VolName() + " " + strconv.FormatInt(size, 10) + " " + backing + "\n")
+			case "dir", "nfs", "cifs", "btrfs":
+				if v, err := qemuserver.ResolveVolume(st, d, nil); err == nil {
+					sparse(t, filepath.Join(root, v.Path), size)
+				}
+			case "drbd":
+				name := d.VolName()
+				if i := strings.LastIndex(name, "_"); strings.HasPrefix(name, "pm-") && i > 0 {
+					name = name[:i]
+				}
+				sparse(t, filepath.Join(root, "dev/drbd/by-res", name, "0"), size)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/lib/lvm-thin/volumes"), []byte(thin.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, cfg, st
+}
+
+func parseSize(t *testing.T, v string) int64 {
+	mult := map[string]int64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+	num := strings.TrimRight(v, "KMGT")
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		t.Fatalf("size %q", v)
+	}
+	return int64(f * float64(mult[strings.TrimPrefix(v, num)]))
+}
+
+func sparse(t *testing.T, p string, size int64) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// qmSetRe finds the drive lines of printed fixes: "qm set VMID --KEY VALUE".
+var qmSetRe = regexp.MustCompile(`--([a-z]+[0-9]+) ([^\s"]+)`)
+
+// TestRealWorldCorpus runs cache, check, discard, limit, thin and flush on
+// every config and asserts: no config-invalid (these configs ran), every
+// disk key listed or said why not, every printed `qm set` drive line one
+// the parser accepts for that drive kind, and the documented exit codes (a
+// stopped VM is exit 3 for cache, discard, limit and flush).
+func TestRealWorldCorpus(t *testing.T) {
+	cases := corpusCases(t)
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", doubles+string(os.PathListSeparator)+os.Getenv("PATH"))
+	kinds := map[qemuserver.Kind]int{}
+	fixes := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, cfg, st := buildTree(t, c)
+			t.Setenv(fakenode.EnvRoot, root)
+			vmid := strconv.Itoa(c.vmid)
+			want := map[string]bool{}
+			for _, conf := range []map[string]string{cfg.Main, cfg.Next()} {
+				for _, k := range qemuserver.DiskKeys(conf) {
+					want[k] = true
+					if d, err := qemuserver.ParseDrive(k, conf[k]); err == nil {
+						kinds[d.Kind()]++
+					}
+				}
+			}
+			run := func(args ...string) (string, string, int) {
+				return runCLI(t, append([]string{"--root", root, "--json"}, args...)...)
+			}
+			// Every printed fix parses for its drive's kind.
+			checkFixes := func(cmd, out string) {
+				for _, m := range qmSetRe.FindAllStringSubmatch(out, -1) {
+					if !qemuserver.IsDiskKey(m[1]) {
+						continue
+					}
+					fixes++
+					if _, err := qemuserver.ParseDrive(m[1], m[2]); err != nil {
+						t.Errorf("%s prints a fix Proxmox refuses: --%s %s: %v", cmd, m[1], m[2], err)
+					}
+				}
+			}
+			// Every disk key is listed or named in a note.
+			accounted := func(cmd string, listed []gjson.Result, notes []gjson.Result) {
+				got := map[string]bool{}
+				for _, id := range listed {
+					got[id.String()] = true
+				}
+				for _, n := range notes {
+					for k := range want {
+						if regexp.MustCompile(`(^|[(;] ?)` + k + `[ :]`).MatchString(n.String()) {
+							got[k] = true
+						}
+					}
+				}
+				var missing []string
+				for k := range want {
+					if !got[k] {
+						missing = append(missing, k)
+					}
+				}
+				sort.Strings(missing)
+				if len(missing) > 0 {
+					t.Errorf("%s: disks neither listed nor explained: %v", cmd, missing)
+				}
+			}
+
+			out, errs, code := run("cache", vmid)
+			if code != exitUnreachable || !strings.Contains(errs, "not running") {
+				t.Errorf("cache: exit %d (%s), want 3 for a stopped VM", code, errs)
+			}
+			accounted("cache", gjson.Get(out, "disks.#.id").Array(), gjson.Get(out, "notes").Array())
+
+			out, errs, code = run("check", vmid)
+			if code != exitOK && code != exitProblem {
+				t.Errorf("check: exit %d (%s)", code, errs)
+			}
+			vm := gjson.Get(out, "vms.0")
+			for _, f := range vm.Get("findings").Array() {
+				if f.Get("code").String() == "config-invalid" {
+					t.Errorf("check: false config-invalid: %s", f.Get("message"))
+				}
+			}
+			if bad := code == exitOK; bad != (gjson.Get(out, "summary.errors").Int()+gjson.Get(out, "summary.warnings").Int() == 0) {
+				t.Errorf("check: exit %d with summary %s", code, gjson.Get(out, "summary"))
+			}
+			accounted("check", vm.Get("disks.#.id").Array(), vm.Get("notes").Array())
+			checkFixes("check", out)
+
+			out, errs, code = run("discard", vmid)
+			switch {
+			case code == exitUnreachable && strings.Contains(errs, "cannot measure the allocation") && strings.Contains(errs, "executable file not found"):
+				// Ceph's rbd and ZFS's zfs are not installed here: discard
+				// stops at the first volume it cannot measure (exit 3,
+				// naming the disk and the tool), so nothing is listed.
+				t.Logf("discard: %s", strings.TrimSpace(errs))
+			case code != exitUnreachable || !strings.Contains(errs, "not running"):
+				t.Errorf("discard: exit %d (%s), want 3 for a stopped VM", code, errs)
+			default:
+				accounted("discard", gjson.Get(out, "disks.#.id").Array(), gjson.Get(out, "notes").Array())
+			}
+			checkFixes("discard", out)
+
+			out, errs, code = run("limit", vmid)
+			switch {
+			case code == exitUsage && strings.Contains(errs, "no disk with limits to show"):
+				// A VM with CD-ROMs only: nothing to limit, each said why.
+				accounted("limit", nil, []gjson.Result{{Type: gjson.String, Str: strings.TrimPrefix(errs, "pvediskcheck: ")}})
+			case code != exitUnreachable || !strings.Contains(errs, "not running"):
+				t.Errorf("limit: exit %d (%s), want 3 for a stopped VM", code, errs)
+			default:
+				accounted("limit", gjson.Get(out, "#.disk").Array(), gjson.Get(out, "#.notes|@flatten").Array())
+			}
+
+			_, errs, code = run("flush", vmid)
+			if code != exitUnreachable || !strings.Contains(errs, "not running") {
+				t.Errorf("flush: exit %d (%s), want 3: it needs a running VM", code, errs)
+			}
+
+			// thin, per LVM-thin storage of the tree (no ZFS tools here):
+			// every thin volume the VM names is in its pool, owned by it.
+			// The lvs double knows a volume group by its volumes: only
+			// the pools this VM has volumes on exist in the tree.
+			var pools []string
+			for id, s := range st {
+				if s.Type == "lvmthin" && strings.Contains(thinState(t, root), s.Props["vgname"]+" ") {
+					pools = append(pools, id)
+				}
+			}
+			sort.Strings(pools)
+			if len(pools) > 0 {
+				out, errs, code = run(append([]string{"thin"}, pools...)...)
+				if code != exitOK {
+					t.Errorf("thin: exit %d (%s)", code, errs)
+				}
+				owned := map[string]string{}
+				for _, v := range gjson.Get(out, "pools.#.volumes|@flatten").Array() {
+					if v.Get("vmid").Int() == int64(c.vmid) && v.Get("guest").String() == "vm" {
+						owned[v.Get("disk").String()] = v.Get("name").String()
+					}
+				}
+				for _, k := range append(qemuserver.DiskKeys(cfg.Main), qemuserver.UnusedKeys(cfg.Main)...) {
+					d, err := qemuserver.ParseDrive(k, cfg.Main[k])
+					if err != nil || st[d.StorageID()] == nil || st[d.StorageID()].Type != "lvmthin" {
+						continue
+					}
+					if owned[k] == "" && !strings.Contains(out, `"name": "`+d.VolName()+`"`) {
+						t.Errorf("thin: %s (%s) is in no pool", k, d.Volume)
+					}
+				}
+				checkFixes("thin", out)
+			}
+		})
+	}
+	for k := qemuserver.KindDisk; k <= qemuserver.KindTPMState; k++ {
+		if kinds[k] == 0 {
+			t.Errorf("no %s drive in the corpus: the test does not cover that kind", k)
+		}
+	}
+	t.Logf("%d configs, drives by kind %v, %d printed fixes parsed", len(cases), kinds, fixes)
+}
+
+func thinState(t *testing.T, root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "var/lib/lvm-thin/volumes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,108 @@
+package qemuserver
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// ValidateLimit takes what QEMU takes: the messages are the ones limit
+// prints for a refused flag value.
+func TestValidateLimit(t *testing.T) {
+	for _, ok := range [][2]string{
+		{"mbps_wr", "20"}, {"mbps", "0.5"}, {"mbps_rd_max", "1e3"}, {"mbps", "0"},
+		{"iops_rd", "500"}, {"iops", "+5"}, {"iops_wr_max", "0"},
+		{"bps_wr_max_length", "1"}, {"iops_max_length", "60"},
+	} {
+		if err := ValidateLimit(ok[0], ok[1]); err != nil {
+			t.Errorf("%s=%s: %v", ok[0], ok[1], err)
+		}
+	}
+	for _, c := range [][3]string{
+		{"mbps_wr", "-5", "not a non-negative number"},
+		{"mbps_wr", "fast", "not a non-negative number"},
+		{"mbps_wr", "Inf", "not a non-negative number"},
+		{"mbps_wr", "NaN", "not a non-negative number"},
+		{"mbps_wr", "0x10", "not a non-negative number"},
+		{"iops_rd", "1.5", "not an integer"},
+		{"iops_rd", "1e3", "not an integer"},
+		{"iops_rd", "-1", "out of range"},
+		{"bps_wr_max_length", "0", "out of range"},
+		{"iops_rd_max_length", "-3", "out of range"},
+		{"bps", "1", "not a limit option"},
+		{"cache", "none", "not a limit option"},
+	} {
+		err := ValidateLimit(c[0], c[1])
+		if err == nil || !strings.Contains(err.Error(), c[2]) {
+			t.Errorf("%s=%s: %v, want %q", c[0], c[1], err, c[2])
+		}
+	}
+	if err := ValidateLimit("mbps_wr", strings.Repeat("9", 3000)+"x"); err == nil || len(err.Error()) > 120 {
+		t.Errorf("long value: %v", err)
+	}
+}
+
+func TestLimitProblems(t *testing.T) {
+	for opts, want := range map[string]string{
+		"mbps=10,mbps_rd=5":        "mbps cannot be combined with mbps_rd",
+		"mbps=10,mbps_wr=5":        "mbps cannot be combined with mbps_wr",
+		"iops=10,iops_rd=5":        "iops cannot be combined with iops_rd",
+		"iops=10,iops_wr=5":        "iops cannot be combined with iops_wr",
+		"iops_max=10":              "iops_max requires iops",
+		"iops_rd_max=10":           "iops_rd_max requires iops_rd",
+		"iops_wr_max=10,iops_wr=0": "iops_wr_max requires iops_wr",
+		"mbps_max=10":              "mbps_max requires mbps",
+		"mbps_rd_max=1,mbps_rd=1,bps_rd_max_length=2":  "",
+		"mbps_wr=1,bps_wr_max_length=2":                "bps_wr_max_length requires mbps_wr_max",
+		"iops_max_length=2,iops_max=0":                 "iops_max_length requires iops_max",
+		"iops_rd=1,iops_rd_max=5,iops_rd_max_length=2": "",
+		"mbps=0,mbps_rd=5":                             "",
+		"":                                             "",
+	} {
+		m := map[string]string{}
+		for _, kv := range strings.Split(opts, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				m[k] = v
+			}
+		}
+		got := strings.Join(LimitProblems(m), "; ")
+		if got != want {
+			t.Errorf("%s: %q, want %q", opts, got, want)
+		}
+	}
+}
+
+func TestLimitsConversion(t *testing.T) {
+	d, err := ParseDrive("scsi1", "local-lvm:vm-1-disk-1,mbps_wr=20,mbps_rd=0.5,iops_rd=500,iops_rd_max=1000,iops_rd_max_length=3,mbps=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := d.Limits()
+	want := Limits{"bps-write": 20 * MiB, "bps-read": MiB / 2, "iops-read": 500, "iops-read-max": 1000, "iops-read-max-length": 3}
+	if !reflect.DeepEqual(l, want) {
+		t.Errorf("Limits %v, want %v", l, want)
+	}
+	if l.String() != "bps-read=524288 bps-write=20971520 iops-read=500 iops-read-max=1000 iops-read-max-length=3" {
+		t.Errorf("String %s", l)
+	}
+	full := l.Full()
+	if len(full) != 18 || full["bps-write"] != 20*MiB || full["iops-write-max-length"] != 1 || full["bps-total"] != 0 || full["iops-read-max-length"] != 3 {
+		t.Errorf("Full %v", full)
+	}
+	if !(Limits{"bps-write": 5, "iops-read-max-length": 1, "iops-total": 0}).Equal(Limits{"bps-write": 5}) {
+		t.Error("a burst length of 1 and a zero rate equal unset")
+	}
+	if (Limits{"bps-write": 5}).Equal(Limits{"bps-write": 6}) || (Limits{"bps-read-max-length": 2}).Equal(Limits{}) {
+		t.Error("different limits compare equal")
+	}
+	if n := (Limits{"bps-write": 0, "iops-read-max-length": 1, "iops-read-max-length-x": 1}).Normal(); len(n) != 1 {
+		t.Errorf("Normal %v", n)
+	}
+	names := QEMULimitNames()
+	if len(names) != 18 || names[0] != "bps-total" || names[17] != "iops-write-max-length" {
+		t.Errorf("names %v", names)
+	}
+	if isLength("bps-max-length") != true || isLength("max-length") || isLength("bps-write") {
+		t.Error("isLength")
+	}
+}

@@ -1,0 +1,259 @@
+package qemuserver
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// storageCfg declares one storage of every type pve-storage 9.1 has (and
+// glusterfs as PVE 8 had it, and two that no built-in plugin defines).
+const storageCfg = `dir: local
+	path /var/lib/vz
+	content iso,vztmpl,backup,images
+
+dir: vmimages
+	path /srv/pve
+	content-dirs images=vm-disks,iso=isos
+	content images,iso
+
+nfs: nas
+	export /mnt/NAS/Proxmox
+	path /mnt/pve/nas
+	server 192.168.0.201
+	content images,iso
+
+cifs: smb
+	server 192.168.0.1
+	share F
+	content images
+
+cephfs: cephfs
+	path /mnt/pve/cephfs
+	content iso,vztmpl
+
+btrfs: butter
+	path /butter/bread
+	content images
+
+glusterfs: gluster
+	server 10.0.0.5
+	server2 10.0.0.6
+	volume gv0
+	content images,iso
+
+lvm: vg-lvm
+	vgname veegee
+	content images
+
+lvmthin: local-lvm
+	thinpool data
+	vgname pve
+	content rootdir,images
+
+zfspool: local-zfs
+	pool rpool/data
+	sparse 1
+	content images,rootdir
+
+zfs: zfs-over-iscsi
+	iscsiprovider comstar
+	portal 127.0.0.1
+	target iqn.2019-10.org.test:foobar
+	pool tank
+	content images
+
+rbd: ceph
+	pool vms
+	content images
+
+rbd: ceph-krbd
+	pool vms
+	krbd 1
+	content images
+
+rbd: ceph-krbd-fsid
+	monhost 10.0.0.1 10.0.0.2
+	fsid fc4181a6-56eb-4f68-b452-8ba1f381ca2a
+	pool cpool
+	namespace tenant1
+	krbd 1
+	content images
+
+iscsi: san
+	portal 10.0.0.9
+	target iqn.2003-01.org.linux-iscsi.san:sn.1234
+	content images
+
+iscsidirect: san-direct
+	portal 10.0.0.9
+	target iqn.2003-01.org.linux-iscsi.san:sn.1234
+	content images
+
+pbs: backup
+	datastore store1
+	server 10.0.0.10
+	content backup
+
+drbd: drbdstorage
+	resourcegroup drbdgrp
+	controller 10.0.0.20
+	content images,rootdir
+
+blockbridge: bb
+	api_url https://bb.example/api
+	content images
+`
+
+func TestResolveVolumeEveryType(t *testing.T) {
+	st, err := ParseStorages(strings.NewReader(storageCfg), "storage.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		volume, path, driver, format string
+	}{
+		{"local:100/vm-100-disk-0.raw", "/var/lib/vz/images/100/vm-100-disk-0.raw", "file", "raw"},
+		{"local:100/vm-100-disk-0.qcow2", "/var/lib/vz/images/100/vm-100-disk-0.qcow2", "file", "qcow2"},
+		{"local:100/vm-100-disk-0.vmdk", "/var/lib/vz/images/100/vm-100-disk-0.vmdk", "file", "vmdk"},
+		{"local:100/base-100-disk-0.raw/101/vm-101-disk-0.qcow2", "/var/lib/vz/images/101/vm-101-disk-0.qcow2", "file", "qcow2"},
+		{"local:iso/debian-13.0.0-amd64-netinst.iso", "/var/lib/vz/template/iso/debian-13.0.0-amd64-netinst.iso", "file", "raw"},
+		{"local:iso/OpenCore.IMG", "/var/lib/vz/template/iso/OpenCore.IMG", "file", "raw"},
+		{"local:import/debian-13-genericcloud-amd64.qcow2", "/var/lib/vz/import/debian-13-genericcloud-amd64.qcow2", "file", "qcow2"},
+		{"vmimages:100/vm-100-disk-0.raw", "/srv/pve/vm-disks/100/vm-100-disk-0.raw", "file", "raw"},
+		{"vmimages:iso/x.iso", "/srv/pve/isos/x.iso", "file", "raw"},
+		{"nas:202/vm-202-disk-1.qcow2", "/mnt/pve/nas/images/202/vm-202-disk-1.qcow2", "file", "qcow2"},
+		{"smb:100/vm-100-disk-0.raw", "/mnt/pve/smb/images/100/vm-100-disk-0.raw", "file", "raw"},
+		{"cephfs:iso/x.iso", "/mnt/pve/cephfs/template/iso/x.iso", "file", "raw"},
+		{"butter:100/vm-100-disk-0.raw", "/butter/bread/images/100/vm-100-disk-0/disk.raw", "file", "raw"},
+		{"butter:100/vm-100-disk-1.qcow2", "/butter/bread/images/100/vm-100-disk-1.qcow2", "file", "qcow2"},
+		{"gluster:100/vm-100-disk-0.qcow2", "gluster://10.0.0.5/gv0/images/100/vm-100-disk-0.qcow2", "gluster", "qcow2"},
+		{"gluster:iso/x.iso", "/mnt/pve/gluster/template/iso/x.iso", "file", "raw"},
+		{"vg-lvm:vm-100-disk-0", "/dev/veegee/vm-100-disk-0", "host_device", "raw"},
+		{"vg-lvm:vm-100-disk-0.qcow2", "/dev/veegee/vm-100-disk-0.qcow2", "host_device", "qcow2"},
+		{"local-lvm:vm-100-disk-0", "/dev/pve/vm-100-disk-0", "host_device", "raw"},
+		{"local-lvm:base-9000-disk-0", "/dev/pve/base-9000-disk-0", "host_device", "raw"},
+		{"local-zfs:vm-103-disk-1", "/dev/zvol/rpool/data/vm-103-disk-1", "host_device", "raw"},
+		{"local-zfs:base-100-disk-0/vm-101-disk-0", "/dev/zvol/rpool/data/vm-101-disk-0", "host_device", "raw"},
+		{"zfs-over-iscsi:vm-8006-disk-0", "iscsi://127.0.0.1/iqn.2019-10.org.test:foobar", "iscsi", "raw"},
+		{"ceph:vm-100-disk-0", "vms/vm-100-disk-0", "rbd", "raw"},
+		{"ceph:base-100-disk-0/vm-101-disk-0", "vms/vm-101-disk-0", "rbd", "raw"},
+		{"ceph-krbd-fsid:vm-100-disk-0", "/dev/rbd-pve/fc4181a6-56eb-4f68-b452-8ba1f381ca2a/cpool/tenant1/vm-100-disk-0", "host_device", "raw"},
+		{"san:0.0.1.scsi-36001405e4c3e7d9a0e9f4c2b8d6a1f20", "/dev/disk/by-id/scsi-36001405e4c3e7d9a0e9f4c2b8d6a1f20", "host_device", "raw"},
+		{"san-direct:lun3", "iscsi://10.0.0.9/iqn.2003-01.org.linux-iscsi.san:sn.1234/3", "iscsi", "raw"},
+		{"/dev/disk/by-id/ata-ST4000DM004_Z1", "/dev/disk/by-id/ata-ST4000DM004_Z1", "host_device", "raw"},
+		{"/mnt/images/a.img", "/mnt/images/a.img", "file", "raw"},
+	} {
+		d := &Drive{Key: "scsi0", Bus: "scsi", Volume: c.volume, Opts: map[string]string{}}
+		v, err := ResolveVolume(st, d, nil)
+		if err != nil {
+			t.Errorf("%s: %v", c.volume, err)
+			continue
+		}
+		if v.Path != c.path || v.Driver != c.driver || v.Format != c.format || v.ResolvedBy != ResolvedByStorageCfg {
+			t.Errorf("%s: %+v, want %s %s %s", c.volume, v, c.path, c.driver, c.format)
+		}
+	}
+	// An absolute path keeps format= and asks isBlock.
+	d := &Drive{Key: "scsi0", Volume: "/srv/x.img", Opts: map[string]string{"format": "qcow2"}}
+	if v, _ := ResolveVolume(st, d, func(string) bool { return true }); v.Driver != "host_device" || v.Format != "qcow2" {
+		t.Errorf("path: %+v", v)
+	}
+}
+
+// Volume names a plugin refuses, storages storage.cfg lacks, and the
+// volumes only the node can place.
+func TestResolveVolumeRefused(t *testing.T) {
+	st, _ := ParseStorages(strings.NewReader(storageCfg), "storage.cfg")
+	for _, c := range []struct {
+		volume, why string
+		unmodelled  bool
+	}{
+		{"nosuch:vm-100-disk-0", `storage "nosuch" is not defined in storage.cfg`, false},
+		{"local:100/disk.img", "unable to parse volume filename", false},
+		{"local:100/snap-x-vm-100-disk-0.qcow2", "is a snapshot filename", false},
+		{"local:100/subvol-100-disk-0.subvol", "container's subvolume", false},
+		{"local:vztmpl/debian.tar.zst", "unable to parse directory volume name", false},
+		{"local:import/x.ova", "archive, not a disk image", false},
+		{"local-lvm:disk-0", "unable to parse lvm volume name", false},
+		{"vg-lvm:base-100-disk-0", "unable to parse lvm volume name", false},
+		{"local-zfs:subvol-100-disk-0", "container's subvolume", false},
+		{"local-zfs:tank", "unable to parse zfs volume name", false},
+		{"ceph:disk0", "unable to parse rbd volume name", false},
+		{"san:lun0", "unable to parse iscsi volume name", false},
+		{"san-direct:0.0.1.x", "unable to parse iscsi volume name", false},
+		{"backup:backup/vm/100/2024-01-01T00:00:00Z", "Proxmox Backup Server", false},
+		{"ceph-krbd:vm-100-disk-0", "fsid", true},
+		{"drbdstorage:vm-100-disk-1", "type drbd, which pvediskcheck does not model", true},
+		{"bb:vm-100-disk-1", "type blockbridge, which pvediskcheck does not model", true},
+		{"local", "is not a volume id", false},
+	} {
+		d := &Drive{Key: "virtio1", Volume: c.volume, Opts: map[string]string{}}
+		_, err := ResolveVolume(st, d, nil)
+		var ue *UnmodelledError
+		if err == nil || !strings.Contains(err.Error(), c.why) || errors.As(err, &ue) != c.unmodelled {
+			t.Errorf("%s: %v, want %q (unmodelled %v)", c.volume, err, c.why, c.unmodelled)
+			continue
+		}
+		if c.unmodelled && (ue.Volid != c.volume || ue.Storage == nil) {
+			t.Errorf("%s: %+v", c.volume, ue)
+		}
+		if !c.unmodelled && !strings.HasPrefix(err.Error(), "virtio1: ") {
+			t.Errorf("%s: %v does not name the disk", c.volume, err)
+		}
+	}
+}
+
+// What `pvesm path` prints, read the way qemu_blockdev_options does.
+func TestVolumeFromPath(t *testing.T) {
+	blk := func(p string) bool { return strings.HasPrefix(p, "/dev/drbd") }
+	for _, c := range []struct {
+		out, format     string
+		path, drv, fmtt string
+	}{
+		{"/dev/drbd/by-res/vm-100-disk-1/0\n", "", "/dev/drbd/by-res/vm-100-disk-1/0", "host_device", "raw"},
+		{"/mnt/truenas/images/100/vm-100-disk-0.qcow2", "", "/mnt/truenas/images/100/vm-100-disk-0.qcow2", "file", "qcow2"},
+		{"/mnt/truenas/images/100/vm-100-disk-0.img", "qcow2", "/mnt/truenas/images/100/vm-100-disk-0.img", "file", "qcow2"},
+		{"file:/srv/x.raw", "", "/srv/x.raw", "file", "raw"},
+		{"host_device:/dev/mapper/bb-vol1", "", "/dev/mapper/bb-vol1", "host_device", "raw"},
+		{"iscsi://10.0.0.9/iqn.2003-01.org.x:t/1", "", "iscsi://10.0.0.9/iqn.2003-01.org.x:t/1", "iscsi", "raw"},
+		{"iser://10.0.0.9/iqn.2003-01.org.x:t/1", "", "iser://10.0.0.9/iqn.2003-01.org.x:t/1", "iscsi", "raw"},
+		{"nbd:unix:/run/x.sock:exportname=drive-scsi0", "", "nbd:unix:/run/x.sock:exportname=drive-scsi0", "nbd", "raw"},
+		{"rbd:vms/vm-100-disk-0:conf=/etc/pve/ceph.conf:id=admin", "", "vms/vm-100-disk-0", "rbd", "raw"},
+		{"gluster://10.0.0.5/gv0/images/100/vm-100-disk-0.qcow2", "", "gluster://10.0.0.5/gv0/images/100/vm-100-disk-0.qcow2", "gluster", "qcow2"},
+	} {
+		d := &Drive{Key: "scsi0", Opts: map[string]string{}}
+		if c.format != "" {
+			d.Opts["format"] = c.format
+		}
+		v, err := VolumeFromPath(c.out, d, blk)
+		if err != nil || v.Path != c.path || v.Driver != c.drv || v.Format != c.fmtt || v.ResolvedBy != ResolvedByPvesm {
+			t.Errorf("%q: %+v %v", c.out, v, err)
+		}
+	}
+	for _, out := range []string{"", "relative/path", "rbd:", "ftp://x/y"} {
+		if v, err := VolumeFromPath(out, &Drive{Opts: map[string]string{}}, nil); err == nil {
+			t.Errorf("%q: accepted as %+v", out, v)
+		}
+	}
+}
+
+func TestStorageHelpers(t *testing.T) {
+	st, _ := ParseStorages(strings.NewReader(storageCfg), "storage.cfg")
+	if vg, lv := st["local-lvm"].ThinPool(); vg != "pve" || lv != "data" {
+		t.Errorf("ThinPool %s/%s", vg, lv)
+	}
+	if !st["local-zfs"].Bool("sparse") || st["local"].Bool("sparse") || !st["ceph-krbd"].Bool("krbd") {
+		t.Error("Bool")
+	}
+	for id, thin := range map[string]bool{"local-lvm": true, "local-zfs": true, "ceph": true, "zfs-over-iscsi": true, "local": false, "vg-lvm": false} {
+		if st[id].IsThin() != thin {
+			t.Errorf("%s: IsThin %v", id, !thin)
+		}
+	}
+	for id, file := range map[string]bool{"local": true, "nas": true, "smb": true, "butter": true, "cephfs": true, "local-lvm": false} {
+		if st[id].IsFileBased() != file {
+			t.Errorf("%s: IsFileBased %v", id, !file)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package vm
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+const testStorageCfg = `dir: local
+	path /var/lib/vz
+	content iso,images
+
+lvmthin: local-lvm
+	thinpool data
+	vgname pve
+	content images
+
+drbd: linstor
+	resourcegroup drbdgrp
+	content images
+`
+
+// writeNode lays out a stopped VM's config and storage.cfg below a root.
+func writeNode(t *testing.T, vmid int, conf string) node.Paths {
+	t.Helper()
+	p := node.NewPaths(t.TempDir(), "", "")
+	if err := os.MkdirAll(p.QemuServerDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.StorageCfg(), []byte(testStorageCfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.VMConfig(vmid), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tpmstate0 is a disk slot of the VM with its own kind: its volume is
+// placed, but QEMU never opens it, so it has no QEMU settings.
+func TestTPMStateIsListedWithItsKind(t *testing.T) {
+	p := writeNode(t, 205, `efidisk0: local-lvm:vm-205-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M
+machine: pc-q35-7.0
+ostype: win11
+sata0: none,media=cdrom
+sata1: local:iso/virtio-win-0.1.240.iso,media=cdrom,size=612812K
+tpmstate0: local-lvm:vm-205-disk-1,size=4M,version=v2.0
+virtio0: local-lvm:vm-205-disk-2,cache=writeback,discard=on,size=50G
+unused0: local-lvm:vm-205-disk-3
+unused1: /dev/sdb
+`)
+	v, err := Load(p, 205)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]qemuserver.Kind{}
+	for _, d := range v.Disks {
+		kinds[d.ID] = d.Kind()
+		if d.ParseError != nil || d.ResolveError != nil {
+			t.Errorf("%s: %v %v", d.ID, d.ParseError, d.ResolveError)
+		}
+	}
+	want := map[string]qemuserver.Kind{
+		"sata0": qemuserver.KindEmptyCDROM, "sata1": qemuserver.KindCDROM, "virtio0": qemuserver.KindDisk,
+		"efidisk0": qemuserver.KindEFIVars, "tpmstate0": qemuserver.KindTPMState,
+	}
+	if len(kinds) != len(want) {
+		t.Errorf("disks %v, want %v", kinds, want)
+	}
+	for id, k := range want {
+		if kinds[id] != k {
+			t.Errorf("%s: kind %s, want %s", id, kinds[id], k)
+		}
+	}
+	tpm := v.Disk("tpmstate0")
+	if tpm.Configured != nil || tpm.Volume == nil || tpm.Volume.Path != "/dev/pve/vm-205-disk-1" || tpm.Drive.Opts["version"] != "v2.0" {
+		t.Errorf("tpmstate0: configured %+v volume %+v", tpm.Configured, tpm.Volume)
+	}
+	if efi := v.Disk("efidisk0"); efi.Configured == nil || efi.Volume.Path != "/dev/pve/vm-205-disk-0" {
+		t.Errorf("efidisk0: %+v", efi)
+	}
+	if v.Disk("sata0").Volume != nil || v.Disk("sata0").Configured == nil {
+		t.Errorf("empty CD-ROM: %+v", v.Disk("sata0"))
+	}
+	// unusedN: known to the VM, not disks; a line Proxmox refuses says so.
+	if len(v.Unused) != 2 || v.Unused[0].Key != "unused0" || v.Unused[0].Volume != "local-lvm:vm-205-disk-3" || v.Unused[0].ParseError != nil {
+		t.Errorf("unused %+v", v.Unused)
+	}
+	if v.Unused[1].ParseError == nil || !strings.Contains(v.Unused[1].ParseError.Error(), "line 9") {
+		t.Errorf("unused1: %v", v.Unused[1].ParseError)
+	}
+	if v.Disk("unused0") != nil {
+		t.Error("unused0 is listed as a disk")
+	}
+	// Select of everything includes tpmstate0 (commands decide by kind).
+	sel, err := v.Select(nil)
+	if err != nil || len(sel) != 5 {
+		t.Errorf("Select: %d disks, %v", len(sel), err)
+	}
+	if sel, err := v.Select([]string{"tpmstate0"}); err != nil || sel[0].Kind() != qemuserver.KindTPMState {
+		t.Errorf("Select(tpmstate0): %v", err)
+	}
+}
+
+// A line Proxmox refuses is a ParseError naming the option; a storage
+// storage.cfg lacks is a ResolveError (Proxmox reads the config and fails
+// only when it starts the VM), and the disk is still listed.
+func TestParseAndResolveErrors(t *testing.T) {
+	p := writeNode(t, 100, `efidisk0: local-lvm:vm-100-disk-1,efitype=4m,discard=on,size=4M
+virtio2: QuadRAID-lvm:vm-100-disk-0,backup=0,cache=writeback,discard=on,iothread=1,size=600G
+virtio3: linstor:vm-100-disk-3,size=10G
+tpmstate0: local-lvm:vm-100-disk-2,version=v2.0,cache=none
+`)
+	v, err := Load(p, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	efi := v.Disk("efidisk0")
+	var de *qemuserver.DriveError
+	if !errors.As(efi.ParseError, &de) || de.Option != "discard" || !strings.Contains(efi.ParseError.Error(), "100.conf line 1") {
+		t.Errorf("efidisk0: %v", efi.ParseError)
+	}
+	if efi.Kind() != qemuserver.KindEFIVars {
+		t.Errorf("efidisk0 kind %s", efi.Kind())
+	}
+	if tpm := v.Disk("tpmstate0"); tpm.ParseError == nil || tpm.Kind() != qemuserver.KindTPMState {
+		t.Errorf("tpmstate0: %+v", tpm)
+	}
+	quad := v.Disk("virtio2")
+	if quad.ParseError != nil || quad.Drive == nil || quad.ResolveError == nil || !strings.Contains(quad.ResolveError.Error(), `storage "QuadRAID-lvm" is not defined`) {
+		t.Errorf("virtio2: parse %v resolve %v", quad.ParseError, quad.ResolveError)
+	}
+	// Without the node's tools, a plugin storage's volume stays unresolved.
+	lin := v.Disk("virtio3")
+	var ue *qemuserver.UnmodelledError
+	if lin.ResolveError == nil || !errors.As(lin.ResolveError, &ue) || lin.Configured != nil {
+		t.Errorf("virtio3: %+v", lin)
+	}
+	if _, err := v.Select(nil); err == nil || !strings.Contains(err.Error(), "discard") {
+		t.Errorf("Select(nil) = %v, want the efidisk0 parse error", err)
+	}
+	if _, err := v.Select([]string{"virtio2"}); err != nil {
+		t.Errorf("Select(virtio2): %v (an unresolved volume is no parse error)", err)
+	}
+}
+
+// With the node's `pvesm path`, a plugin storage's volume is placed from
+// its answer and the note says so, once per volume.
+func TestPluginStorageThroughPvesm(t *testing.T) {
+	p := writeNode(t, 101, `scsi0: linstor:vm-101-disk-1,cache=none,size=10G
+scsi1: linstor:vm-101-disk-1,size=10G
+scsi2: linstor:vm-101-disk-9,size=10G
+scsihw: virtio-scsi-single
+`)
+	dev := filepath.Join(p.Root, "dev/drbd/by-res/vm-101-disk-1/0")
+	if err := os.MkdirAll(filepath.Dir(dev), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dev, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	// Answers as LINSTOR's plugin does, from the files below the root.
+	pvesmPath := func(volid string) (string, error) {
+		calls++
+		_, name, _ := strings.Cut(volid, ":")
+		path := "/dev/drbd/by-res/" + name + "/0"
+		if _, err := os.Stat(filepath.Join(p.Root, path)); err != nil {
+			return "", errors.New("pvesm exited with status 255: resource " + name + " not found")
+		}
+		return path, nil
+	}
+	v, err := load(p, 101, pvesmPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := v.Disk("scsi0")
+	if s0.ResolveError != nil || s0.Volume == nil || s0.Volume.ResolvedBy != qemuserver.ResolvedByPvesm || s0.Configured == nil {
+		t.Fatalf("scsi0: %+v", s0)
+	}
+	// A regular file below the test root is "file"; a real node's DRBD
+	// device is a block device, "host_device".
+	if c := s0.Configured; c.Path != "/dev/drbd/by-res/vm-101-disk-1/0" || c.Driver != "file" || c.Mode() != "none" || c.Format != "raw" {
+		t.Errorf("scsi0 settings %+v", c)
+	}
+	if v.Disk("scsi1").Configured == nil || calls != 2 {
+		t.Errorf("scsi1 resolved: %+v, pvesm path ran %d times (want once per volume, 2)", v.Disk("scsi1").Configured, calls)
+	}
+	if s2 := v.Disk("scsi2"); s2.ResolveError == nil || !strings.Contains(s2.ResolveError.Error(), "`pvesm path` could not resolve it") || s2.Configured != nil {
+		t.Errorf("scsi2: %v", s2.ResolveError)
+	}
+	if len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "type drbd, which pvediskcheck does not model") || !strings.Contains(v.Notes[0], "resolved through `pvesm path` to /dev/drbd/by-res/vm-101-disk-1/0") {
+		t.Errorf("notes %q", v.Notes)
+	}
+}
+
+// NotListed says why a command leaves a disk out: its kind, or where it
+// is (only in [PENDING], only in the running VM).
+func TestNotListed(t *testing.T) {
+	p := writeNode(t, 300, `scsi0: local-lvm:vm-300-disk-0,size=8G
+ide2: none,media=cdrom
+tpmstate0: local-lvm:vm-300-disk-2,version=v2.0
+
+[PENDING]
+scsi2: local-lvm:vm-300-disk-3,size=8G
+efidisk0: local-lvm:vm-300-disk-1,efitype=4m
+`)
+	// A running QEMU with scsi5 hot-plugged (not in the config).
+	argv := []string{"/usr/bin/kvm", "-id", "300", "-pidfile", "/var/run/qemu-server/300.pid",
+		"-drive", "file=/dev/pve/vm-300-disk-0,if=none,id=drive-scsi0,format=raw,cache=none,aio=io_uring",
+		"-device", "scsi-hd,drive=drive-scsi0,id=scsi0",
+		"-drive", "file=/dev/pve/vm-300-disk-9,if=none,id=drive-scsi5,format=raw,cache=none,aio=io_uring",
+		"-device", "scsi-hd,drive=drive-scsi5,id=scsi5"}
+	for f, b := range map[string]string{
+		"var/run/qemu-server/300.pid": "4242\n",
+		"proc/4242/cmdline":           strings.Join(argv, "\x00") + "\x00",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(p.Root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.Root, f), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := Load(p, 300)
+	if err != nil || !v.Running {
+		t.Fatalf("running %v: %v", v != nil && v.Running, err)
+	}
+	for id, want := range map[string]string{
+		"ide2":      "ide2 is an empty CD-ROM drive",
+		"tpmstate0": "tpmstate0 is the TPM state volume (swtpm keeps the vTPM's state there; QEMU never opens it), not a guest disk: not listed, on purpose",
+		"scsi2":     "scsi2 is only in [PENDING] (the next start adds it)",
+		"efidisk0":  "efidisk0 is only in [PENDING]",
+		"scsi5":     "scsi5 is attached to the running VM but not in its config",
+		"scsi0":     "scsi0 is a disk",
+	} {
+		d := v.Disk(id)
+		if d == nil {
+			t.Errorf("%s is not listed", id)
+			continue
+		}
+		if got := d.NotListed(); !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+	if pd := v.Disk("efidisk0"); pd.PendingDrive == nil || pd.Pending == nil || pd.Kind() != qemuserver.KindEFIVars {
+		t.Errorf("pending efidisk0: %+v", pd)
+	}
+	if tpm := v.Disk("tpmstate0"); tpm.PendingDrive != nil {
+		t.Errorf("tpmstate0 unchanged in [PENDING] has a pending drive: %+v", tpm.PendingDrive)
+	}
+}
