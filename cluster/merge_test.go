@@ -85,6 +85,25 @@ func TestMergeConflicts(t *testing.T) {
 	}
 }
 
+// A node that did not answer still has its version named when it was
+// learnt (a pvediskcheck too old to answer), and a reply's version wins.
+func TestReports(t *testing.T) {
+	got := Reports([]Answer{
+		{Node: Member{Name: "a"}, Status: OtherVersion, Err: &NodeError{Node: "a", Status: OtherVersion, Msg: "old", Version: "0.0.9"}},
+		{Node: Member{Name: "b"}, Status: Failed, Reply: &Reply{Version: "1", Exit: 3}, Err: &NodeError{Node: "b", Status: Failed, Msg: "x", Version: "2"}},
+		{Node: Member{Name: "c"}, Status: Unreachable, Err: &NodeError{Node: "c", Status: Unreachable, Msg: "y"}},
+	}, "1")
+	if r := got[0]; r.Version != "0.0.9" || !r.VersionDiffers || r.Exit != nil || r.Error != "old" {
+		t.Errorf("a: %+v", r)
+	}
+	if r := got[1]; r.Version != "1" || r.VersionDiffers || *r.Exit != 3 {
+		t.Errorf("b: %+v", r)
+	}
+	if r := got[2]; r.Version != "" || r.VersionDiffers {
+		t.Errorf("c: %+v", r)
+	}
+}
+
 func TestSumNumbers(t *testing.T) {
 	cases := []struct{ a, b, want string }{
 		{`{"x": 1}`, `{"x": 2}`, `{"x":3}`},

@@ -86,20 +86,15 @@ func ParseReply(want string, stdout []byte, runErr error) (*Reply, error) {
 	var r Reply
 	// The reply is the last line; a login script on the node may have
 	// printed something before it.
-	trimmed := bytes.TrimSpace(stdout)
-	if i := bytes.LastIndexByte(trimmed, '\n'); i >= 0 {
-		trimmed = trimmed[i+1:]
-	}
-	if len(trimmed) > 0 {
-		if err := json.Unmarshal(trimmed, &r); err == nil && r.Format >= 1 {
-			if r.Node != want {
-				return fail(BadReply, "answered as node %s: %s", units.Clip(r.Node, 40), r.Message())
-			}
-			if r.Exit < 0 || r.Exit > 3 {
-				return fail(BadReply, "answered with exit code %d", r.Exit)
-			}
-			return &r, nil
+	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], &r); err == nil && r.Format >= 1 {
+		if r.Node != want {
+			return fail(BadReply, "answered as node %s: %s", units.Clip(r.Node, 40), r.Message())
 		}
+		if r.Exit < 0 || r.Exit > 3 {
+			return fail(BadReply, "answered with exit code %d", r.Exit)
+		}
+		return &r, nil
 	}
 	var ce *node.CommandError
 	switch {
@@ -122,11 +117,8 @@ func ParseReply(want string, stdout []byte, runErr error) (*Reply, error) {
 }
 
 func firstLine(s, otherwise string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if s == "" {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if s = strings.TrimSpace(s); s == "" {
 		return otherwise
 	}
 	return units.Line(s, 200)

@@ -25,9 +25,16 @@ func TestReplyRoundTrip(t *testing.T) {
 		t.Errorf("Message = %q", got.Message())
 	}
 	// A login script that prints before the reply does not spoil it.
-	got, err = ParseReply("pve2", append([]byte("Welcome to pve2\n\n"), b...), &node.CommandError{Argv: []string{"ssh"}, Status: 1})
+	got, err = ParseReply("pve2", append([]byte("Welcome\nto pve2\n"), b...), &node.CommandError{Argv: []string{"ssh"}, Status: 1})
 	if err != nil || got.Exit != 1 {
 		t.Errorf("with a banner: %+v, %v", got, err)
+	}
+	// Every exit code of the contract is an answer.
+	for _, exit := range []int{0, 1, 2, 3} {
+		got, err := ParseReply("pve2", Reply{Node: "pve2", Exit: exit}.Encode(), nil)
+		if err != nil || got.Exit != exit {
+			t.Errorf("exit %d: %+v, %v", exit, got, err)
+		}
 	}
 }
 
@@ -48,7 +55,7 @@ func TestParseReplyFailures(t *testing.T) {
 		{"exit -1", string(Reply{Version: "1", Node: "pve2", Exit: -1}.Encode()), nil, BadReply, "answered with exit code -1"},
 		{"format 0", `{"pvediskcheck_reply":0,"node":"pve2"}`, nil, BadReply, "not a pvediskcheck reply: \"{\\\"pvediskcheck_reply\\\":0"},
 		{"timeout", "", fmt.Errorf("ssh: %w after 30s", node.ErrTimeout), Unreachable, "no answer: ssh: timed out after 30s"},
-		{"ssh 255", "", cmdErr(255, "ssh: connect to host 10.0.0.3 port 22: Connection refused\r\nmore\n"), Unreachable, "ssh: connect to host 10.0.0.3 port 22: Connection refused"},
+		{"ssh 255", "", cmdErr(255, "\nssh: connect to host 10.0.0.3 port 22: Connection refused\r\nmore\n"), Unreachable, "ssh: connect to host 10.0.0.3 port 22: Connection refused"},
 		{"ssh 255 silent", "", cmdErr(255, ""), Unreachable, "ssh failed with status 255"},
 		{"not installed", "", cmdErr(127, "bash: line 1: pvediskcheck: command not found\n"), NotInstalled, "pvediskcheck is not installed there (bash: line 1: pvediskcheck: command not found)"},
 		{"not installed silent", "", cmdErr(127, ""), NotInstalled, "(command not found)"},
