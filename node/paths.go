@@ -19,6 +19,10 @@ type Paths struct {
 	Root string // the node's filesystem root
 	Proc string // procfs mount; defaults to Root/proc
 	Sys  string // sysfs mount; defaults to Root/sys
+	// Configs, when set, replaces /etc/pve/qemu-server as the directory of
+	// VM configs: another node's /etc/pve/nodes/<node>/qemu-server, read
+	// when that node cannot answer for itself.
+	Configs string
 }
 
 // NewPaths returns Paths for root with optional proc/sys overrides ("" keeps the
@@ -41,7 +45,12 @@ func NewPaths(root, proc, sys string) Paths {
 func (p Paths) Join(nodePath string) string { return filepath.Join(p.Root, nodePath) }
 
 // QemuServerDir holds the VM configs of this node.
-func (p Paths) QemuServerDir() string { return p.Join("/etc/pve/qemu-server") }
+func (p Paths) QemuServerDir() string {
+	if p.Configs != "" {
+		return p.Configs
+	}
+	return p.Join("/etc/pve/qemu-server")
+}
 
 // VMConfig is /etc/pve/qemu-server/<vmid>.conf.
 func (p Paths) VMConfig(vmid int) string {

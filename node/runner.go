@@ -17,6 +17,10 @@ import (
 // LC_ALL=C so output is parseable, and a deadline on every call.
 type Runner struct {
 	Timeout time.Duration // per command; 0 means 5 s
+	// Off, when set, refuses every command with this error: a view of
+	// another node's configs, where nothing this node runs (lvs, qm)
+	// describes that node.
+	Off error
 }
 
 // ErrTimeout is returned (wrapped) when a command runs past its deadline.
@@ -53,6 +57,9 @@ func (r Runner) Run(ctx context.Context, argv ...string) ([]byte, error) {
 func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("runner: empty command")
+	}
+	if r.Off != nil {
+		return nil, fmt.Errorf("%s not run: %w", argv[0], r.Off)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

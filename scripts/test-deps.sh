@@ -6,6 +6,8 @@
 #   fio                          fio's own JSON fixtures are checked against a real run
 #   cpio                         scripts/build-guest.sh packs the guest's initramfs
 #   groff-base                   the man page must render without warnings
+#   openssh-server, -client      cluster mode: a real sshd per node of the test
+#                                cluster (127.0.0.2, 127.0.0.3), reached with ssh
 # QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
 # .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
@@ -16,6 +18,9 @@ command -v losetup >/dev/null 2>&1 || need="$need mount"
 command -v fio >/dev/null 2>&1 || need="$need fio"
 command -v cpio >/dev/null 2>&1 || need="$need cpio"
 command -v groff >/dev/null 2>&1 || need="$need groff-base"
+[ -x /usr/sbin/sshd ] || need="$need openssh-server"
+command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
+command -v ssh-keygen >/dev/null 2>&1 || need="$need openssh-client"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"
 	export DEBIAN_FRONTEND=noninteractive

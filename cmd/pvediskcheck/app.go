@@ -35,9 +35,17 @@ counters. No API token is needed. Nothing is changed on a VM unless the command'
 is to change it (limit with values, discard --trim, flush --trigger), and such a
 command says what it changed. JSON schemas: /usr/share/doc/pvediskcheck/README.md.gz.
 
+In a cluster, a VM of another node (/etc/pve/.vmlist) is answered by that node,
+and check --all --cluster and thin --cluster ask every node at once. Nodes are
+reached the way Proxmox's own tools reach them: /usr/bin/ssh -e none -o
+BatchMode=yes -o HostKeyAlias=NODE root@IP (the IP from /etc/pve/.members), with
+every argument validated and quoted; PVEDISKCHECK_SSH names another program that
+takes the same arguments. Every node needs the same pvediskcheck.
+
 EXAMPLES
    pvediskcheck cache 370
    pvediskcheck check --all
+   pvediskcheck check --all --cluster
    pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
    pvediskcheck flush 370 --trigger
 
@@ -59,7 +67,7 @@ EXAMPLES
 			if d := c.Duration("timeout"); d <= 0 {
 				return exitcode.Usagef("--timeout %s: give a positive duration, e.g. 5s", d)
 			}
-			return nil
+			return clusterBefore(c)
 		},
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
@@ -73,6 +81,7 @@ EXAMPLES
 			return cli.ShowAppHelp(c)
 		},
 	}
+	wireCluster(app)
 	for _, c := range app.Commands {
 		if c.OnUsageError == nil {
 			c.OnUsageError = app.OnUsageError
@@ -96,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := app.RunContext(ctx, interspersed(app, args))
 	if err != nil && ctx.Err() != nil && exitcode.Of(err) != exitcode.Usage {
 		err = exitcode.Wrap(exitcode.Unreachable, "interrupted", err)
+	}
+	if r := replying(app); r != nil {
+		return r.finish(stdout, err)
 	}
 	if msg := exitcode.Message(err); msg != "" {
 		// One line, and never kilobytes of echoed input.

@@ -39,6 +39,7 @@ func newEnv(c *cli.Context) *env {
 		errOut:  c.App.ErrWriter,
 	}
 	e.node = node.New(e.paths, e.timeout)
+	configOnlyView(c, e)
 	e.timeout, e.runner = e.node.Timeout, e.node.Runner
 	e.color = !c.Bool("no-color") && isTerminal(e.out)
 	return e

@@ -12,7 +12,14 @@ import (
 // (internal/fakenode/doubles/qm) on this node, oldest first.
 func (n *Node) QMCalls(t testing.TB) [][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(n.Root, "var/log/qm-double.log"))
+	return ArgvLog(t, filepath.Join(n.Root, "var/log/qm-double.log"))
+}
+
+// ArgvLog reads a log of command lines, one JSON array of strings a line
+// (what the doubles write); a missing log is no call.
+func ArgvLog(t testing.TB, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -26,7 +33,7 @@ func (n *Node) QMCalls(t testing.TB) [][]string {
 	for sc.Scan() {
 		var argv []string
 		if err := json.Unmarshal(sc.Bytes(), &argv); err != nil {
-			t.Fatalf("qm double log: %v", err)
+			t.Fatalf("%s: %v", path, err)
 		}
 		out = append(out, argv)
 	}

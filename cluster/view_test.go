@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+)
+
+// tree lays out a node root with the given /etc/pve files (name -> text;
+// a text starting with "->" makes a symlink).
+func tree(t *testing.T, files map[string]string) node.Node {
+	t.Helper()
+	root := t.TempDir()
+	for name, text := range files {
+		p := filepath.Join(root, "etc/pve", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if target, ok := strings.CutPrefix(text, "->"); ok {
+			err = os.Symlink(target, p)
+		} else {
+			err = os.WriteFile(p, []byte(text), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return node.New(node.NewPaths(root, "", ""), time.Second)
+}
+
+func TestLoadCluster(t *testing.T) {
+	n := tree(t, map[string]string{".members": string(fixture(t, "members-3nodes.json")), ".vmlist": string(fixture(t, "vmlist.json")), "local": "->nodes/pveX"})
+	v, err := Load(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// .members' nodename wins over the local link.
+	if v.Local != "pve1" || !v.IsCluster() {
+		t.Errorf("Local %q, cluster %v", v.Local, v.IsCluster())
+	}
+	want := []Member{{"pve1", 1, true, "192.168.1.11"}, {"pve2", 2, true, "192.168.1.12"}, {"pve3", 3, false, "fd00::13"}}
+	if got := v.Nodes(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Nodes = %+v", got)
+	}
+	if m := v.Member("pve3"); m != want[2] {
+		t.Errorf("Member(pve3) = %+v", m)
+	}
+	if m := v.Member("pve7"); m != (Member{Name: "pve7"}) {
+		t.Errorf("a node .members does not list must be offline: %+v", m)
+	}
+	if g, ok := v.Locate(380); !ok || g.Node != "pve2" || g.Type != QEMU {
+		t.Errorf("Locate(380) = %+v %v", g, ok)
+	}
+	if _, ok := v.Locate(999); ok {
+		t.Error("Locate(999) found")
+	}
+	root := n.Paths.Root
+	if d := v.ConfigDir("pve2"); d != root+"/etc/pve/nodes/pve2/qemu-server" {
+		t.Errorf("ConfigDir = %s", d)
+	}
+	if d := v.KnownHosts("pve2"); d != root+"/etc/pve/nodes/pve2/ssh_known_hosts" {
+		t.Errorf("KnownHosts = %s", d)
+	}
+}
+
+// This node counts as online even when .members says otherwise (it is the
+// one asking), and is added when .members does not list it.
+func TestNodesLocal(t *testing.T) {
+	v := &View{Local: "pve1", Members: &Members{Local: "pve1", Cluster: &ClusterInfo{}, Nodes: []Member{{Name: "pve1"}, {Name: "pve2", Online: true}}}}
+	if got := v.Nodes(); !reflect.DeepEqual(got, []Member{{Name: "pve1", Online: true}, {Name: "pve2", Online: true}}) {
+		t.Errorf("Nodes = %+v", got)
+	}
+	v.Local = "pve0"
+	if got := v.Nodes(); !reflect.DeepEqual(got, []Member{{Name: "pve0", Online: true}, {Name: "pve1"}, {Name: "pve2", Online: true}}) {
+		t.Errorf("Nodes = %+v", got)
+	}
+	// The input is not changed.
+	if v.Members.Nodes[0].Online {
+		t.Error("Nodes changed .members")
+	}
+}
+
+func TestLoadStandalone(t *testing.T) {
+	n := tree(t, map[string]string{".members": string(fixture(t, "members-standalone.json")), ".vmlist": string(fixture(t, "vmlist-empty.json"))})
+	v, err := Load(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.IsCluster() || !reflect.DeepEqual(v.Nodes(), []Member{{Name: "pve1", Online: true}}) {
+		t.Errorf("standalone: cluster %v, nodes %+v", v.IsCluster(), v.Nodes())
+	}
+}
+
+func TestLoadNotCluster(t *testing.T) {
+	// No .members: the name comes from /etc/pve/local, and the error says
+	// this is not a cluster node; .vmlist is still read.
+	n := tree(t, map[string]string{"local": "->nodes/pve5", ".vmlist": string(fixture(t, "vmlist.json"))})
+	v, err := Load(context.Background(), n)
+	if !errors.Is(err, ErrNotCluster) || v.Local != "pve5" || v.Members != nil || len(v.VMs) != 4 {
+		t.Errorf("Load = %+v, %v", v, err)
+	}
+	if v.IsCluster() || !reflect.DeepEqual(v.Nodes(), []Member{{Name: "pve5", Online: true}}) {
+		t.Errorf("not a cluster: %+v", v.Nodes())
+	}
+	// Nor a local link: the host name up to its first dot.
+	n = tree(t, map[string]string{"local": "->nodes/bad_name"})
+	v, err = Load(context.Background(), n)
+	h, _ := os.Hostname()
+	h, _, _ = strings.Cut(h, ".")
+	if !errors.Is(err, ErrNotCluster) || v.Local != h || v.VMs != nil {
+		t.Errorf("Load = %+v, %v; want host name %q", v, err, h)
+	}
+}
+
+func TestLoadBadFiles(t *testing.T) {
+	n := tree(t, map[string]string{".members": string(fixture(t, "members-3nodes.json")), ".vmlist": "{"})
+	v, err := Load(context.Background(), n)
+	if !errors.Is(err, ErrVMList) || errors.Is(err, ErrMembers) || v.Members == nil || v.VMs != nil {
+		t.Errorf("bad .vmlist: %+v, %v", v, err)
+	}
+	n = tree(t, map[string]string{".members": "[]", ".vmlist": string(fixture(t, "vmlist.json"))})
+	v, err = Load(context.Background(), n)
+	if !errors.Is(err, ErrMembers) || errors.Is(err, ErrNotCluster) || v.Members != nil || len(v.VMs) != 4 {
+		t.Errorf("bad .members: %+v, %v", v, err)
+	}
+}
+
+// A read of /etc/pve that blocks (pmxcfs waiting for quorum) is given up
+// after the node's timeout, as exit 3.
+func TestLoadStalls(t *testing.T) {
+	n := tree(t, map[string]string{".vmlist": "{}"})
+	p := n.Paths.Join(MembersFile)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.Timeout = 50 * time.Millisecond
+	t0 := time.Now()
+	_, err := Load(context.Background(), n)
+	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") || exitcode.Of(err) != exitcode.Unreachable {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	// Unblock the reader left behind.
+	if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+		f.Close()
+	}
+}
+
+func TestReadFileBound(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{maxFileBytes, maxFileBytes + 1} {
+		if err := os.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+		b, err := readFile(context.Background(), p, 5*time.Second)
+		if size == maxFileBytes && (err != nil || len(b) != maxFileBytes) {
+			t.Errorf("%d bytes: %d, %v", size, len(b), err)
+		}
+		if size > maxFileBytes && (err == nil || !strings.Contains(err.Error(), "larger than")) {
+			t.Errorf("%d bytes: %v", size, err)
+		}
+	}
+}

@@ -1,0 +1,689 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/cluster"
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/units"
+)
+
+// Cluster mode, wired around the commands without changing them: a VMID
+// that lives on another node is answered by that node; --cluster on check
+// and thin asks every node; a node asked by another answers with one
+// cluster.Reply. What is decided (pmxcfs, validation, quoting, SSH, the
+// merge) is package cluster's; this file reads flags and renders.
+
+// configOnlyFlag makes this node answer for another node that did not
+// answer, from that node's configs in pmxcfs (hidden, as --cluster-reply).
+const configOnlyFlag = "cluster-config-only"
+
+// envSSH names a program used instead of /usr/bin/ssh, with its arguments.
+const envSSH = "PVEDISKCHECK_SSH"
+
+// forwarded are the VM commands a VM's own node answers, each with whether
+// a run changes something (it then says where it acted).
+var forwarded = map[string]func(c *cli.Context) bool{
+	"cache":   func(c *cli.Context) bool { return c.Bool("verify") && c.Bool("trigger") },
+	"flush":   func(c *cli.Context) bool { return c.Bool("trigger") },
+	"discard": func(c *cli.Context) bool { return c.Bool("trim") },
+	"limit": func(c *cli.Context) bool {
+		if c.Bool("dry-run") {
+			return false
+		}
+		for _, f := range c.Command.Flags {
+			if _, ok := f.(*cli.StringFlag); ok && c.IsSet(f.Names()[0]) {
+				return true // a limit value
+			}
+		}
+		return c.Bool("clear")
+	},
+}
+
+const vmClusterHelp = `CLUSTER
+   A VMID that lives on another node of the cluster (/etc/pve/.vmlist) is
+   answered by that node: the same command runs there over root SSH, the way
+   Proxmox's own tools reach other nodes, and its answer is printed here,
+   headed "VM 370 on pve2" ("node" in JSON). A run that changes something
+   changes it on that node and says so.
+`
+
+const checkClusterHelp = `CLUSTER
+   --all --cluster checks every VM of the cluster: every online node of
+   /etc/pve/.members checks its own VMs at the same time (this node in
+   process, the others over root SSH as Proxmox's tools reach them), each
+   within its own deadline, and the results are merged: each VM carries its
+   node ("node" in JSON, "VM 370 on pve2" in text), and a table lists every
+   node with its counts. A node that is offline or does not answer is named,
+   the others are still reported and the exit code is 3; the config rules
+   still run for its VMs from their configs in /etc/pve/nodes/NODE/qemu-server,
+   marked config-only. VMIDs that live on other nodes are checked there
+   without --cluster.
+`
+
+const thinClusterHelp = `CLUSTER
+   --cluster reports the pools of every online node of /etc/pve/.members,
+   asked at the same time (this node in process, the others over root SSH),
+   each within its own deadline: one table with a NODE column ("node" in
+   JSON). A node that is offline or does not answer is named, the others are
+   still reported and the exit code is 3.
+`
+
+// wireCluster adds cluster mode to the app's commands (called by newApp).
+func wireCluster(app *cli.App) {
+	app.Flags = append(app.Flags,
+		&cli.StringFlag{Name: cluster.ReplyFlag, Hidden: true, Usage: "answer NODE's request with one JSON reply (used by cluster mode over SSH)"},
+		&cli.StringFlag{Name: configOnlyFlag, Hidden: true, Usage: "answer for NODE from its configs in /etc/pve/nodes/NODE/qemu-server"},
+	)
+	for _, c := range app.Commands {
+		switch {
+		case forwarded[c.Name] != nil:
+			c.Action = forwardVM(c.Action)
+			c.Description = withHelp(c.Description, vmClusterHelp)
+		case c.Name == "check":
+			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "with --all: check every VM of the cluster, every node at the same time"})
+			c.Action = clusterCheck(c.Action)
+			c.Description = withHelp(c.Description, checkClusterHelp)
+		case c.Name == "thin":
+			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "report the pools of every node of the cluster"})
+			c.Action = clusterThin(c.Action)
+			c.Description = withHelp(c.Description, thinClusterHelp)
+		}
+	}
+}
+
+// withHelp puts a section into a command's description before its
+// examples (or before its exit codes, or at the end).
+func withHelp(desc, section string) string {
+	for _, at := range []string{"EXAMPLES\n", "EXIT CODES\n"} {
+		if i := strings.Index(desc, at); i >= 0 {
+			return desc[:i] + section + "\n" + desc[i:]
+		}
+	}
+	return desc + "\n\n" + section
+}
+
+// askedByNode: this run answers another node; it never asks further.
+func askedByNode(c *cli.Context) bool {
+	return c.String(cluster.ReplyFlag) != "" || c.String(configOnlyFlag) != ""
+}
+
+// forwardVM runs a VM command on the node the VM lives on when it is not
+// this one.
+func forwardVM(next cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if askedByNode(c) || c.NArg() == 0 {
+			return next(c)
+		}
+		vmid, err := qemuserver.ParseVMID(c.Args().First())
+		if err != nil {
+			return next(c)
+		}
+		e := newEnv(c)
+		if _, err := os.Stat(e.paths.VMConfig(vmid)); !errors.Is(err, os.ErrNotExist) {
+			return next(c)
+		}
+		view, _ := cluster.Load(e.ctx(), e.node)
+		g, ok := view.Locate(vmid)
+		if !ok || g.Node == view.Local {
+			return next(c)
+		}
+		if g.Type != cluster.QEMU {
+			return exitcode.Usagef("%s: pvediskcheck reads QEMU VMs, not containers", g)
+		}
+		m := view.Member(g.Node)
+		args, err := remoteArgs(c, e, m.Name, e.json, c.Args().Slice())
+		if err != nil {
+			return err
+		}
+		if !m.Online {
+			return exitcode.Unreachablef("%s: %s is offline in %s; nothing was run", g, m.Name, cluster.MembersFile)
+		}
+		r, err := sshTo(e, view).Call(e.ctx(), m, args, deadline(c, e))
+		var ne *cluster.NodeError
+		if errors.As(err, &ne) {
+			return exitcode.Unreachablef("%s (%s): %s", g, ne.Status, ne.Msg)
+		} else if err != nil {
+			return err
+		}
+		return printForwarded(e, g, m, r, forwarded[c.Command.Name](c))
+	}
+}
+
+// printForwarded prints a node's answer for one VM, marked with the node.
+func printForwarded(e *env, g cluster.Guest, m cluster.Member, r *cluster.Reply, changes bool) error {
+	other := ""
+	if r.Version != version {
+		other = r.Version
+	}
+	if e.json {
+		if strings.TrimSpace(r.Stdout) != "" {
+			doc, err := cluster.TagDocument([]byte(r.Stdout), m.Name, other)
+			if err != nil {
+				return exitcode.Unreachablef("%s (%s): printed JSON that cannot be read: %v", g, cluster.BadReply, err)
+			}
+			if err := e.printJSON(doc); err != nil {
+				return err
+			}
+		}
+	} else {
+		how := "asked over SSH"
+		if changes {
+			how = "acted there, over SSH"
+		}
+		fmt.Fprintf(e.out, "%s (%s, root@%s)\n", g, how, m.Address())
+		if other != "" {
+			fmt.Fprintf(e.out, "note: %s runs pvediskcheck %s, this node %s\n", m.Name, other, version)
+		}
+		io.WriteString(e.out, r.Stdout)
+	}
+	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
+	switch {
+	case r.Exit == 0:
+		return nil
+	case msg == "" && r.Exit == int(exitcode.Problem):
+		return exitcode.ErrProblem
+	case msg == "":
+		msg = "exited with status " + strconv.Itoa(r.Exit)
+	}
+	return &exitcode.Error{Code: exitcode.Code(r.Exit), Msg: g.String() + ": " + msg}
+}
+
+// sshTo is how this node reaches the others.
+func sshTo(e *env, view *cluster.View) cluster.SSH {
+	return cluster.SSH{Program: os.Getenv(envSSH), View: view, Runner: e.runner}
+}
+
+// deadline bounds one node's answer: the command's windows (every duration
+// flag, set or default) plus cluster.DeadlineTimeouts x --timeout.
+func deadline(c *cli.Context, e *env) time.Duration {
+	var windows []time.Duration
+	for _, f := range c.Command.Flags {
+		if _, ok := f.(*cli.DurationFlag); ok {
+			windows = append(windows, c.Duration(f.Names()[0]))
+		}
+	}
+	return cluster.Deadline(e.timeout, windows...)
+}
+
+// remoteArgs is the command line a node runs for this one: the global
+// options that apply there, this command, its flags written anew from their
+// parsed values (a number travels as the number it was read as), and the
+// positional arguments, each validated as what it is. Every argument is
+// quoted for the remote shell when it is sent (cluster.SSH.Argv).
+func remoteArgs(c *cli.Context, e *env, nodeName string, asJSON bool, pos []string) ([]string, error) {
+	args := []string{"--" + cluster.ReplyFlag + "=" + nodeName, "--timeout=" + e.timeout.String()}
+	if asJSON {
+		args = append(args, "--json")
+	}
+	args = append(args, c.Command.Name)
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if name == "cluster" || !c.IsSet(name) {
+			continue
+		}
+		var v string
+		switch f.(type) {
+		case *cli.BoolFlag:
+			v = strconv.FormatBool(c.Bool(name))
+		case *cli.DurationFlag:
+			v = c.Duration(name).String()
+		case *cli.IntFlag:
+			v = strconv.Itoa(c.Int(name))
+		case *cli.Float64Flag:
+			x := c.Float64(name)
+			if math.IsInf(x, 0) || math.IsNaN(x) {
+				return nil, exitcode.Usagef("--%s: not a finite number", name)
+			}
+			v = strconv.FormatFloat(x, 'g', -1, 64)
+		case *cli.StringFlag:
+			v = c.String(name)
+			if err := cluster.ValidateValue(v); err != nil {
+				return nil, exitcode.Usagef("--%s: %v", name, err)
+			}
+		default:
+			return nil, exitcode.Usagef("--%s cannot be sent to another node", name)
+		}
+		args = append(args, "--"+name+"="+v)
+	}
+	for i, a := range pos {
+		var err error
+		switch {
+		case c.Command.Name == "check":
+			err = cluster.ValidateVMID(a)
+		case c.Command.Name == "thin":
+			err = cluster.ValidateStorageID(a)
+		case i == 0:
+			err = cluster.ValidateVMID(a)
+		default:
+			err = cluster.ValidateDisk(a)
+		}
+		if err != nil {
+			return nil, exitcode.Usagef("%v", err)
+		}
+	}
+	return append(args, pos...), nil
+}
+
+// runHere answers as a node from this process: the command line another
+// node would get, run by run() below this node's root.
+func runHere(ctx context.Context, e *env, want string, args []string) (*cluster.Reply, error) {
+	argv := append([]string{"pvediskcheck", "--root=" + e.paths.Root, "--proc=" + e.paths.Proc, "--sys=" + e.paths.Sys}, args...)
+	var out, errb bytes.Buffer
+	run(ctx, argv, &out, &errb)
+	return cluster.ParseReply(want, out.Bytes(), nil)
+}
+
+// clusterCheck: check --all --cluster asks every node; check VMID... asks
+// the nodes the VMs live on when any is not this one.
+func clusterCheck(next cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if askedByNode(c) {
+			return next(c)
+		}
+		if c.Bool("cluster") {
+			if !c.Bool("all") {
+				return exitcode.Usagef("check: --cluster goes with --all (a VMID that lives on another node is checked there without it)")
+			}
+			if c.NArg() > 0 {
+				return next(c) // VMIDs and --all: check's own usage error
+			}
+			e := newEnv(c)
+			view, err := loadCluster(e)
+			if err != nil {
+				return err
+			}
+			return askCluster(c, e, view, view.Nodes(), func(string) []string { return nil }, true)
+		}
+		if c.Bool("all") || c.NArg() == 0 {
+			return next(c)
+		}
+		e := newEnv(c)
+		var view *cluster.View
+		groups := map[string][]string{}
+		remote := false
+		for _, a := range c.Args().Slice() {
+			id, err := qemuserver.ParseVMID(a)
+			if err != nil {
+				return next(c)
+			}
+			if _, err := os.Stat(e.paths.VMConfig(id)); !errors.Is(err, os.ErrNotExist) {
+				groups[""] = append(groups[""], a)
+				continue
+			}
+			if view == nil {
+				view, _ = cluster.Load(e.ctx(), e.node)
+			}
+			g, ok := view.Locate(id)
+			if !ok || g.Type != cluster.QEMU || g.Node == view.Local {
+				return next(c) // check says what is wrong with it
+			}
+			groups[g.Node] = append(groups[g.Node], a)
+			remote = true
+		}
+		if !remote {
+			return next(c)
+		}
+		if here := groups[""]; len(here) > 0 {
+			groups[view.Local] = append(groups[view.Local], here...)
+		}
+		delete(groups, "")
+		var nodes []cluster.Member
+		for _, name := range sortedKeys(groups) {
+			nodes = append(nodes, view.Member(name))
+		}
+		return askCluster(c, e, view, nodes, func(n string) []string { return groups[n] }, true)
+	}
+}
+
+// clusterThin: thin --cluster asks every node.
+func clusterThin(next cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if askedByNode(c) || !c.Bool("cluster") {
+			return next(c)
+		}
+		e := newEnv(c)
+		view, err := loadCluster(e)
+		if err != nil {
+			return err
+		}
+		storages := c.Args().Slice()
+		return askCluster(c, e, view, view.Nodes(), func(string) []string { return storages }, false)
+	}
+}
+
+// loadCluster reads pmxcfs for --cluster; a node outside a cluster is a
+// cluster of one.
+func loadCluster(e *env) (*cluster.View, error) {
+	view, err := cluster.Load(e.ctx(), e.node)
+	if err != nil && !errors.Is(err, cluster.ErrNotCluster) && view.Members == nil {
+		return nil, exitcode.Wrap(exitcode.Unreachable, "--cluster", err)
+	}
+	return view, nil
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// askCluster asks nodes (each its own positional arguments from pos) at
+// the same time, runs the config rules for the VMs of nodes that did not
+// answer when configOnly, merges and prints.
+func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Member, pos func(string) []string, configOnly bool) error {
+	args := map[string][]string{}
+	for _, m := range nodes {
+		a, err := remoteArgs(c, e, m.Name, true, pos(m.Name))
+		if err != nil {
+			return err
+		}
+		args[m.Name] = a
+	}
+	limit := deadline(c, e)
+	answers := cluster.Ask(e.ctx(), nodes, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
+		if m.Name == view.Local {
+			return runHere(ctx, e, m.Name, args[m.Name])
+		}
+		return sshTo(e, view).Call(ctx, m, args[m.Name], limit)
+	})
+	if configOnly {
+		for i := range answers {
+			a := &answers[i]
+			if a.Status == cluster.Answered || a.Node.Name == view.Local {
+				continue
+			}
+			own, _ := remoteArgs(c, e, view.Local, true, pos(a.Node.Name))
+			ctx, cancel := context.WithTimeout(e.ctx(), limit)
+			r, err := runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + a.Node.Name}, own...))
+			cancel()
+			if err == nil && r.Exit <= int(exitcode.Problem) {
+				a.ConfigOnly = r
+			}
+		}
+	}
+	doc := cluster.Merge(answers, version)
+	if e.json {
+		if err := e.printJSON(doc); err != nil {
+			return err
+		}
+	} else {
+		b, _ := json.Marshal(doc)
+		var d clusterDoc
+		if err := json.Unmarshal(b, &d); err != nil {
+			return exitcode.Unreachablef("cluster: %v", err)
+		}
+		if c.Command.Name == "thin" {
+			printClusterThin(e, d)
+		} else {
+			printClusterCheck(e, d)
+		}
+	}
+	return clusterErr(answers)
+}
+
+// clusterErr is the error of a merged run: exit 3 naming every node that
+// did not answer, else 1 when a node found a problem.
+func clusterErr(answers []cluster.Answer) error {
+	code := cluster.Exit(answers)
+	if code != exitcode.Unreachable {
+		if code == exitcode.Problem {
+			return exitcode.ErrProblem
+		}
+		return nil
+	}
+	var parts []string
+	for _, a := range answers {
+		if a.Status != cluster.Answered {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Node.Name, a.Status, a.Err.Msg))
+		}
+	}
+	return exitcode.Unreachablef("node(s) that did not answer: %s", strings.Join(parts, "; "))
+}
+
+// clusterDoc is what the text views read of a merged document.
+type clusterDoc struct {
+	VMs []struct {
+		Node       string `json:"node"`
+		ConfigOnly bool   `json:"config_only"`
+		VMID       int    `json:"vmid"`
+		Running    bool   `json:"running"`
+		Findings   []struct {
+			Severity, Code, Disk, Message, Fix string
+		} `json:"findings"`
+		Notes []string `json:"notes"`
+	} `json:"vms"`
+	Pools []struct {
+		Node            string   `json:"node"`
+		Storage         string   `json:"storage"`
+		Type            string   `json:"type"`
+		Pool            string   `json:"pool"`
+		SizeBytes       int64    `json:"size_bytes"`
+		AllocatedBytes  *int64   `json:"allocated_bytes"`
+		DataPercent     *float64 `json:"data_percent"`
+		MetadataPercent *float64 `json:"metadata_percent"`
+		VirtualSumBytes int64    `json:"virtual_sum_bytes"`
+		OvercommitRatio float64  `json:"overcommit_ratio"`
+		Volumes         []struct {
+			Name           string   `json:"name"`
+			VMID           int      `json:"vmid"`
+			Guest          string   `json:"guest"`
+			Disk           string   `json:"disk"`
+			VirtualBytes   int64    `json:"virtual_bytes"`
+			AllocatedBytes *int64   `json:"allocated_bytes"`
+			DataPercent    *float64 `json:"data_percent"`
+			Discard        string   `json:"discard"`
+		} `json:"volumes"`
+		Warnings []struct {
+			Text string `json:"text"`
+			Fix  string `json:"fix"`
+		} `json:"warnings"`
+	} `json:"pools"`
+	Notes []string `json:"notes"`
+	Nodes []struct {
+		cluster.NodeReport
+		Summary *struct {
+			VMs      int `json:"vms"`
+			Errors   int `json:"errors"`
+			Warnings int `json:"warnings"`
+			Infos    int `json:"infos"`
+		} `json:"summary"`
+	} `json:"nodes"`
+}
+
+func printClusterCheck(e *env, d clusterDoc) {
+	status := map[string]string{}
+	for _, n := range d.Nodes {
+		status[n.Node] = string(n.Status)
+	}
+	var vms, errs, warns, infos int
+	for _, v := range d.VMs {
+		state := "stopped"
+		if v.Running {
+			state = "running"
+		}
+		if v.ConfigOnly {
+			state = "config only: " + v.Node + " " + status[v.Node]
+		}
+		fmt.Fprintf(e.out, "VM %d on %s (%s): %d finding(s)\n", v.VMID, v.Node, state, len(v.Findings))
+		for _, f := range v.Findings {
+			color := ""
+			switch f.Severity {
+			case "error":
+				color, errs = red, errs+1
+			case "warning":
+				color, warns = yellow, warns+1
+			default:
+				infos++
+			}
+			fmt.Fprintf(e.out, "  %s %s %s: %s\n", e.paint(color, strings.ToUpper(f.Severity)), f.Code, units.OrDash(f.Disk), f.Message)
+			if f.Fix != "" {
+				fmt.Fprintf(e.out, "      fix: %s\n", f.Fix)
+			}
+		}
+		for _, n := range v.Notes {
+			fmt.Fprintf(e.out, "  note: %s\n", n)
+		}
+		vms++
+	}
+	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")
+	for _, n := range d.Nodes {
+		c := []string{"-", "-", "-", "-"}
+		if s := n.Summary; s != nil {
+			c = []string{strconv.Itoa(s.VMs), strconv.Itoa(s.Errors), strconv.Itoa(s.Warnings), strconv.Itoa(s.Infos)}
+		}
+		t.row(append(append([]string{n.Node, string(n.Status)}, c...), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))...)
+	}
+	t.flush()
+	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), vms, errs, warns, infos)
+}
+
+func printClusterThin(e *env, d clusterDoc) {
+	if len(d.Pools) > 0 {
+		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
+		volumes := 0
+		for _, p := range d.Pools {
+			t.row(p.Node, p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent),
+				units.PercentPtr(p.MetadataPercent), units.Bytes(p.VirtualSumBytes), fmt.Sprintf("%.2fx", p.OvercommitRatio))
+			volumes += len(p.Volumes)
+		}
+		t.flush()
+		if volumes > 0 {
+			fmt.Fprintln(e.out)
+			t = newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
+			for _, p := range d.Pools {
+				for _, v := range p.Volumes {
+					guest := v.Guest
+					if v.VMID != 0 {
+						guest += " " + strconv.Itoa(v.VMID)
+					}
+					t.row(p.Node, p.Storage, v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard)
+				}
+			}
+			t.flush()
+		}
+	}
+	for _, p := range d.Pools {
+		for _, w := range p.Warnings {
+			fmt.Fprintf(e.out, "%s %s %s: %s\n", e.paint(yellow, "warning:"), p.Node, p.Storage, w.Text)
+			if w.Fix != "" {
+				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
+			}
+		}
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintln(e.out, "note: "+n)
+	}
+	t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
+	for _, n := range d.Nodes {
+		t.row(n.Node, string(n.Status), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))
+	}
+	t.flush()
+}
+
+func nodeVersion(n cluster.NodeReport) string {
+	if n.VersionDiffers {
+		return n.Version + " (this node " + version + ")"
+	}
+	return units.OrDash(n.Version)
+}
+
+func nodeTime(n cluster.NodeReport) string {
+	if n.Status == cluster.Offline {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f s", n.Elapsed)
+}
+
+func nodeNote(n cluster.NodeReport) string {
+	note := n.Error
+	if n.ConfigOnly {
+		note += " (its VMs: config rules only, from " + cluster.NodesDir + "/" + n.Node + "/qemu-server)"
+	}
+	return note
+}
+
+// replyCapture is what a run that answers another node printed.
+type replyCapture struct {
+	node           string
+	stdout, stderr bytes.Buffer
+}
+
+// replyKey is where the capture lives in the app's metadata.
+const replyKey = "cluster-reply"
+
+// clusterBefore runs before every command. A run that answers another node
+// prints into buffers (run sends them as one cluster.Reply) and refuses,
+// before anything else, when this is not the node the caller meant.
+func clusterBefore(c *cli.Context) error {
+	if n := c.String(configOnlyFlag); n != "" {
+		if err := cluster.ValidateNodeName(n); err != nil {
+			return exitcode.Usagef("--%s: %v", configOnlyFlag, err)
+		}
+	}
+	want := c.String(cluster.ReplyFlag)
+	if want == "" {
+		return nil
+	}
+	if err := cluster.ValidateNodeName(want); err != nil {
+		return exitcode.Usagef("--%s: %v", cluster.ReplyFlag, err)
+	}
+	r := &replyCapture{node: want}
+	c.App.Writer, c.App.ErrWriter = &r.stdout, &r.stderr
+	c.App.Metadata[replyKey] = r
+	view, _ := cluster.Load(c.Context, node.New(node.NewPaths(c.String("root"), c.String("proc"), c.String("sys")), c.Duration("timeout")))
+	r.node = view.Local
+	if view.Local != want {
+		return exitcode.Unreachablef("this is node %s, not %s: nothing was run", view.Local, want)
+	}
+	return nil
+}
+
+// replying returns the capture of a run that answers another node.
+func replying(app *cli.App) *replyCapture {
+	r, _ := app.Metadata[replyKey].(*replyCapture)
+	return r
+}
+
+// finish prints the reply and returns the exit code (the process exits
+// with it as well).
+func (r *replyCapture) finish(stdout io.Writer, err error) int {
+	code := exitcode.Of(err)
+	msg := r.stderr.String()
+	if m := exitcode.Message(err); m != "" {
+		msg += "pvediskcheck: " + units.Line(m, maxErrorLine) + "\n"
+	}
+	stdout.Write(cluster.Reply{Version: version, Node: r.node, Exit: int(code), Stdout: r.stdout.String(), Stderr: msg}.Encode())
+	return int(code)
+}
+
+// configOnlyView makes newEnv's node a view of another node's configs
+// (--cluster-config-only NODE): its VM configs from pmxcfs, and no command
+// run here, since nothing this node runs (lvs, qm) describes that node.
+func configOnlyView(c *cli.Context, e *env) {
+	n := c.String(configOnlyFlag)
+	if n == "" {
+		return
+	}
+	e.paths.Configs = cluster.ConfigDir(e.paths, n)
+	e.node.Paths = e.paths
+	e.node.Runner.Off = fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", n, n)
+}
