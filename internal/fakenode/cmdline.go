@@ -25,6 +25,26 @@ type ArgvOptions struct {
 	Next     bool   // use the config as the next start applies it ([PENDING] applied)
 	Memory   int    // MiB; 0 means 64 (no guest) or what the caller passes
 	Extra    []string
+	// QEMUVersion is the version of the QEMU that runs the line ("7.2.22");
+	// it decides -name as qemu-server does. Start fills it in.
+	QEMUVersion string
+}
+
+// NameArg is -name's value as qemu-server passes it (config_to_command):
+// "NAME,debug-threads=on" before QEMU 11, plain NAME from 11 on, where
+// QEMU names its threads always and deprecates the option. NAME is the
+// config's name, else vm<VMID>. An unknown version counts as older: thread
+// names are then asked for explicitly.
+func NameArg(conf map[string]string, vmid int, qemuVersion string) string {
+	name := conf["name"]
+	if name == "" {
+		name = "vm" + strconv.Itoa(vmid)
+	}
+	major, _, _ := strings.Cut(qemuVersion, ".")
+	if n, err := strconv.Atoi(major); err == nil && n >= 11 {
+		return name
+	}
+	return name + ",debug-threads=on"
 }
 
 func isBlockDevice(p string) bool {
@@ -53,7 +73,7 @@ func Argv(qemu string, cfg *qemuserver.Config, st qemuserver.Storages, o ArgvOpt
 	}
 	id := strconv.Itoa(o.VMID)
 	argv := []string{qemu,
-		"-name", "vm" + id,
+		"-name", NameArg(conf, o.VMID, o.QEMUVersion),
 		"-no-shutdown",
 		"-chardev", "socket,id=qmp,path=" + o.RunDir + "/" + id + ".qmp,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
