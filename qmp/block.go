@@ -191,16 +191,22 @@ func isFilter(drv string) bool {
 
 // BlockStats is a device's or node's counters from query-blockstats.
 type BlockStats struct {
-	ID                string // config disk id (device entries) or node name (node entries)
-	NodeName          string
-	RdBytes, WrBytes  int64
-	RdOps, WrOps      int64
-	FlushOps          int64
-	FlushTotalTimeNs  int64
-	RdTotalTimeNs     int64
-	WrTotalTimeNs     int64
-	UnmapOps          int64
-	UnmapBytes        int64
+	ID               string // config disk id (device entries) or node name (node entries)
+	NodeName         string
+	RdBytes, WrBytes int64
+	RdOps, WrOps     int64
+	FlushOps         int64
+	FlushTotalTimeNs int64
+	RdTotalTimeNs    int64
+	WrTotalTimeNs    int64
+	UnmapOps         int64
+	UnmapBytes       int64
+	UnmapTotalTimeNs int64
+	// FailedOps counts requests that ended in an error (failed_rd, _wr,
+	// _flush, _unmap); InvalidOps those QEMU refused before submitting them
+	// (invalid_*: out of range, misaligned).
+	FailedOps         int64
+	InvalidOps        int64
 	DiscardNbOK       int64 // protocol node driver-specific: discards the storage accepted
 	DiscardNbFailed   int64
 	DiscardBytesOK    int64
@@ -227,6 +233,11 @@ func ParseBlockstats(ret gjson.Result) []BlockStats {
 			WrTotalTimeNs:    s.Get("wr_total_time_ns").Int(),
 			UnmapOps:         s.Get("unmap_operations").Int(),
 			UnmapBytes:       s.Get("unmap_bytes").Int(),
+			UnmapTotalTimeNs: s.Get("unmap_total_time_ns").Int(),
+		}
+		for _, k := range []string{"rd", "wr", "flush", "unmap"} {
+			b.FailedOps += s.Get("failed_" + k + "_operations").Int()
+			b.InvalidOps += s.Get("invalid_" + k + "_operations").Int()
 		}
 		if q := e.Get("qdev").String(); q != "" {
 			b.ID = QdevToDiskID(q)
