@@ -2,6 +2,7 @@ package qmp
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -37,8 +38,8 @@ func ParseBlockJobs(ret gjson.Result) []BlockJob {
 // works on. A job's id says nothing reliable about its disk (blockdev-backup
 // takes any job-id, qemu-server names mirrors mirror-<id>), but the graph
 // links the job to the nodes it uses; walking up from those nodes reaches
-// the guest device's BlockBackend, named by the device id (scsi1) or its
-// qdev path (virtio-blk). A job's own BlockBackends have no name and lead to
+// the guest device's BlockBackend, named drive-<id> under -drive and by the
+// device id (scsi1) or its qdev path (virtio-blk) under -blockdev. A job's own BlockBackends have no name and lead to
 // no disk, so a backup target does not count as the disk being backed up.
 // Disk ids come out sorted.
 func JobDisks(graph gjson.Result) map[string][]string {
@@ -71,7 +72,10 @@ func JobDisks(graph gjson.Result) map[string][]string {
 			seen[cur] = true
 			switch nodes[cur].typ {
 			case "block-backend":
-				if d := QdevToDiskID(nodes[cur].name); d != "" {
+				// Named drive-<id> under -drive; anonymous under -blockdev,
+				// where QEMU names it by the device (scsi1, or a qdev path).
+				name := strings.TrimPrefix(nodes[cur].name, "drive-")
+				if d := QdevToDiskID(name); d != "" {
 					disks[d] = true
 				}
 			case "block-driver":

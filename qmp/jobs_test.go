@@ -39,6 +39,19 @@ func TestJobDisksRecordedBackup(t *testing.T) {
 	}
 }
 
+// Under -drive the BlockBackends carry their names, drive-<id>, and
+// drive-backup's job takes the device's name as its id.
+func TestJobDisksRecordedDriveBackup(t *testing.T) {
+	got := JobDisks(fixture(t, "x-debug-query-block-graph-drive-backup-7.2.json"))
+	want := map[string][]string{"drive-scsi1": {"scsi1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JobDisks = %v, want %v", got, want)
+	}
+	if jobs := ParseBlockJobs(fixture(t, "query-block-jobs-drive-backup-7.2.json")); len(jobs) != 1 || jobs[0].ID != "drive-scsi1" || jobs[0].Type != "backup" {
+		t.Errorf("jobs %+v", jobs)
+	}
+}
+
 func TestJobDisksShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
