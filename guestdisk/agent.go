@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -16,6 +17,14 @@ import (
 type Seen struct {
 	Device string   `json:"device"` // the guest's device node, e.g. /dev/sdb
 	Mounts []string `json:"mounts"` // mount points of filesystems on it, sorted
+}
+
+// AgentEnabled reads a VM config's agent option ("1", "enabled=1,..."):
+// whether the VM has a guest agent channel to ask.
+func AgentEnabled(opt string) bool {
+	first, _, _ := strings.Cut(opt, ",")
+	b, _ := qemuserver.ParseBool(strings.TrimPrefix(first, "enabled="))
+	return b
 }
 
 // Ask asks the guest agent for its disks (guest-get-disks) and mounted

@@ -227,3 +227,12 @@ func TestAsk(t *testing.T) {
 		})
 	}
 }
+
+func TestAgentEnabled(t *testing.T) {
+	for opt, want := range map[string]bool{"1": true, "enabled=1": true, "enabled=1,fstrim_cloned_disks=1": true, "0": false,
+		"enabled=0,type=virtio": false, "": false, "yes": true, "1,type=isa": true} {
+		if AgentEnabled(opt) != want {
+			t.Errorf("AgentEnabled(%q) != %v", opt, want)
+		}
+	}
+}

@@ -76,21 +76,24 @@ const (
 	// machine, where it ran only 17.7 % and waited 81.8 %
 	// (threads.TestSpinningThreadRunPlusWait), so the run time alone would
 	// miss it. An event loop with idle moments sleeps in ppoll and counts
-	// neither. 90 % allows for an interval's jitter. Without schedstat
-	// only the run time is known, and the same share of it is required.
+	// neither: the iothread serving ~450 IOPS of qemu-io writes ran 1.4-2.5 %
+	// and waited 1.7-17.6 % per interval (QEMU 7.2, TCG). 90 % allows for an
+	// interval's jitter. Without schedstat only the run time is known, and
+	// the same share of it is required.
 	SaturatedPct = 90.0
-	// AtLimitPct: a disk held at a 20 MiB/s write limit by a steady
-	// qemu-io queue measured 97-103 % of it per 1 s interval (the throttle
-	// admits requests in whole slices; top's real-QEMU test), an idle or
-	// lightly used one far below. 95 % takes every interval of a pinned
-	// disk and no interval of a disk with headroom.
+	// AtLimitPct: a disk held at a 20 MiB/s write limit by a steady queue
+	// of 256 KiB qemu-io writes measured 98.6-100.8 % of it per 1 s interval
+	// (cmd/pvediskcheck TestTopRealQEMU, QEMU 7.2, both generations); with
+	// 1 MiB requests single intervals ranged 80-126 % (the throttle admits
+	// whole requests), averaging 100 %. 95 % takes the intervals of a pinned
+	// disk and none of a disk with a fifth of headroom.
 	AtLimitPct = 95.0
-	// QueuedFactor and QueuedMinMs: an unthrottled disk on a loop device
-	// showed QEMU latency within 1.0-1.6x of the loop device's own (the
-	// extra is QEMU's submission path); the same disk under a 20 MiB/s
-	// limit showed hundreds of ms in QEMU against ~1 ms in the device.
-	// 3x and at least 5 ms more keep fast devices' sub-millisecond noise
-	// out.
+	// QueuedFactor and QueuedMinMs: unthrottled qemu-io writes to a disk
+	// on a loop device (4 KiB and 256 KiB, 16 in flight) took 1.1-6.0x the
+	// loop device's own latency in QEMU, never more than 4.4 ms above it
+	// (QEMU's submission path, a busy node); under a 20 MiB/s limit the
+	// same writes took 177-870 ms in QEMU against 0.3-59 ms in the device.
+	// Both conditions together leave the first alone and catch the second.
 	QueuedFactor = 3.0
 	QueuedMinMs  = 5.0
 )

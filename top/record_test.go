@@ -201,3 +201,37 @@ func TestRecordPCI(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordDriveBackup records a drive-backup's block graph under -drive
+// for qmp/testdata (there BlockBackends are named drive-<id>):
+//
+//	go test -tags record -run TestRecordDriveBackup -count=1 ./top/
+func TestRecordDriveBackup(t *testing.T) {
+	n := fakenode.NewT(t)
+	if err := n.CreateLab370(""); err != nil {
+		t.Fatal(err)
+	}
+	n.MustStart(t, 370, fakenode.ArgvOptions{Legacy: true})
+	scratch := n.MustVolume(t, "local", "370/scratch.raw", fakenode.Lab370DiskSize)
+	err := qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, func(s qmp.Session) error {
+		if _, err := s.Exec("drive-backup", map[string]any{"device": "drive-scsi1", "target": scratch, "sync": "full", "format": "raw", "mode": "existing", "speed": 1 << 20}); err != nil {
+			return err
+		}
+		for _, c := range []struct{ cmd, file string }{
+			{"query-block-jobs", "query-block-jobs-drive-backup-7.2.json"},
+			{"x-debug-query-block-graph", "x-debug-query-block-graph-drive-backup-7.2.json"},
+		} {
+			r, err := s.Exec(c.cmd, nil)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join("..", "qmp", "testdata", c.file), []byte(r.Raw), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -361,7 +361,7 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		delete(m.vms, id)
 		return nil, nil
 	}
-	st := &vmState{vmid: id, pid: v.Pid, v: v, name: v.Config.Main["name"], agent: agentEnabled(v.Config.Main["agent"])}
+	st := &vmState{vmid: id, pid: v.Pid, v: v, name: v.Config.Main["name"], agent: guestdisk.AgentEnabled(v.Config.Main["agent"])}
 	if c := m.threads.Read(v.Pid, []int{v.Pid}); len(c) > 0 {
 		st.start = c[v.Pid].Start
 	}
@@ -394,13 +394,6 @@ func readPid(path string) int {
 		return 0
 	}
 	return pid
-}
-
-// agentEnabled reads the config's agent option ("1", "enabled=1,...").
-func agentEnabled(opt string) bool {
-	first, _, _ := strings.Cut(opt, ",")
-	b, _ := qemuserver.ParseBool(strings.TrimPrefix(first, "enabled="))
-	return b
 }
 
 // sampleVM takes one snapshot of a VM: one QMP exchange, then its

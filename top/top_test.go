@@ -595,7 +595,7 @@ func TestMonitorGuestAgent(t *testing.T) {
 	v.set("query-pci", string(pci))
 	a := qmptest.NewAgent(t)
 	a.Handle = qmptest.AgentReplies(map[string]string{
-		"guest-get-disks": `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
+		"guest-get-disks":  `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
 		"guest-get-fsinfo": `[{"name": "sdb1", "mountpoint": "/srv", "type": "ext4", "disk": [{"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}]}]`,
 	})
 	if err := os.Symlink(a.Sock(), n.paths.QGASocket(370)); err != nil {
@@ -633,15 +633,6 @@ func TestMonitorGuestAgent(t *testing.T) {
 	for _, c := range v2.q.Seen() {
 		if c == "query-pci" {
 			t.Error("query-pci asked for a VM without agent")
-		}
-	}
-}
-
-func TestAgentEnabled(t *testing.T) {
-	for opt, want := range map[string]bool{"1": true, "enabled=1": true, "enabled=1,fstrim_cloned_disks=1": true, "0": false,
-		"enabled=0,type=virtio": false, "": false, "yes": true, "1,type=isa": true} {
-		if agentEnabled(opt) != want {
-			t.Errorf("agentEnabled(%q) != %v", opt, want)
 		}
 	}
 }
