@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/units"
 
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -72,6 +76,10 @@ type cacheDiskJSON struct {
 	CrashLoses  string        `json:"crash_loses"`
 	Drift       []string      `json:"drift"`
 	Flush       *flushVerdict `json:"flush,omitempty"`
+	// The disk as the guest sees it (cacheGuestNames).
+	GuestByID   *string  `json:"guest_by_id"`
+	GuestDevice *string  `json:"guest_device"`
+	GuestMounts []string `json:"guest_mounts"`
 }
 
 type cacheModeJSON struct {
@@ -131,6 +139,7 @@ func cacheAction(c *cli.Context) error {
 		}
 		out.Disks = append(out.Disks, cacheDisk(v, d))
 	}
+	cacheGuestNames(e, v, out.Disks)
 	if c.Bool("verify") && v.Running {
 		if err := addFlushVerdicts(e, v, &out, c.Duration("for"), c.Bool("trigger")); err != nil {
 			return err
@@ -292,6 +301,9 @@ func printCache(e *env, out cacheJSON) {
 		if d.Cache.GuestWriteCache != nil && d.Cache.WriteCache != nil && (*d.Cache.WriteCache == "on") != *d.Cache.GuestWriteCache {
 			lines = append(lines, fmt.Sprintf("the guest has turned the write cache %s at runtime (configured %s)", units.OnOff(*d.Cache.GuestWriteCache), *d.Cache.WriteCache))
 		}
+		if g := cacheGuestLine(d); g != "" {
+			lines = append(lines, g)
+		}
 		for _, dr := range d.Drift {
 			lines = append(lines, e.paint(red, "DRIFT")+" "+dr)
 		}
@@ -315,4 +327,74 @@ func printCache(e *env, out cacheJSON) {
 	for _, n := range out.Notes {
 		fmt.Fprintln(e.out, "note: "+n)
 	}
+}
+
+// cacheAgentTimeout bounds the guest agent's answer for cache's guest
+// names: a guest without a running agent must not slow cache down.
+const cacheAgentTimeout = 500 * time.Millisecond
+
+// cacheGuestNames names each disk as the guest sees it (issue 16): the
+// /dev/disk/by-id name from Proxmox's layout and, for a running VM with
+// agent: 1 whose agent answers within cacheAgentTimeout, the guest's device
+// and mount points (query-pci in its own short exchange places them).
+// Nothing found is no error: the fields stay null.
+func cacheGuestNames(e *env, v *vm.VM, disks []cacheDiskJSON) {
+	machine := v.Config.Main["machine"]
+	if v.Cmdline != nil {
+		machine = v.Cmdline.Machine
+	}
+	for i := range disks {
+		j := &disks[i]
+		j.GuestMounts = []string{}
+		d := v.Disk(j.ID)
+		s := d.Running
+		if s == nil {
+			s = d.Configured
+		}
+		if d.Drive == nil || s == nil {
+			continue
+		}
+		if n := guestdisk.ByID(d.Drive, s.Device, v.Blockdev, guestdisk.IsQ35(machine)); n.ByID != "" {
+			j.GuestByID = &n.ByID
+		}
+	}
+	if !v.Running || !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
+		return
+	}
+	var pci map[string]string
+	if err := v.Exchange(e.ctx(), e.timeout, func(s qmp.Session) error {
+		ret, err := s.Exec("query-pci", nil)
+		pci = guestdisk.PCIDevices(ret)
+		return err
+	}); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx(), 2*cacheAgentTimeout)
+	defer cancel()
+	seen, err := guestdisk.Ask(ctx, qmp.Agent{Path: v.QGASocket(), Timeout: cacheAgentTimeout}, pci, qemuserver.SCSIHW(v.Config.Main))
+	if err != nil {
+		return
+	}
+	for i := range disks {
+		if g, ok := seen[disks[i].ID]; ok {
+			dev := g.Device
+			disks[i].GuestDevice = &dev
+			disks[i].GuestMounts = append(disks[i].GuestMounts, g.Mounts...)
+		}
+	}
+}
+
+// cacheGuestLine is the disk's guest name for the text output.
+func cacheGuestLine(d cacheDiskJSON) string {
+	var parts []string
+	if d.GuestDevice != nil {
+		parts = append(parts, strings.TrimSpace(*d.GuestDevice+" "+strings.Join(d.GuestMounts, " ")))
+	}
+	if d.GuestByID != nil {
+		parts = append(parts, *d.GuestByID)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "in the guest: " + strings.Join(parts, ", ")
 }
