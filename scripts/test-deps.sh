@@ -6,6 +6,7 @@
 #   fio                          fio's own JSON fixtures are checked against a real run
 #   cpio                         scripts/build-guest.sh packs the guest's initramfs
 #   groff-base                   the man page must render without warnings
+#   tmux                         top's terminal mode is tested in a real pseudo-terminal
 # QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
 # .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
@@ -16,6 +17,7 @@ command -v losetup >/dev/null 2>&1 || need="$need mount"
 command -v fio >/dev/null 2>&1 || need="$need fio"
 command -v cpio >/dev/null 2>&1 || need="$need cpio"
 command -v groff >/dev/null 2>&1 || need="$need groff-base"
+command -v tmux >/dev/null 2>&1 || need="$need tmux"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"
 	export DEBIAN_FRONTEND=noninteractive
