@@ -701,3 +701,35 @@ func TestMonitorSamePidNewProcess(t *testing.T) {
 		t.Errorf("then: %+v", vmRow(t, s, 370))
 	}
 }
+
+// BenchmarkCommandsPerVM counts the QMP commands one VM gets per sample
+// (steady state, after the first) and the Monitor's own time per VM and
+// sample, for QEMU 7.2 and 11.1 replies, both generations, 4 and 15 disks.
+func BenchmarkCommandsPerVM(b *testing.B) {
+	for _, g := range []struct {
+		name     string
+		greeting string
+	}{{"qemu-7.2", qmptest.Greeting72}, {"qemu-11.1", qmptest.Greeting111}} {
+		for _, blockdev := range []bool{true, false} {
+			for _, disks := range []int{4, 15} {
+				gen := "drive"
+				if blockdev {
+					gen = "blockdev"
+				}
+				b.Run(fmt.Sprintf("%s/%s/%d-disks", g.name, gen, disks), func(b *testing.B) {
+					n := newFakeNode(b)
+					v := n.syntheticVM(b, 500, 9000, disks, blockdev, g.greeting)
+					m := n.monitor(Options{})
+					m.Sample(context.Background())
+					before := len(v.q.Seen())
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						m.Sample(context.Background())
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(len(v.q.Seen())-before)/float64(b.N), "cmds/sample")
+				})
+			}
+		}
+	}
+}
