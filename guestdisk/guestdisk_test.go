@@ -236,3 +236,25 @@ func TestAgentEnabled(t *testing.T) {
 		}
 	}
 }
+
+func TestByIDEdges(t *testing.T) {
+	for _, tc := range []struct {
+		key, line, device string
+		want              string
+	}{
+		// Exactly 20 bytes of virtio serial pass whole; exactly 8 bytes of
+		// vendor leave no space before the product.
+		{"virtio2", "local:x,serial=0123456789abcdefghij", "virtio-blk-pci", "/dev/disk/by-id/virtio-0123456789abcdefghij"},
+		{"scsi6", "local:x,vendor=ABCDEFGH,product=P", "scsi-hd", "/dev/disk/by-id/scsi-0ABCDEFGHP_drive-scsi6"},
+		// sata6 is port 0 of the second AHCI controller (i440fx: after
+		// PIIX's 4 units and ahci0's 12).
+		{"sata6", "local:x", "ide-hd", "/dev/disk/by-id/ata-QEMU_HARDDISK_QM00017"},
+	} {
+		if got := ByID(drive(t, tc.key, tc.line), tc.device, true, false); got.ByID != tc.want {
+			t.Errorf("%s: %q, want %q", tc.key, got.ByID, tc.want)
+		}
+	}
+	if pad("QEMU", 8) != "QEMU    " || pad("ABCDEFGHIJ", 8) != "ABCDEFGH" || pad("ABCDEFGH", 8) != "ABCDEFGH" {
+		t.Errorf("pad: %q %q", pad("QEMU", 8), pad("ABCDEFGHIJ", 8))
+	}
+}

@@ -92,6 +92,10 @@ func TestDiskIOThreadsHotplug(t *testing.T) {
 		"virtio2":  {"driver": "virtio-blk-pci"},
 		"scsi7":    {"driver": "scsi-hd", "bus": "virtioscsi7.0"},
 		"virtio9x": {"driver": "virtio-blk-pci", "iothread": "iothread-gone"},
+		// On a node the device line has its PCI address: the bus is no
+		// SCSI controller, and the device's own iothread stands.
+		"virtio3": {"driver": "virtio-blk-pci", "iothread": "iothread-virtio3", "bus": "pci.0", "addr": "0xa"},
+		"pci":     {"driver": "pci-bridge", "iothread": "iothread-virtioscsi1"},
 	}}
 	got := m.DiskIOThreads(cl, []string{"virtio3", "scsi5", "scsi6", "virtio2", "sata0", "scsi7", "virtio9x", "scsi1"})
 	want := map[string]string{"virtio3": "iothread-virtio3", "scsi5": "iothread-virtioscsi5", "scsi1": "iothread-virtioscsi1"}
@@ -113,7 +117,7 @@ func TestParseSkipsAndSorts(t *testing.T) {
 	if !reflect.DeepEqual(io, []Thread{{11, IOThread, "a2"}, {12, IOThread, "b"}}) {
 		t.Errorf("iothreads = %+v", io)
 	}
-	cpus := ParseCPUs(gjson.Parse(`[{"cpu-index": 10, "thread-id": 30}, {"cpu-index": 2, "thread-id": 31}, {"cpu-index": 1, "thread-id": -1}, {"cpu-index": 0, "thread-id": 33}]`))
+	cpus := ParseCPUs(gjson.Parse(`[{"cpu-index": 10, "thread-id": 30}, {"cpu-index": 2, "thread-id": 31}, {"cpu-index": 1, "thread-id": -1}, {"cpu-index": 3, "thread-id": 0}, {"cpu-index": 0, "thread-id": 33}]`))
 	if !reflect.DeepEqual(cpus, []Thread{{33, VCPU, "0"}, {31, VCPU, "2"}, {30, VCPU, "10"}}) {
 		t.Errorf("vcpus = %+v", cpus)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/top"
@@ -490,3 +492,110 @@ func TestCacheGuestNames(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestTopGuestNamesE2E: a real guest with its agent. The names top (and
+// cache) give each disk are the guest's own: the device and mount point the
+// agent reports, and the by-id names built from Proxmox's layout match what
+// the guest's disks say about themselves (the SCSI device id in VPD page
+// 0x83, the ATA serial QEMU numbered in VPD page 0x80, the VirtIO serial).
+func TestTopGuestNamesE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a guest")
+	}
+	skipOnAlternateQEMU(t)
+	n := fakenode.NewT(t)
+	n.QEMU = e2e.GuestQEMU(t)
+	kernel, initrd := e2e.GuestImage(t)
+	cfg := "agent: 1\nscsihw: virtio-scsi-single\nostype: l26\nname: guest\n"
+	for _, d := range []struct{ id, opts string }{{"scsi1", ""}, {"sata1", ""}, {"virtio1", ",serial=data01"}} {
+		vol := "vm-370-disk-" + d.id
+		n.MustVolume(t, "local-lvm", vol, 128<<20)
+		cfg += sf("%s: local-lvm:%s%s,size=128M\n", d.id, vol, d.opts)
+	}
+	if err := n.WriteConfig(370, cfg); err != nil {
+		t.Fatal(err)
+	}
+	serial := filepath.Join(t.TempDir(), "serial.log")
+	qga := n.Paths.QGASocket(370)
+	n.MustStart(t, 370, fakenode.ArgvOptions{Extra: e2e.GuestArgs(kernel, initrd, qga, serial)})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	bootCtx, bootCancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer bootCancel()
+	if err := e2e.WaitAgent(bootCtx, qga); err != nil {
+		t.Fatalf("%v\nserial:\n%s", err, e2e.SerialTail(serial))
+	}
+	agent := qmp.Agent{Path: qga, Timeout: 10 * time.Second}
+	scsi, err := e2e.FindSCSIDisk(ctx, agent, "drive-scsi1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2e.Sh(ctx, agent, "mkfs.ext4 -q "+scsi+" && mkdir -p /mnt/s1 && mount "+scsi+" /mnt/s1"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e2e.Sh(ctx, agent, `for f in /sys/block/sd*; do case "$(readlink -f $f)" in *ata*) echo /dev/${f##*/}; xxd -p $f/device/vpd_pg80;; esac; done; cat /sys/block/vda/serial`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(out)
+	if len(lines) < 3 {
+		t.Fatalf("guest: %q", out)
+	}
+	ata, vpd80, vdSerial := lines[0], strings.Join(lines[1:len(lines)-1], ""), lines[len(lines)-1]
+	page, err := hexDecode(vpd80)
+	if err != nil || len(page) < 4 || page[1] != 0x80 {
+		t.Fatalf("VPD page 0x80 of %s: %q %v", ata, vpd80, err)
+	}
+	ataSerial := strings.TrimSpace(string(page[4:]))
+	t.Logf("guest: scsi1 %s, sata1 %s (ATA serial %q), vda serial %q", scsi, ata, ataSerial, vdSerial)
+	for _, c := range []string{"guest-get-disks", "guest-get-fsinfo"} {
+		r, err := agent.Call(ctx, c, nil)
+		t.Logf("%s: %s (err %v)", c, r.Raw, err)
+	}
+
+	want := map[string]struct{ byID, dev, mount string }{
+		"scsi1":   {"/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1", scsi, "/mnt/s1"},
+		"sata1":   {"/dev/disk/by-id/ata-QEMU_HARDDISK_" + ataSerial, ata, ""},
+		"virtio1": {"/dev/disk/by-id/virtio-" + vdSerial, "/dev/vda", ""},
+	}
+	code, stderr, samples := topStream(t, []string{"--root", n.Root, "top", "370", "--count", "4", "--interval", "1s"}, nil)
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	last := rowsOf(samples[len(samples)-1], 370)
+	for id, w := range want {
+		d := last[id]
+		if d.GuestByID == nil || *d.GuestByID != w.byID || d.GuestDevice == nil || *d.GuestDevice != w.dev {
+			t.Errorf("top %s: by-id %v device %v, want %s %s", id, strOrNil(d.GuestByID), strOrNil(d.GuestDevice), w.byID, w.dev)
+		}
+		if (w.mount == "") != (len(d.GuestMounts) == 0) || w.mount != "" && d.GuestMounts[0] != w.mount {
+			t.Errorf("top %s: mounts %v, want %q", id, d.GuestMounts, w.mount)
+		}
+	}
+	var c struct {
+		Disks []struct {
+			ID          string   `json:"id"`
+			GuestByID   *string  `json:"guest_by_id"`
+			GuestDevice *string  `json:"guest_device"`
+			GuestMounts []string `json:"guest_mounts"`
+		} `json:"disks"`
+	}
+	if errs, code := runJSON(t, n, &c, "cache", "370"); code != 0 {
+		t.Fatalf("cache: exit %d %s", code, errs)
+	}
+	for _, d := range c.Disks {
+		w := want[d.ID]
+		if strOrNil(d.GuestByID) != w.byID || strOrNil(d.GuestDevice) != w.dev {
+			t.Errorf("cache %s: by-id %v device %v, want %s %s", d.ID, strOrNil(d.GuestByID), strOrNil(d.GuestDevice), w.byID, w.dev)
+		}
+	}
+}
+
+func strOrNil(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }
