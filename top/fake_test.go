@@ -1,7 +1,6 @@
 package top
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -251,5 +250,3 @@ func diskRows(s Sample, vmid int) map[string]Disk {
 	}
 	return out
 }
-
-var _ = context.Background

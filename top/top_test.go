@@ -17,7 +17,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 )
@@ -412,8 +411,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-var _ = qmp.ErrBusy
-
 // syntheticVM adds a VM with disks SCSI disks (VirtIO SCSI single with
 // iothreads) on the given generation, answering like QEMU 7.2 or 11.1.
 func (n *fakeNode) syntheticVM(t testing.TB, vmid, pid, disks int, blockdev bool, greeting string) *fakeVM {
@@ -647,21 +644,12 @@ func TestThreadMapAskedAgainWhenAThreadGoes(t *testing.T) {
 	ctx := context.Background()
 	m.Sample(ctx)
 	// The same counters without the vCPU's thread.
-	tree := t.TempDir()
-	src := filepath.Join(r.tdir, "proc-b", fmt.Sprint(r.pid), "task")
-	ents, _ := os.ReadDir(src)
-	for _, e := range ents {
-		if e.Name() == "3613" {
-			continue
+	v.proc(copyTasks(t, r, func(tid, file string, b []byte) []byte {
+		if tid == "3613" {
+			return nil
 		}
-		dst := filepath.Join(tree, fmt.Sprint(r.pid), "task", e.Name())
-		os.MkdirAll(dst, 0o755)
-		for _, f := range []string{"stat", "schedstat", "comm"} {
-			b, _ := os.ReadFile(filepath.Join(src, e.Name(), f))
-			os.WriteFile(filepath.Join(dst, f), b, 0o644)
-		}
-	}
-	v.proc(tree)
+		return b
+	}))
 	m.Sample(ctx)
 	before := len(v.q.Seen())
 	m.Sample(ctx)
@@ -679,21 +667,12 @@ func TestMonitorSamePidNewProcess(t *testing.T) {
 	m := n.monitor(Options{})
 	ctx := context.Background()
 	m.Sample(ctx)
-	tree := t.TempDir()
-	src := filepath.Join(r.tdir, "proc-b", fmt.Sprint(r.pid), "task")
-	ents, _ := os.ReadDir(src)
-	for _, e := range ents {
-		dst := filepath.Join(tree, fmt.Sprint(r.pid), "task", e.Name())
-		os.MkdirAll(dst, 0o755)
-		for _, f := range []string{"stat", "schedstat", "comm"} {
-			b, _ := os.ReadFile(filepath.Join(src, e.Name(), f))
-			if f == "stat" {
-				b = []byte(strings.Replace(string(b), " 133653 ", " 999999 ", 1))
-			}
-			os.WriteFile(filepath.Join(dst, f), b, 0o644)
+	v.proc(copyTasks(t, r, func(tid, file string, b []byte) []byte {
+		if file == "stat" {
+			return []byte(strings.Replace(string(b), " 133653 ", " 999999 ", 1))
 		}
-	}
-	v.proc(tree)
+		return b
+	}))
 	if s := m.Sample(ctx); vmRow(t, s, 370).Status != New || len(s.Disks) != 0 {
 		t.Errorf("restarted process compared: %+v", vmRow(t, s, 370))
 	}
@@ -732,4 +711,28 @@ func BenchmarkCommandsPerVM(b *testing.B) {
 			}
 		}
 	}
+}
+
+// copyTasks copies the recording's side-b thread files into a new procfs
+// tree through edit (nil leaves a thread's file out) and returns the tree.
+func copyTasks(t *testing.T, r rec, edit func(tid, file string, b []byte) []byte) string {
+	t.Helper()
+	tree := t.TempDir()
+	src := filepath.Join(r.tdir, "proc-b", fmt.Sprint(r.pid), "task")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		for _, f := range []string{"stat", "schedstat", "comm"} {
+			b, _ := os.ReadFile(filepath.Join(src, e.Name(), f))
+			if b = edit(e.Name(), f, b); b == nil {
+				continue
+			}
+			dst := filepath.Join(tree, fmt.Sprint(r.pid), "task", e.Name())
+			os.MkdirAll(dst, 0o755)
+			os.WriteFile(filepath.Join(dst, f), b, 0o644)
+		}
+	}
+	return tree
 }

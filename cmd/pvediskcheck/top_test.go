@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"net"
@@ -452,19 +451,22 @@ func TestTopTerminal(t *testing.T) {
 	}
 }
 
+// cacheGuestJSON is the part of cache --json that names disks in the guest.
+type cacheGuestJSON struct {
+	Disks []struct {
+		ID          string   `json:"id"`
+		GuestByID   *string  `json:"guest_by_id"`
+		GuestDevice *string  `json:"guest_device"`
+		GuestMounts []string `json:"guest_mounts"`
+	} `json:"disks"`
+}
+
 // cache names each disk as the guest sees it.
 func TestCacheGuestNames(t *testing.T) {
 	for _, gen := range generations {
 		t.Run(qemuName(t)+"/"+gen, func(t *testing.T) {
 			n, _ := startLab370(t, gen)
-			var out struct {
-				Disks []struct {
-					ID          string   `json:"id"`
-					GuestByID   *string  `json:"guest_by_id"`
-					GuestDevice *string  `json:"guest_device"`
-					GuestMounts []string `json:"guest_mounts"`
-				} `json:"disks"`
-			}
+			var out cacheGuestJSON
 			if errs, code := runJSON(t, n, &out, "cache", "370"); code != 0 {
 				t.Fatalf("exit %d %s", code, errs)
 			}
@@ -490,8 +492,6 @@ func TestCacheGuestNames(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint
 
 // TestTopGuestNamesE2E: a real guest with its agent. The names top (and
 // cache) give each disk are the guest's own: the device and mount point the
@@ -572,14 +572,7 @@ func TestTopGuestNamesE2E(t *testing.T) {
 			t.Errorf("top %s: mounts %v, want %q", id, d.GuestMounts, w.mount)
 		}
 	}
-	var c struct {
-		Disks []struct {
-			ID          string   `json:"id"`
-			GuestByID   *string  `json:"guest_by_id"`
-			GuestDevice *string  `json:"guest_device"`
-			GuestMounts []string `json:"guest_mounts"`
-		} `json:"disks"`
-	}
+	var c cacheGuestJSON
 	if errs, code := runJSON(t, n, &c, "cache", "370"); code != 0 {
 		t.Fatalf("cache: exit %d %s", code, errs)
 	}
