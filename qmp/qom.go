@@ -46,20 +46,10 @@ func (s Session) HasQOMListGet() bool {
 	return ok && v.AtLeast(QOMListGetSince.Major, QOMListGetSince.Minor)
 }
 
-// QOMListGet runs qom-list-get: every property value of each object, in the
-// order of paths (absolute, or partial as qom-get takes them). A property
-// whose getter fails has no value and is left out. One path that does not
-// resolve fails the whole command (DeviceNotFound).
-func (s Session) QOMListGet(paths []string) ([]map[string]gjson.Result, error) {
-	ret, err := s.Exec("qom-list-get", map[string]any{"paths": paths})
-	if err != nil {
-		return nil, err
-	}
-	return ParseQOMListGet(ret, len(paths))
-}
-
 // ParseQOMListGet reads qom-list-get's return value: one map of property
-// name to value per path asked for.
+// name to value per path asked for, in the order asked. A property whose
+// getter failed has no value and is left out; one path that does not
+// resolve fails the whole command (DeviceNotFound).
 func ParseQOMListGet(ret gjson.Result, paths int) ([]map[string]gjson.Result, error) {
 	objs := ret.Array()
 	if len(objs) != paths {
@@ -112,7 +102,15 @@ func (s Session) ReadDiskProps(writeCache, throttle []string) (DiskProps, error)
 		for _, id := range throttle {
 			paths = append(paths, ThrottleGroupPath(id))
 		}
-		objs, err := s.QOMListGet(paths)
+		ret, err := s.Exec("qom-list-get", map[string]any{"paths": paths})
+		var objs []map[string]gjson.Result
+		if err == nil {
+			// A reply of another shape than qom.json's (a future QEMU) is
+			// no reason to fail: the per-object reads below still work.
+			if objs, err = ParseQOMListGet(ret, len(paths)); err != nil {
+				err = &Error{Class: "ReplyShape", Desc: err.Error()}
+			}
+		}
 		var qe *Error
 		switch {
 		case err == nil:
@@ -130,7 +128,8 @@ func (s Session) ReadDiskProps(writeCache, throttle []string) (DiskProps, error)
 		case !errors.As(err, &qe):
 			return p, err
 		}
-		// An object that is not there fails the whole list: ask one by one.
+		// An object that is not there fails the whole list (or the reply
+		// was not understood): ask one by one.
 	}
 	for _, id := range writeCache {
 		r, err := s.Exec("qom-get", map[string]any{"path": DevicePath(id), "property": "write-cache"})

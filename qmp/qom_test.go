@@ -128,6 +128,8 @@ func TestReadDiskPropsCommands(t *testing.T) {
 				objs = append(objs, `{"properties": [{"name": "write-cache", "type": "OnOffAuto", "value": "on"}]}`)
 			case p == "/objects/throttle-drive-virtio2":
 				return qmptest.Fail("DeviceNotFound", "Device '"+p+"' not found")
+			case p == "/objects/throttle-drive-shape":
+				return qmptest.Return(`{"unexpected": true}`)
 			default:
 				objs = append(objs, `{"properties": [{"name": "limits", "type": "ThrottleLimits", "value": {"bps-write": 20971520, "bps-read-max-length": 1, "iops-total": 0}}]}`)
 			}
@@ -152,6 +154,8 @@ func TestReadDiskPropsCommands(t *testing.T) {
 		// 11.1 with a group that is not there: the list fails as a whole,
 		// then one qom-get per object.
 		{"11.1 missing group", qmptest.Greeting111, []string{"scsi1", "virtio1", "virtio2"}, 1 + 3 + 3},
+		// 11.1 answering in a shape qom.json does not describe: one by one.
+		{"11.1 reply not understood", qmptest.Greeting111, []string{"scsi1", "virtio1", "shape"}, 1 + 3 + 3},
 		// 7.2: one qom-get per object.
 		{"7.2 per object", qmptest.Greeting72, []string{"scsi1", "virtio1"}, 3 + 2},
 	} {
