@@ -34,6 +34,8 @@ func TestLimitUse(t *testing.T) {
 		{"highest share", qemuserver.Limits{"bps-write": 20 * mib, "iops-read": 1000, "iops-write": 300}, Use{100, "iops_wr=300"}, true},
 		{"fractional MiB/s", qemuserver.Limits{"bps-write": 30 * mib / 2}, Use{100, "mbps_wr=15"}, true},
 		{"0.5 MiB/s", qemuserver.Limits{"bps-read": mib / 2}, Use{1000, "mbps_rd=0.5"}, true},
+		// A tie names the first limit in Proxmox's key order.
+		{"tie", qemuserver.Limits{"iops-write": 200, "bps-write": 10 * mib}, Use{150, "mbps_wr=10"}, true},
 	} {
 		got, ok := LimitUse(tc.limits, iv)
 		if ok != tc.ok || got != tc.want {

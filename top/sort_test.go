@@ -28,19 +28,20 @@ func TestSort(t *testing.T) {
 		mk(370, "c", 0, func(d *Disk) { d.ReadBps, d.WriteBps, d.WriteIOPS, d.LimitPct = 50, 50, 5, f(10) }),
 		mk(370, "d", 2, func(d *Disk) { d.ReadBps, d.WriteBps, d.ReadIOPS, d.ThreadCPUPct = 60, 40, 10, f(80) }),
 		mk(369, "e", 0, func(d *Disk) {}),
+		mk(372, "f", 0, func(d *Disk) { d.ReadBps, d.WriteBps = 200, 200 }),
 	}
 	for _, tc := range []struct {
 		key  SortKey
 		want string
 	}{
-		{SortBusy, "b d c a e "}, // 300 B/s, then three at 100 B/s by IOPS (10, 5, 1), then idle
-		{"", "b d c a e "},
-		{SortIOPS, "b d c a e "},
-		{SortLatency, "a b e c d "}, // ties by VMID, then config order
-		{SortQueue, "b a e c d "},
-		{SortLimit, "b c e d a "}, // unthrottled last, by VMID and config order
-		{SortCPU, "d b e c a "},
-		{SortVMID, "e c b d a "},
+		{SortBusy, "f b d c a e "}, // reads and writes together, then three at 100 B/s by IOPS (10, 5, 1), then idle
+		{"", "f b d c a e "},
+		{SortIOPS, "b d c a e f "},
+		{SortLatency, "a b e c d f "}, // ties by VMID, then config order
+		{SortQueue, "b a e c d f "},
+		{SortLimit, "b c e d a f "}, // unthrottled last, by VMID and config order
+		{SortCPU, "d b e c a f "},
+		{SortVMID, "e c b d a f "},
 	} {
 		r := append([]Disk(nil), rows...)
 		Sort(r, tc.key)

@@ -736,3 +736,20 @@ func copyTasks(t *testing.T, r rec, edit func(tid, file string, b []byte) []byte
 	}
 	return tree
 }
+
+// A VM whose config cannot be read is listed as unreachable with the
+// reason, and the others go on.
+func TestMonitorBadConfig(t *testing.T) {
+	n := newFakeNode(t)
+	n.addRecorded(recording(t, "blockdev"), 370)
+	os.MkdirAll(n.paths.VMConfig(371), 0o755) // a directory, not a config
+	n.write("var/run/qemu-server/371.pid", "4242\n")
+	n.write("proc/4242/cmdline", "x")
+	s := n.monitor(Options{}).Sample(context.Background())
+	if v := vmRow(t, s, 371); v.Status != Unreachable || v.Error == "" {
+		t.Errorf("bad config: %+v", v)
+	}
+	if v := vmRow(t, s, 370); v.Status != New {
+		t.Errorf("370: %+v", v)
+	}
+}
