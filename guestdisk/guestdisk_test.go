@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,5 +257,35 @@ func TestByIDEdges(t *testing.T) {
 	}
 	if pad("QEMU", 8) != "QEMU    " || pad("ABCDEFGHIJ", 8) != "ABCDEFGH" || pad("ABCDEFGH", 8) != "ABCDEFGH" {
 		t.Errorf("pad: %q %q", pad("QEMU", 8), pad("ABCDEFGHIJ", 8))
+	}
+}
+
+// The replies of a real guest agent (qemu-ga 7.2, testdata/README.md)
+// placed on the VM's disks.
+func TestAttributeRecorded(t *testing.T) {
+	read := func(name string) gjson.Result {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gjson.ParseBytes(b)
+	}
+	a := qmptest.NewAgent(t)
+	a.Handle = qmptest.AgentReplies(map[string]string{
+		"guest-get-disks":  strings.TrimSpace(read("guest-get-disks-7.2.json").Raw),
+		"guest-get-fsinfo": strings.TrimSpace(read("guest-get-fsinfo-7.2.json").Raw),
+	})
+	pci := map[string]string{"00:01.0": "ahci0", "00:02.0": "virtioscsi1", "00:03.0": "virtio1"}
+	got, err := Ask(context.Background(), qmp.Agent{Path: a.Sock(), Timeout: 2 * time.Second}, pci, "virtio-scsi-single")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Seen{
+		"scsi1":   {Device: "/dev/sda", Mounts: []string{"/mnt/s1"}},
+		"sata1":   {Device: "/dev/sdb"},
+		"virtio1": {Device: "/dev/vda"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Ask = %+v\nwant %+v", got, want)
 	}
 }
