@@ -8,13 +8,22 @@ import (
 
 func TestParseBlockstatsFailedOps(t *testing.T) {
 	// The counters of a recorded QEMU 7.2 device entry, with failures set.
-	ret := gjson.Parse(`[{"device": "", "node-name": "drive-scsi1", "qdev": "scsi1", "stats": {
+	ret := gjson.Parse(`[{"device": "", "parent": {"stats": {"rd_bytes": 999}}, "node-name": "drive-scsi1", "qdev": "scsi1", "stats": {
 		"failed_rd_operations": 1, "failed_wr_operations": 2, "failed_flush_operations": 3, "failed_unmap_operations": 4,
 		"invalid_rd_operations": 10, "invalid_wr_operations": 20, "invalid_flush_operations": 30, "invalid_unmap_operations": 40,
-		"unmap_total_time_ns": 777, "wr_operations": 5}}]`)
-	b := ParseBlockstats(ret)[0]
-	if b.FailedOps != 10 || b.InvalidOps != 100 || b.UnmapTotalTimeNs != 777 || b.WrOps != 5 || b.ID != "scsi1" {
-		t.Errorf("%+v", b)
+		"unmap_total_time_ns": 777, "wr_operations": 5, "rd_bytes": 11, "wr_bytes": 12, "rd_operations": 13, "flush_operations": 14,
+		"flush_total_time_ns": 15, "rd_total_time_ns": 16, "wr_total_time_ns": 17, "unmap_operations": 18, "unmap_bytes": 19,
+		"wr_highest_offset": 1000, "timed_stats": []}},
+		{"device": "drive-virtio0", "node-name": "#block1", "stats": {}},
+		{"device": "", "node-name": "e1", "stats": {}, "driver-specific": {"driver": "file", "discard-nb-ok": 2, "discard-nb-failed": 1, "discard-bytes-ok": 4096}}]`)
+	all := ParseBlockstats(ret)
+	want := BlockStats{ID: "scsi1", NodeName: "drive-scsi1", RdBytes: 11, WrBytes: 12, RdOps: 13, WrOps: 5, FlushOps: 14, FlushTotalTimeNs: 15,
+		RdTotalTimeNs: 16, WrTotalTimeNs: 17, UnmapOps: 18, UnmapBytes: 19, UnmapTotalTimeNs: 777, FailedOps: 10, InvalidOps: 100}
+	if all[0] != want {
+		t.Errorf("ParseBlockstats =\n%+v\nwant\n%+v", all[0], want)
+	}
+	if all[1].ID != "virtio0" || all[2].ID != "e1" || !all[2].HasDriverSpecific || all[2].DiscardNbOK != 2 || all[2].DiscardNbFailed != 1 || all[2].DiscardBytesOK != 4096 {
+		t.Errorf("%+v %+v", all[1], all[2])
 	}
 }
 

@@ -1,8 +1,10 @@
 package threads
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"testing"
@@ -40,8 +42,9 @@ func TestReadRecorded(t *testing.T) {
 		// stat: utime 10, stime 8, starttime 133653 (the recorded file)
 		t.Errorf("main loop counters = %+v", main)
 	}
-	if c := a[3613]; c.Comm != "CPU 0/TCG" {
-		t.Errorf("vCPU name = %q", c.Comm)
+	// Other threads: schedstat only.
+	if c := a[3613]; c != (Counters{TID: 3613, RunNs: 86613727, WaitNs: 69832891, HasSchedstat: true}) {
+		t.Errorf("vCPU counters = %+v", c)
 	}
 	usage := func(tid int) Usage {
 		u, ok := UsageOf(a[tid], b[tid], r.secs)
@@ -147,5 +150,35 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 	}
 	if a[tid].Comm == "" || strconv.Itoa(tid) == "" {
 		t.Error("no thread name")
+	}
+}
+
+// A thread without schedstat (a kernel without it) falls back to stat's
+// clock ticks; one with neither file readable is left out.
+func TestReadWithoutSchedstat(t *testing.T) {
+	proc := t.TempDir()
+	stat := func(tid, utime, stime, start int) string {
+		return fmt.Sprintf("%d (t%d) S 1 1 1 0 -1 0 0 0 0 0 %d %d 0 0 20 0 3 0 %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", tid, tid, utime, stime, start)
+	}
+	files := map[string]string{
+		"100/task/100/stat": stat(100, 7, 3, 42), "100/task/100/schedstat": "5 6 7\n",
+		"100/task/101/stat": stat(101, 20, 5, 43), // no schedstat
+		"100/task/102/schedstat": "8 9 10\n",    // no stat: schedstat is enough
+		"100/task/103/comm": "x\n",             // neither
+	}
+	for name, text := range files {
+		p := filepath.Join(proc, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(text), 0o644)
+	}
+	r, _ := NewReader(proc)
+	got := r.Read(100, []int{100, 101, 102, 103})
+	want := map[int]Counters{
+		100: {TID: 100, Comm: "t100", RunNs: 5, WaitNs: 6, HasSchedstat: true, Ticks: 10, Start: 42},
+		101: {TID: 101, Comm: "t101", Ticks: 25, Start: 43},
+		102: {TID: 102, RunNs: 8, WaitNs: 9, HasSchedstat: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read =\n%+v\nwant\n%+v", got, want)
 	}
 }

