@@ -162,9 +162,9 @@ func TestReadWithoutSchedstat(t *testing.T) {
 	}
 	files := map[string]string{
 		"100/task/100/stat": stat(100, 7, 3, 42), "100/task/100/schedstat": "5 6 7\n",
-		"100/task/101/stat": stat(101, 20, 5, 43), // no schedstat
-		"100/task/102/schedstat": "8 9 10\n",    // no stat: schedstat is enough
-		"100/task/103/comm": "x\n",             // neither
+		"100/task/101/stat":      stat(101, 20, 5, 43), // no schedstat
+		"100/task/102/schedstat": "8 9 10\n",           // no stat: schedstat is enough
+		"100/task/103/comm":      "x\n",                // neither
 	}
 	for name, text := range files {
 		p := filepath.Join(proc, name)
