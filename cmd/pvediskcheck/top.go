@@ -48,9 +48,10 @@ than in the device below, failed requests.
 
 On a terminal the screen is redrawn in place; keys change the sort:
 b busy (MiB/s, the default), i IOPS, l latency, d queue depth, p share of the
-limit, c thread CPU, v VMID; q quits. Without a terminal (a pipe, a file) each
-sample is printed after the last, as iostat does; --count N stops after N
-samples. With --json each sample is one JSON object on one line.
+limit, c thread CPU, v VMID; q quits. Without a terminal (a pipe, a file), or
+with --count N (batch mode, as iostat: N samples, then exit), each sample is
+printed after the last and nothing is redrawn. With --json each sample is one
+JSON object on one line.
 
 Load: one short QMP exchange per VM per interval (query-blockstats,
 query-block-jobs, the running limits), never holding the socket between
@@ -68,7 +69,7 @@ EXAMPLES
    shown on its line (busy, unreachable), not in the exit code.`,
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"},
-			&cli.IntFlag{Name: "count", Usage: "print this many samples, then exit (0: until q or Ctrl-C)"},
+			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
 			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + sortKeyNames()},
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 		},
@@ -112,7 +113,7 @@ func topAction(c *cli.Context) error {
 	case e.json:
 		enc := json.NewEncoder(e.out)
 		o.OnSample = func(s top.Sample) error { return enc.Encode(s) }
-	case isTerminal(e.out):
+	case isTerminal(e.out) && o.Count == 0:
 		return topTerminal(e, c.App.Reader, o)
 	default:
 		first := true

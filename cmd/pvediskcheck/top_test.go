@@ -449,6 +449,13 @@ func TestTopTerminal(t *testing.T) {
 	if !strings.Contains(after, "before-top") || strings.Contains(after, "lab37") {
 		t.Errorf("the shell's screen did not come back:\n%s", after)
 	}
+	// --count on a terminal is batch mode: the samples stay on the screen.
+	tmux("kill-session", "-t", session)
+	tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", "sh", "-c", bin+" --root "+n.Root+" top 370 --count 2 --interval 300ms; echo top-exited; sleep 30")
+	batch := waitFor("the batch to end", func(s string) bool { return strings.Contains(s, "top-exited") })
+	if strings.Count(batch, "interval 300ms  1 VMs  4 disks") != 2 || strings.Contains(batch, "q: quit") {
+		t.Errorf("--count on a terminal:\n%s", batch)
+	}
 }
 
 // cacheGuestJSON is the part of cache --json that names disks in the guest.
