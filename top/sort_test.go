@@ -27,7 +27,7 @@ func TestSort(t *testing.T) {
 		}),
 		mk(370, "c", 0, func(d *Disk) { d.ReadBps, d.WriteBps, d.WriteIOPS, d.LimitPct = 50, 50, 5, f(10) }),
 		mk(370, "d", 2, func(d *Disk) { d.ReadBps, d.WriteBps, d.ReadIOPS, d.ThreadCPUPct = 60, 40, 10, f(80) }),
-		mk(369, "e", 0, func(d *Disk) {}),
+		mk(369, "e", 0, func(d *Disk) { d.LimitPct = f(0.5) }), // throttled, nearly idle: still above the unthrottled
 		mk(372, "f", 0, func(d *Disk) { d.ReadBps, d.WriteBps = 200, 200 }),
 	}
 	for _, tc := range []struct {
