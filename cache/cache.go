@@ -51,6 +51,13 @@ type Disk struct {
 	Unmeasured string           `json:"unmeasured,omitempty"`
 	Drift      []string         `json:"drift"`
 	Flush      *flush.Judgement `json:"flush,omitempty"`
+	// The disk as the guest sees it (GuestNames): its stable
+	// /dev/disk/by-id name from Proxmox's layout (null when it has none,
+	// e.g. VirtIO Block without serial), and, when the guest agent
+	// answers, its device and mount points.
+	GuestByID   *string  `json:"guest_by_id"`
+	GuestDevice *string  `json:"guest_device"`
+	GuestMounts []string `json:"guest_mounts"`
 
 	// Shown is the mode the two sentences describe, Heading the line they
 	// are printed under (the mode, with the storage where it changes

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
@@ -33,7 +34,7 @@ func readFixture(t testing.TB, p string) []byte {
 // end-to-end guest (testdata/guest): VirtIO SCSI single, SATA on AHCI and
 // VirtIO Block.
 func TestAttributeRealGuest(t *testing.T) {
-	pci := PCIDevices(gjson.ParseBytes(readFixture(t, "guest/real-query-pci.json")))
+	pci := guestdisk.PCIDevices(gjson.ParseBytes(readFixture(t, "guest/real-query-pci.json")))
 	want := map[string]string{"00:01.0": "ahci0", "00:02.0": "virtioscsi1", "00:03.0": "virtioscsi2", "00:04.0": "virtio1"}
 	for addr, id := range want {
 		if pci[addr] != id {
@@ -85,7 +86,7 @@ func TestAttributeRealGuest(t *testing.T) {
 func TestGuestDiskIDLayouts(t *testing.T) {
 	for _, hw := range []string{"virtio-scsi-single", "virtio-scsi-pci", "lsi", "lsi53c810", "megasas", "pvscsi"} {
 		t.Run(hw, func(t *testing.T) {
-			pci := PCIDevices(gjson.ParseBytes(readFixture(t, "pci/"+hw+".json")))
+			pci := guestdisk.PCIDevices(gjson.ParseBytes(readFixture(t, "pci/"+hw+".json")))
 			addr := map[string]string{}
 			for a, id := range pci {
 				addr[id] = "0000:" + a
@@ -115,7 +116,7 @@ func TestGuestDiskIDLayouts(t *testing.T) {
 				if gd.PCI == "" {
 					t.Fatalf("%s: controller %s of %s not in query-pci %v", hw, ctrl, id, pci)
 				}
-				if got := GuestDiskID(gd, pci, hw); got != id {
+				if got := guestdisk.DiskID(gd, pci, hw); got != id {
 					t.Errorf("%s %+v (device %v): %q, want %s", hw, gd, dev, got, id)
 				}
 				n++
@@ -136,16 +137,16 @@ func TestGuestDiskIDUnknown(t *testing.T) {
 		{PCI: ""},                        // the agent did not say
 		{PCI: "0000:00:0x.0", Target: 1}, // malformed
 	} {
-		if got := GuestDiskID(gd, pci, "lsi"); got != "" {
+		if got := guestdisk.DiskID(gd, pci, "lsi"); got != "" {
 			t.Errorf("%+v: %q, want none", gd, got)
 		}
 	}
 	// Without the domain prefix the address is used as it is.
-	if got := GuestDiskID(qmp.GuestDisk{PCI: "00:07.0", Unit: 3}, pci, ""); got != "sata3" {
+	if got := guestdisk.DiskID(qmp.GuestDisk{PCI: "00:07.0", Unit: 3}, pci, ""); got != "sata3" {
 		t.Errorf("no domain: %q", got)
 	}
 	// The second lsi controller holds scsi7..13.
-	if got := GuestDiskID(qmp.GuestDisk{PCI: "0000:00:05.0", Target: 2}, map[string]string{"00:05.0": "scsihw1"}, "lsi"); got != "scsi9" {
+	if got := guestdisk.DiskID(qmp.GuestDisk{PCI: "0000:00:05.0", Target: 2}, map[string]string{"00:05.0": "scsihw1"}, "lsi"); got != "scsi9" {
 		t.Errorf("lsi second controller: %q", got)
 	}
 }
@@ -175,12 +176,12 @@ func TestAttributeShared(t *testing.T) {
 
 func TestPCIDevicesBridges(t *testing.T) {
 	ret := gjson.Parse(`[{"bus":0,"devices":[{"bus":0,"slot":30,"function":0,"qdev_id":"pci.1","pci_bridge":{"devices":[{"bus":1,"slot":2,"function":0,"qdev_id":"virtioscsi5"}]}},{"bus":0,"slot":31,"function":2,"qdev_id":""}]}]`)
-	got := PCIDevices(ret)
+	got := guestdisk.PCIDevices(ret)
 	want := map[string]string{"00:1e.0": "pci.1", "01:02.0": "virtioscsi5"}
 	if !maps.Equal(got, want) {
 		t.Errorf("%v, want %v", got, want)
 	}
-	if fmt.Sprint(PCIDevices(gjson.Parse(`[]`))) != "map[]" {
+	if fmt.Sprint(guestdisk.PCIDevices(gjson.Parse(`[]`))) != "map[]" {
 		t.Error("empty query-pci")
 	}
 }

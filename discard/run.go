@@ -11,6 +11,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -164,7 +165,7 @@ func (r *run) snapshot(ctx context.Context) (*Snapshot, error) {
 // for guest-fstrim, and places what it trimmed on disks.
 func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 	v := r.v
-	if !AgentEnabled(v) {
+	if !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
 		return nil, exitcode.Unreachablef("VM %d has no guest agent configured (agent: 1): use --wait and run fstrim in the guest instead", v.VMID)
 	}
 	agent := qmp.Agent{Path: v.QGASocket(), Timeout: r.n.Timeout}
@@ -183,7 +184,7 @@ func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 	if len(fsinfo) > 0 {
 		if err := v.Exchange(ctx, r.n.Timeout, func(s qmp.Session) error {
 			ret, err := s.Exec("query-pci", nil)
-			pci = PCIDevices(ret)
+			pci = guestdisk.PCIDevices(ret)
 			return err
 		}); err != nil {
 			return nil, vm.QMPError(v.VMID, err)

@@ -104,18 +104,6 @@ func proxmoxDiscard(qemu string) string {
 	return "ignore"
 }
 
-// AgentEnabled reads the VM's agent option (agent: 1, agent: enabled=1,...).
-func AgentEnabled(v *vm.VM) bool {
-	a, ok := v.Config.Main["agent"]
-	if !ok {
-		return false
-	}
-	first, _, _ := strings.Cut(a, ",")
-	first = strings.TrimPrefix(first, "enabled=")
-	b, _ := qemuserver.ParseBool(first)
-	return b
-}
-
 // FixDrive is the `qm set` line that sets opts on the disk, every other
 // option kept: a value Proxmox's parser accepts for the drive's kind (the
 // caller only asks for keys the kind has).

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -212,7 +213,7 @@ func TestAgentEnabled(t *testing.T) {
 		"ostype: l26\n":                            false,
 	} {
 		v := stoppedVM(t, conf, testStorageCfg)
-		if got := AgentEnabled(v); got != want {
+		if got := guestdisk.AgentEnabled(v.Config.Main["agent"]); got != want {
 			t.Errorf("%q: %v", conf, got)
 		}
 	}

@@ -197,16 +197,22 @@ func isFilter(drv string) bool {
 
 // BlockStats is a device's or node's counters from query-blockstats.
 type BlockStats struct {
-	ID                string // config disk id (device entries) or node name (node entries)
-	NodeName          string
-	RdBytes, WrBytes  int64
-	RdOps, WrOps      int64
-	FlushOps          int64
-	FlushTotalTimeNs  int64
-	RdTotalTimeNs     int64
-	WrTotalTimeNs     int64
-	UnmapOps          int64
-	UnmapBytes        int64
+	ID               string // config disk id (device entries) or node name (node entries)
+	NodeName         string
+	RdBytes, WrBytes int64
+	RdOps, WrOps     int64
+	FlushOps         int64
+	FlushTotalTimeNs int64
+	RdTotalTimeNs    int64
+	WrTotalTimeNs    int64
+	UnmapOps         int64
+	UnmapBytes       int64
+	UnmapTotalTimeNs int64
+	// FailedOps counts requests that ended in an error (failed_rd, _wr,
+	// _flush, _unmap); InvalidOps those QEMU refused before submitting them
+	// (invalid_*: out of range, misaligned).
+	FailedOps         int64
+	InvalidOps        int64
 	DiscardNbOK       int64 // protocol node driver-specific: discards the storage accepted
 	DiscardNbFailed   int64
 	DiscardBytesOK    int64
@@ -220,28 +226,65 @@ type BlockStats struct {
 func ParseBlockstats(ret gjson.Result) []BlockStats {
 	var out []BlockStats
 	for _, e := range ret.Array() {
-		s := e.Get("stats")
-		b := BlockStats{
-			NodeName:         e.Get("node-name").String(),
-			RdBytes:          s.Get("rd_bytes").Int(),
-			WrBytes:          s.Get("wr_bytes").Int(),
-			RdOps:            s.Get("rd_operations").Int(),
-			WrOps:            s.Get("wr_operations").Int(),
-			FlushOps:         s.Get("flush_operations").Int(),
-			FlushTotalTimeNs: s.Get("flush_total_time_ns").Int(),
-			RdTotalTimeNs:    s.Get("rd_total_time_ns").Int(),
-			WrTotalTimeNs:    s.Get("wr_total_time_ns").Int(),
-			UnmapOps:         s.Get("unmap_operations").Int(),
-			UnmapBytes:       s.Get("unmap_bytes").Int(),
-		}
-		if q := e.Get("qdev").String(); q != "" {
+		// One pass over the entry's keys and one over its ~30 counters (top
+		// parses every VM's answer every second): a Get per key would scan
+		// the entry, nested parent and backing included, each time.
+		var b BlockStats
+		var stats, qdev, device, ds gjson.Result
+		e.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "node-name":
+				b.NodeName = v.String()
+			case "stats":
+				stats = v
+			case "qdev":
+				qdev = v
+			case "device":
+				device = v
+			case "driver-specific":
+				ds = v
+			}
+			return true
+		})
+		stats.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "rd_bytes":
+				b.RdBytes = v.Int()
+			case "wr_bytes":
+				b.WrBytes = v.Int()
+			case "rd_operations":
+				b.RdOps = v.Int()
+			case "wr_operations":
+				b.WrOps = v.Int()
+			case "flush_operations":
+				b.FlushOps = v.Int()
+			case "flush_total_time_ns":
+				b.FlushTotalTimeNs = v.Int()
+			case "rd_total_time_ns":
+				b.RdTotalTimeNs = v.Int()
+			case "wr_total_time_ns":
+				b.WrTotalTimeNs = v.Int()
+			case "unmap_operations":
+				b.UnmapOps = v.Int()
+			case "unmap_bytes":
+				b.UnmapBytes = v.Int()
+			case "unmap_total_time_ns":
+				b.UnmapTotalTimeNs = v.Int()
+			case "failed_rd_operations", "failed_wr_operations", "failed_flush_operations", "failed_unmap_operations":
+				b.FailedOps += v.Int()
+			case "invalid_rd_operations", "invalid_wr_operations", "invalid_flush_operations", "invalid_unmap_operations":
+				b.InvalidOps += v.Int()
+			}
+			return true
+		})
+		if q := qdev.String(); q != "" {
 			b.ID = QdevToDiskID(q)
-		} else if dev := e.Get("device").String(); dev != "" {
+		} else if dev := device.String(); dev != "" {
 			b.ID = strings.TrimPrefix(dev, "drive-")
 		} else {
 			b.ID = b.NodeName
 		}
-		if ds := e.Get("driver-specific"); ds.Exists() {
+		if ds.Exists() {
 			b.HasDriverSpecific = true
 			b.DiscardNbOK = ds.Get("discard-nb-ok").Int()
 			b.DiscardNbFailed = ds.Get("discard-nb-failed").Int()

@@ -169,14 +169,29 @@ func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
 		if !gjson.ValidBytes(line) {
 			return nil, fmt.Errorf("QMP %s: malformed reply to %s: %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Clip(string(line), 80))
 		}
-		r := gjson.ParseBytes(line)
-		if r.Get("event").Exists() {
+		// One pass over the top-level keys: a reply can be tens of KiB
+		// (query-blockstats), and a Get per key would scan it each time.
+		var event, ret bool
+		var qerr gjson.Result
+		gjson.ParseBytes(line).ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "event":
+				event = true
+			case "error":
+				qerr = v
+			case "return":
+				ret = true
+			default:
+				return true
+			}
+			return false
+		})
+		switch {
+		case event:
 			continue // asynchronous event, not our reply
-		}
-		if e := r.Get("error"); e.Exists() {
-			return nil, &Error{Class: e.Get("class").String(), Desc: e.Get("desc").String()}
-		}
-		if r.Get("return").Exists() {
+		case qerr.Exists():
+			return nil, &Error{Class: qerr.Get("class").String(), Desc: qerr.Get("desc").String()}
+		case ret:
 			return line, nil
 		}
 	}

@@ -448,22 +448,64 @@ func parseFsInfo(ret gjson.Result) []GuestFilesystem {
 			fs.TotalBytes = v.Int()
 		}
 		for _, d := range f.Get("disk").Array() {
-			pci := d.Get("pci-controller")
-			gd := GuestDisk{
-				BusType: d.Get("bus-type").String(),
-				Bus:     int(d.Get("bus").Int()),
-				Target:  int(d.Get("target").Int()),
-				Unit:    int(d.Get("unit").Int()),
-				Serial:  d.Get("serial").String(),
-				Dev:     d.Get("dev").String(),
-			}
-			if pci.Exists() {
-				gd.PCI = fmt.Sprintf("%04x:%02x:%02x.%x", pci.Get("domain").Int(), pci.Get("bus").Int(),
-					pci.Get("slot").Int(), pci.Get("function").Int())
-			}
-			fs.Disks = append(fs.Disks, gd)
+			fs.Disks = append(fs.Disks, parseGuestDiskAddress(d))
 		}
 		out = append(out, fs)
+	}
+	return out
+}
+
+// parseGuestDiskAddress reads a GuestDiskAddress (guest-get-fsinfo's disk
+// entries, guest-get-disks' address).
+func parseGuestDiskAddress(d gjson.Result) GuestDisk {
+	pci := d.Get("pci-controller")
+	gd := GuestDisk{
+		BusType: d.Get("bus-type").String(),
+		Bus:     int(d.Get("bus").Int()),
+		Target:  int(d.Get("target").Int()),
+		Unit:    int(d.Get("unit").Int()),
+		Serial:  d.Get("serial").String(),
+		Dev:     d.Get("dev").String(),
+	}
+	if pci.Exists() {
+		gd.PCI = fmt.Sprintf("%04x:%02x:%02x.%x", pci.Get("domain").Int(), pci.Get("bus").Int(),
+			pci.Get("slot").Int(), pci.Get("function").Int())
+	}
+	return gd
+}
+
+// GuestBlockDevice is one entry of guest-get-disks (qemu-ga 5.2 and later):
+// a disk, a partition or a virtual device (dm, md) of the guest.
+type GuestBlockDevice struct {
+	Name         string   // e.g. /dev/sda, /dev/sda1, /dev/dm-0
+	Partition    bool     // a partition of one of the disks
+	Dependencies []string // the devices it sits on (a partition's disk, a dm device's parts)
+	// Address is where the device sits on the VM's controllers; nil when
+	// the agent could not tell (a virtual device).
+	Address *GuestDisk
+}
+
+// Disks lists the guest's block devices (guest-get-disks).
+func (a Agent) Disks(ctx context.Context) ([]GuestBlockDevice, error) {
+	ret, err := a.Call(ctx, "guest-get-disks", nil)
+	if err != nil {
+		return nil, err
+	}
+	return parseDisks(ret), nil
+}
+
+func parseDisks(ret gjson.Result) []GuestBlockDevice {
+	var out []GuestBlockDevice
+	for _, d := range ret.Array() {
+		bd := GuestBlockDevice{Name: d.Get("name").String(), Partition: d.Get("partition").Bool()}
+		for _, dep := range d.Get("dependencies").Array() {
+			bd.Dependencies = append(bd.Dependencies, dep.String())
+		}
+		if a := d.Get("address"); a.Exists() {
+			gd := parseGuestDiskAddress(a)
+			bd.Address = &gd
+		}
+		out = append(out, bd)
 	}
 	return out
 }

@@ -57,6 +57,15 @@ var shapes = map[string]shape{
 	"qom-list-get":              list(map[string]gjson.Type{"properties": gjson.JSON}),
 }
 
+// ShapeError is a reply whose shape differs from what the command returns:
+// not QEMU refusing the command (Error), but a reply the tool cannot read.
+type ShapeError struct {
+	Command string
+	Msg     string
+}
+
+func (e *ShapeError) Error() string { return e.Msg }
+
 // checkShape reports a reply whose shape differs from what the command
 // returns. gjson has one type for true and false: gjson.True stands for a
 // boolean.
@@ -66,7 +75,7 @@ func checkShape(cmd string, ret gjson.Result) error {
 		return nil
 	}
 	bad := func(what string, got gjson.Result) error {
-		return fmt.Errorf("QMP %s: %s is %s, not %s", cmd, what, units.Clip(got.Raw, 40), describe(sh, what))
+		return &ShapeError{cmd, fmt.Sprintf("QMP %s: %s is %s, not %s", cmd, what, units.Clip(got.Raw, 40), describe(sh, what))}
 	}
 	if ret.Type != sh.ret || sh.array != ret.IsArray() {
 		return bad("the reply", ret)
@@ -84,7 +93,7 @@ func checkShape(cmd string, ret gjson.Result) error {
 				continue // optional fields: absent is fine, wrong is not
 			}
 			if !sameType(v.Type, typ) {
-				return fmt.Errorf("QMP %s: entry %d's %s is %s, not %s", cmd, i, path, units.Clip(v.Raw, 40), typeName(typ))
+				return &ShapeError{cmd, fmt.Sprintf("QMP %s: entry %d's %s is %s, not %s", cmd, i, path, units.Clip(v.Raw, 40), typeName(typ))}
 			}
 		}
 	}

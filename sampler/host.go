@@ -77,6 +77,14 @@ type BlockStat struct {
 	DiscardIOs     int64
 	DiscardSectors int64
 	FlushIOs       int64 // kernel 5.5+
+	ReadIOs        int64
+	ReadSectors    int64
+	// Milliseconds requests of each kind spent from submission to
+	// completion, summed over requests (so several in flight add up).
+	ReadTicksMs, WriteTicksMs, FlushTicksMs int64
+	InFlight                                int64 // requests in flight now
+	IOTicksMs                               int64 // time the device had requests in flight
+	QueueTicksMs                            int64 // weighted: in-flight requests x time
 }
 
 // BlockDeviceStat reads the stat file of the block device at devPath
@@ -106,7 +114,38 @@ func parseBlockStat(name, s string) (BlockStat, error) {
 		v, _ := strconv.ParseInt(f[i], 10, 64)
 		return v
 	}
-	return BlockStat{Device: name, WriteIOs: n(4), WriteSectors: n(6), DiscardIOs: n(11), DiscardSectors: n(13), FlushIOs: n(15)}, nil
+	return BlockStat{Device: name, WriteIOs: n(4), WriteSectors: n(6), DiscardIOs: n(11), DiscardSectors: n(13), FlushIOs: n(15),
+		ReadIOs: n(0), ReadSectors: n(2), ReadTicksMs: n(3), WriteTicksMs: n(7), InFlight: n(8), IOTicksMs: n(9),
+		QueueTicksMs: n(10), FlushTicksMs: n(16)}, nil
+}
+
+// BlockDeviceName is the kernel name (dm-3, loop0, zd16, rbd0) of the block
+// device at devPath, following symlinks (/dev/<vg>/<lv>, /dev/zvol/...),
+// when sysfs has its counters; ok is false for anything else (a file, a
+// path that does not exist).
+func (h Host) BlockDeviceName(devPath string) (name string, ok bool) {
+	real, err := filepath.EvalSymlinks(devPath)
+	if err != nil {
+		return "", false
+	}
+	st, err := os.Stat(real)
+	if err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
+		return "", false
+	}
+	name = filepath.Base(real)
+	if _, err := os.Stat(filepath.Join(h.Sys, "class", "block", name, "stat")); err != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// BlockStatOf reads /sys/class/block/<name>/stat.
+func (h Host) BlockStatOf(name string) (BlockStat, error) {
+	b, err := os.ReadFile(filepath.Join(h.Sys, "class", "block", name, "stat"))
+	if err != nil {
+		return BlockStat{}, err
+	}
+	return parseBlockStat(name, string(b))
 }
 
 // Slaves lists the block devices under a device-mapper or md device

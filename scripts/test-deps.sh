@@ -8,6 +8,7 @@
 #   groff-base                   the man page must render without warnings
 #   openssh-server, -client      cluster mode: a real sshd per node of the test
 #                                cluster (127.0.0.2, 127.0.0.3), reached with ssh
+#   tmux                         top's terminal mode is tested in a real pseudo-terminal
 # QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
 # .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
@@ -21,6 +22,7 @@ command -v groff >/dev/null 2>&1 || need="$need groff-base"
 [ -x /usr/sbin/sshd ] || need="$need openssh-server"
 command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
 command -v ssh-keygen >/dev/null 2>&1 || need="$need openssh-client"
+command -v tmux >/dev/null 2>&1 || need="$need tmux"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"
 	export DEBIAN_FRONTEND=noninteractive

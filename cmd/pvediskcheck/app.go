@@ -26,8 +26,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 each disk really runs with (cache), which settings will fail at the next start, are
 silently ignored or differ from what runs (check), whether the guest's flushes are
 honoured (flush), whether space the guest trims goes back to the storage (discard),
-whether I/O limits hold (limit), how full and overcommitted thin pools are (thin), and
-how far fio results can be trusted (fio).
+whether I/O limits hold (limit), how full and overcommitted thin pools are (thin), how
+far fio results can be trusted (fio), and live, which VM disk is busy, how slow it is and
+which QEMU thread serves it (top).
 
 It reads the VM config, the running QEMU's command line, its QMP and guest agent
 sockets (one short exchange at a time: Proxmox's daemons share them), lvs/qm, and host
@@ -48,6 +49,7 @@ EXAMPLES
    pvediskcheck check --all --cluster
    pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
    pvediskcheck flush 370 --trigger
+   pvediskcheck top
 
 ` + exitcode.Help,
 		Writer:               stdout,

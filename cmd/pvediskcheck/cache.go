@@ -88,6 +88,7 @@ func cacheAction(c *cli.Context) error {
 		liveErr = v.FetchLive(e.ctx(), e.timeout)
 	}
 	out := cache.Build(v, disks, liveErr)
+	cache.GuestNames(e.ctx(), v, e.timeout, &out)
 	var verifyErr error
 	if ids := cache.ToVerify(out); c.Bool("verify") && v.Running && liveErr == nil && len(ids) > 0 {
 		sel, err := v.Select(ids)
@@ -181,10 +182,14 @@ func printCache(e *env, out cache.View) {
 		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", g.loses)
 	}
 	for _, d := range out.Disks {
-		if len(d.Lines) == 0 && d.Flush == nil {
+		guest := d.GuestLine()
+		if len(d.Lines) == 0 && d.Flush == nil && guest == "" {
 			continue
 		}
 		fmt.Fprintf(e.out, "%s:\n", d.ID)
+		if guest != "" {
+			fmt.Fprintln(e.out, "  "+guest)
+		}
 		for _, l := range d.Lines {
 			if l.Drift {
 				fmt.Fprintln(e.out, "  "+e.paint(red, "DRIFT")+" "+l.Text)

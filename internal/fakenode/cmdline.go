@@ -29,12 +29,32 @@ type ArgvOptions struct {
 	// QEMU's blkdebug filter between the format and the protocol node, as
 	// a failing storage would return them.
 	Blkdebug map[string]Blkdebug
+	// QEMUVersion is the version of the QEMU that runs the line ("7.2.22");
+	// it decides -name as qemu-server does. Start fills it in.
+	QEMUVersion string
 }
 
 // Blkdebug is one error injection rule of QEMU's blkdebug driver.
 type Blkdebug struct {
 	Event string // e.g. "write_aio": every write the raw format node sends down
 	Errno int    // 5 (EIO) makes io-status "failed", 28 (ENOSPC) "nospace"
+}
+
+// NameArg is -name's value as qemu-server passes it (config_to_command):
+// "NAME,debug-threads=on" before QEMU 11, plain NAME from 11 on, where
+// QEMU names its threads always and deprecates the option. NAME is the
+// config's name, else vm<VMID>. An unknown version counts as older: thread
+// names are then asked for explicitly.
+func NameArg(conf map[string]string, vmid int, qemuVersion string) string {
+	name := conf["name"]
+	if name == "" {
+		name = "vm" + strconv.Itoa(vmid)
+	}
+	major, _, _ := strings.Cut(qemuVersion, ".")
+	if n, err := strconv.Atoi(major); err == nil && n >= 11 {
+		return name
+	}
+	return name + ",debug-threads=on"
 }
 
 func isBlockDevice(p string) bool {
@@ -63,7 +83,7 @@ func Argv(qemu string, cfg *qemuserver.Config, st qemuserver.Storages, o ArgvOpt
 	}
 	id := strconv.Itoa(o.VMID)
 	argv := []string{qemu,
-		"-name", "vm" + id,
+		"-name", NameArg(conf, o.VMID, o.QEMUVersion),
 		"-no-shutdown",
 		"-chardev", "socket,id=qmp,path=" + o.RunDir + "/" + id + ".qmp,server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",

@@ -28,6 +28,7 @@ type Node struct {
 
 	cleanups []func()
 	vms      map[int]*VM
+	version  string // QEMU's, once known
 }
 
 // QEMUBinary is the QEMU the harness runs: $PVEDISKCHECK_QEMU or the host's.
@@ -222,6 +223,9 @@ func (n *Node) Start(vmid int, o ArgvOptions) (*VM, error) {
 	}
 	o.VMID = vmid
 	o.RunDir = n.Paths.RunDir()
+	if o.QEMUVersion == "" {
+		o.QEMUVersion = n.qemuVersion()
+	}
 	argv, err := Argv(n.QEMU, cfg, st, o)
 	if err != nil {
 		return nil, err
@@ -245,6 +249,14 @@ func (n *Node) Start(vmid int, o ArgvOptions) (*VM, error) {
 	n.vms[vmid] = vm
 	// QMP listens before -daemonize returns; nothing else to wait for.
 	return vm, nil
+}
+
+// qemuVersion is the version of n.QEMU, asked once per node.
+func (n *Node) qemuVersion() string {
+	if n.version == "" {
+		n.version, _ = QEMUVersion(n.QEMU)
+	}
+	return n.version
 }
 
 func readPid(p string) (int, error) {

@@ -22,6 +22,10 @@ import (
 // Greeting72 is QEMU 7.2's QMP greeting.
 const Greeting72 = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u7"}, "capabilities": ["oob"]}}`
 
+// Greeting111 is QEMU 11.1.3's QMP greeting (Debian trixie-backports
+// 1:11.1.3+ds-1~bpo13+1, the labs' version): the first with qom-list-get.
+const Greeting111 = `{"QMP": {"version": {"qemu": {"micro": 3, "minor": 1, "major": 11}, "package": "Debian 1:11.1.3+ds-1~bpo13+1"}, "capabilities": ["oob"]}}`
+
 // Event is an asynchronous QMP event, as QEMU interleaves them with replies.
 const Event = `{"timestamp": {"seconds": 1764449000, "microseconds": 1}, "event": "RESUME"}`
 

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/top"
+	"github.com/pvediskcheck/pvediskcheck/units"
+)
+
+func init() { commands = append(commands, topCommand) }
+
+func topCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "top",
+		Usage:     "live per-disk I/O of the node's VMs: which disk is busy, how slow, which QEMU thread serves it",
+		ArgsUsage: "[VMID...]",
+		Description: `One row per disk of every running VM on the node (or of the VMIDs given),
+refreshed every --interval: read/write IOPS and MiB/s, the mean read, write and
+flush latency of the requests completed in the interval, the queue depth (time
+requests spent in flight per second), failed requests, the share of the running
+I/O limit used (LIM%, with the limit), a block job on the disk (backup, mirror,
+stream), the thread that serves the disk (its iothread, or the main loop) with
+its CPU (% of one core), and for volumes that are block devices on the node
+(LVM, zvol, krbd, loop) the device's own latency (DEV ms): QEMU's latency far
+above the device's means the time is spent queueing in QEMU (a limit, a
+saturated thread), the two alike mean a slow storage. Per VM: the main loop's
+and the vCPUs' CPU and the run-queue wait (time ready to run but waiting for a
+core). Threads are told apart by thread id through QMP (query-iothreads,
+query-cpus-fast), never by their names, which Linux cuts to 15 characters.
+GUEST is the disk as the guest sees it: the device and mount points from the
+guest agent when it answers (asked once), else the /dev/disk/by-id name
+Proxmox's layout gives it.
+
+Findings under the table: a thread serving disks that never idled (it ran or
+waited for a core 90 % of the interval or more: it cannot take more I/O), a
+disk at 95 % of its limit or more, requests taking 3x (and 5 ms) longer in QEMU
+than in the device below, failed requests.
+
+On a terminal the screen is redrawn in place; keys change the sort:
+b busy (MiB/s, the default), i IOPS, l latency, d queue depth, p share of the
+limit, c thread CPU, v VMID; q quits. Without a terminal (a pipe, a file), or
+with --count N (batch mode, as iostat: N samples, then exit), each sample is
+printed after the last and nothing is redrawn. With --json each sample is one
+JSON object on one line.
+
+Load: one short QMP exchange per VM per interval (query-blockstats,
+query-block-jobs, the running limits), never holding the socket between
+samples; a socket busy for most of the interval is left for that sample and
+the VM's line says so. A VM that starts or stops during the run appears or
+disappears. Changes nothing.
+
+EXAMPLES
+   pvediskcheck top
+   pvediskcheck top 370 371 --sort latency
+   pvediskcheck top --count 10 --json > samples.jsonl
+
+` + exitcode.Help + `
+   top exits 0 after --count samples, q or Ctrl-C; a VM it cannot reach is
+   shown on its line (busy, unreachable), not in the exit code.`,
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"},
+			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
+			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + sortKeyNames()},
+			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
+		},
+		Action: topAction,
+	}
+}
+
+func sortKeyNames() string {
+	names := make([]string, len(top.SortKeys))
+	for i, k := range top.SortKeys {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
+}
+
+// topKeys maps a key pressed on the terminal to a sort order.
+var topKeys = map[byte]top.SortKey{
+	'b': top.SortBusy, 'i': top.SortIOPS, 'l': top.SortLatency, 'd': top.SortQueue,
+	'p': top.SortLimit, 'c': top.SortCPU, 'v': top.SortVMID,
+}
+
+func topAction(c *cli.Context) error {
+	e := newEnv(c)
+	var ids []int
+	for _, a := range c.Args().Slice() {
+		id, err := qemuserver.ParseVMID(a)
+		if err != nil {
+			return exitcode.Usagef("%v", err)
+		}
+		ids = append(ids, id)
+	}
+	key, err := top.ParseSortKey(c.String("sort"))
+	if err != nil {
+		return err
+	}
+	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent")}
+	if err := top.Validate(e.paths, o); err != nil {
+		return err
+	}
+	switch {
+	case e.json:
+		enc := json.NewEncoder(e.out)
+		o.OnSample = func(s top.Sample) error { return enc.Encode(s) }
+	case isTerminal(e.out) && o.Count == 0:
+		return topTerminal(e, c.App.Reader, o)
+	default:
+		first := true
+		o.OnSample = func(s top.Sample) error {
+			if !first {
+				fmt.Fprintln(e.out)
+			}
+			first = false
+			_, err := io.WriteString(e.out, strings.Join(topLines(e, s, key, 0), "\n")+"\n")
+			return err
+		}
+	}
+	return top.Run(e.ctx(), e.node, o)
+}
+
+// topTerminal redraws the screen in place at every sample and on every key
+// that changes the sort; q ends the run.
+func topTerminal(e *env, in io.Reader, o top.Options) error {
+	ctx, cancel := context.WithCancel(e.ctx())
+	defer cancel()
+	scr := newScreen(e.out)
+	defer scr.close()
+	kb := newKeyboard(in)
+	defer kb.close()
+	var mu sync.Mutex
+	key := o.Sort
+	var last *top.Sample
+	redraw := func() {
+		cols, _ := scr.size()
+		if last == nil {
+			scr.draw([]string{topTitle(time.Now(), o.Interval, key), "", "waiting for the first interval..."})
+			return
+		}
+		s := *last
+		s.Disks = append([]top.Disk(nil), s.Disks...)
+		top.Sort(s.Disks, key)
+		scr.draw(topLines(e, s, key, cols))
+	}
+	mu.Lock()
+	redraw()
+	mu.Unlock()
+	if kb != nil {
+		go func() {
+			b := make([]byte, 1)
+			for {
+				if n, err := in.Read(b); err != nil || n == 0 {
+					return
+				}
+				if b[0] == 'q' || b[0] == 'Q' {
+					cancel()
+					return
+				}
+				if k, ok := topKeys[b[0]]; ok {
+					mu.Lock()
+					key = k
+					redraw()
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	o.OnSample = func(s top.Sample) error {
+		mu.Lock()
+		defer mu.Unlock()
+		last = &s
+		redraw()
+		return nil
+	}
+	return top.Run(ctx, e.node, o)
+}
+
+func topTitle(t time.Time, interval time.Duration, key top.SortKey) string {
+	if interval <= 0 {
+		interval = top.DefaultInterval
+	}
+	return fmt.Sprintf("pvediskcheck top  %s  every %s  sort %s  (b i l d p c v: sort, q: quit)", t.Format("15:04:05"), interval, key)
+}
+
+// topLines renders one sample: a title, the disks, the VMs, the findings.
+// cols > 0 means a terminal (the title names the keys).
+func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
+	var b strings.Builder
+	if cols > 0 {
+		b.WriteString(topTitle(s.Time, time.Duration(s.IntervalS*float64(time.Second)), key) + "\n\n")
+	} else {
+		fmt.Fprintf(&b, "%s  interval %s  %d VMs  %d disks\n", s.Time.Format(time.RFC3339), time.Duration(s.IntervalS*float64(time.Second)), len(s.VMs), len(s.Disks))
+	}
+	t := newTable(&b, "VMID", "NAME", "DISK", "STORAGE", "RD/s", "WR/s", "RD MiB/s", "WR MiB/s", "RD ms", "WR ms", "FL ms", "QD", "FAIL", "LIM%", "JOB", "THREAD", "CPU%", "DEV ms", "GUEST")
+	for _, d := range s.Disks {
+		t.row(fmt.Sprint(d.VMID), units.OrDash(d.Name), d.Disk, units.OrDash(d.Storage),
+			fmt.Sprintf("%.0f", d.ReadIOPS), fmt.Sprintf("%.0f", d.WriteIOPS),
+			fmt.Sprintf("%.1f", d.ReadBps/units.MiB), fmt.Sprintf("%.1f", d.WriteBps/units.MiB),
+			units.Grouped(d.ReadLatencyMs), units.Grouped(d.WriteLatencyMs), units.Grouped(d.FlushLatencyMs),
+			units.Grouped(d.QueueDepth), fmt.Sprint(d.FailedOps), topLimit(d), topOrDash(d.BlockJob),
+			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), topGuest(d))
+	}
+	t.flush()
+	b.WriteString("\n")
+	t = newTable(&b, "VMID", "NAME", "STATUS", "MAIN%", "WAIT%", "VCPU%", "IOTHREADS (CPU%)")
+	for _, v := range s.VMs {
+		var its []string
+		for _, it := range v.IOThreads {
+			its = append(its, strings.TrimPrefix(it.ID, "iothread-")+" "+topPct(it.CPUPct))
+		}
+		status := string(v.Status)
+		if v.Error != "" {
+			status += ": " + v.Error
+		}
+		t.row(fmt.Sprint(v.VMID), units.OrDash(v.Name), status, topPct(v.MainLoopCPUPct), topPct(v.MainLoopWaitPct),
+			topPct(v.VCPUCPUPct), units.OrDash(strings.Join(its, ", ")))
+	}
+	t.flush()
+	for _, f := range s.Findings {
+		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
+	}
+	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+}
+
+func topLimit(d top.Disk) string {
+	if d.LimitPct == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %s", *d.LimitPct, topOrDash(d.Limit))
+}
+
+func topPct(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", *p)
+}
+
+func topMs(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return units.Grouped(*p)
+}
+
+func topOrDash(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+// topGuest names the disk as the guest sees it: the agent's device and
+// mount points, else the by-id name.
+func topGuest(d top.Disk) string {
+	if d.GuestDevice != nil {
+		return strings.TrimSpace(*d.GuestDevice + " " + strings.Join(d.GuestMounts, ","))
+	}
+	if d.GuestByID != nil {
+		return strings.TrimPrefix(*d.GuestByID, "/dev/disk/by-id/")
+	}
+	return "-"
+}

@@ -1,0 +1,99 @@
+package qmp
+
+import (
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func fixture(t *testing.T, name string) gjson.Result {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gjson.ParseBytes(b)
+}
+
+func TestParseBlockJobs(t *testing.T) {
+	got := ParseBlockJobs(fixture(t, "query-block-jobs-backup-7.2.json"))
+	want := []BlockJob{{ID: "backup-scsi1-test", Type: "backup", Status: "running", Len: 268435456, Offset: 0, Speed: 1048576}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseBlockJobs = %+v, want %+v", got, want)
+	}
+	if got := ParseBlockJobs(gjson.Parse(`[]`)); len(got) != 0 {
+		t.Errorf("no jobs: %+v", got)
+	}
+}
+
+func TestJobDisksRecordedBackup(t *testing.T) {
+	// The job's own id names no disk; the graph leads from it through the
+	// copy-before-write filter to scsi1's BlockBackend, and from its
+	// target only back to the same filter: scsi1 alone.
+	got := JobDisks(fixture(t, "x-debug-query-block-graph-backup-7.2.json"))
+	want := map[string][]string{"backup-scsi1-test": {"scsi1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JobDisks = %v, want %v", got, want)
+	}
+}
+
+// Under -drive the BlockBackends carry their names, drive-<id>, and
+// drive-backup's job takes the device's name as its id.
+func TestJobDisksRecordedDriveBackup(t *testing.T) {
+	got := JobDisks(fixture(t, "x-debug-query-block-graph-drive-backup-7.2.json"))
+	want := map[string][]string{"drive-scsi1": {"scsi1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JobDisks = %v, want %v", got, want)
+	}
+	if jobs := ParseBlockJobs(fixture(t, "query-block-jobs-drive-backup-7.2.json")); len(jobs) != 1 || jobs[0].ID != "drive-scsi1" || jobs[0].Type != "backup" {
+		t.Errorf("jobs %+v", jobs)
+	}
+}
+
+func TestJobDisksShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		graph string
+		want  map[string][]string
+	}{
+		{"no jobs", `{"nodes": [{"id": 1, "type": "block-backend", "name": "scsi0"}, {"id": 2, "type": "block-driver", "name": "drive-scsi0"}],
+			"edges": [{"parent": 1, "child": 2, "name": "root"}]}`, map[string][]string{}},
+		// A mirror: the job's nodes are the mirror_top filter under the
+		// virtio-blk device's BlockBackend (named by its qdev path) and a
+		// target whose only parent is the job's own, nameless, BlockBackend.
+		{"mirror of virtio-blk", `{"nodes": [
+			{"id": 1, "type": "block-backend", "name": "/machine/peripheral/virtio1/virtio-backend"},
+			{"id": 2, "type": "block-driver", "name": "#block300"},
+			{"id": 3, "type": "block-driver", "name": "drive-virtio1"},
+			{"id": 4, "type": "block-driver", "name": "target"},
+			{"id": 5, "type": "block-backend", "name": ""},
+			{"id": 6, "type": "block-job", "name": "mirror-virtio1"}],
+			"edges": [{"parent": 1, "child": 2, "name": "root"}, {"parent": 2, "child": 3, "name": "backing"},
+			{"parent": 5, "child": 4, "name": "root"}, {"parent": 6, "child": 2, "name": "main node"}, {"parent": 6, "child": 4, "name": "target"}]}`,
+			map[string][]string{"mirror-virtio1": {"virtio1"}}},
+		// A stream over two disks' nodes (not a Proxmox shape, but the walk
+		// must collect every disk, sorted, each once).
+		{"job on two disks", `{"nodes": [
+			{"id": 1, "type": "block-backend", "name": "scsi2"}, {"id": 2, "type": "block-driver", "name": "a"},
+			{"id": 3, "type": "block-backend", "name": "scsi1"}, {"id": 4, "type": "block-driver", "name": "b"},
+			{"id": 5, "type": "block-driver", "name": "shared"},
+			{"id": 9, "type": "block-job", "name": "j"}],
+			"edges": [{"parent": 1, "child": 2}, {"parent": 3, "child": 4}, {"parent": 2, "child": 5}, {"parent": 4, "child": 5},
+			{"parent": 9, "child": 5}, {"parent": 9, "child": 2}]}`,
+			map[string][]string{"j": {"scsi1", "scsi2"}}},
+		// Another job's node above is not followed.
+		{"job above job", `{"nodes": [
+			{"id": 1, "type": "block-job", "name": "outer"}, {"id": 2, "type": "block-driver", "name": "n"},
+			{"id": 3, "type": "block-job", "name": "inner"}],
+			"edges": [{"parent": 1, "child": 2}, {"parent": 3, "child": 2}]}`,
+			map[string][]string{"outer": {}, "inner": {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JobDisks(gjson.Parse(tc.graph)); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("JobDisks = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package top
+
+import "time"
+
+// Sample is one refresh: every disk's activity over the last interval and
+// what the QEMU threads did meanwhile (README "JSON schemas", top --json).
+type Sample struct {
+	Time      time.Time `json:"time"`
+	IntervalS float64   `json:"interval_s"` // the refresh interval asked for
+	Disks     []Disk    `json:"disks"`
+	VMs       []VM      `json:"vms"`
+	Findings  []Finding `json:"findings"`
+}
+
+// Disk is one row: one disk of a running VM over one interval, as QEMU
+// counted it for the guest's device (throttle queue included).
+type Disk struct {
+	VMID    int    `json:"vmid"`
+	Name    string `json:"name"` // the VM's name
+	Disk    string `json:"disk"` // config key: scsi1
+	Storage string `json:"storage"`
+
+	ReadIOPS  float64 `json:"read_iops"`
+	WriteIOPS float64 `json:"write_iops"`
+	ReadBps   float64 `json:"read_bps"` // bytes/s
+	WriteBps  float64 `json:"write_bps"`
+	// Mean latency of the requests completed in the interval; 0 when none.
+	ReadLatencyMs  float64 `json:"read_latency_ms"`
+	WriteLatencyMs float64 `json:"write_latency_ms"`
+	FlushLatencyMs float64 `json:"flush_latency_ms"`
+	// QueueDepth is the time requests spent in flight per second: the mean
+	// number QEMU had outstanding.
+	QueueDepth float64 `json:"queue_depth"`
+	FailedOps  int64   `json:"failed_ops"` // failed or refused requests in the interval
+
+	// LimitPct is the share of the running I/O limit used, for the limit
+	// closest to being reached; nil when the disk runs unthrottled.
+	LimitPct *float64 `json:"limit_pct"`
+	// Limit names that limit in Proxmox's terms (mbps_wr=20).
+	Limit *string `json:"limit"`
+
+	BlockJob *string `json:"block_job"` // backup, mirror, stream, commit; nil when none
+
+	// IOThread is the iothread serving the disk; nil when its I/O runs in
+	// the main loop (vms[].main_loop_cpu_pct).
+	IOThread       *string  `json:"iothread"`
+	IOThreadCPUPct *float64 `json:"iothread_cpu_pct"`
+	// Thread is the thread that serves the disk: the iothread's id or
+	// "main-loop"; ThreadCPUPct and ThreadWaitPct are its CPU and
+	// run-queue wait, % of one core (wait nil without schedstat).
+	Thread        string   `json:"thread"`
+	ThreadCPUPct  *float64 `json:"thread_cpu_pct"`
+	ThreadWaitPct *float64 `json:"thread_wait_pct"`
+
+	// Device is the node block device below the volume (dm-3, loop0,
+	// zd16, rbd0) and DeviceLatencyMs its own mean read/write latency;
+	// both nil when the volume is no block device on the node (a file,
+	// librbd, iSCSI).
+	Device          *string  `json:"device"`
+	DeviceLatencyMs *float64 `json:"device_latency_ms"`
+
+	// GuestByID is the guest's /dev/disk/by-id name from Proxmox's layout
+	// (nil when it gives none); GuestDevice and GuestMounts are what the
+	// guest agent reports, nil and empty without an answering agent.
+	GuestByID   *string  `json:"guest_by_id"`
+	GuestDevice *string  `json:"guest_device"`
+	GuestMounts []string `json:"guest_mounts"`
+
+	order int // the disk's place in its VM's config order (Proxmox's)
+}
+
+// Status says whether a VM could be sampled.
+type Status string
+
+const (
+	// OK: sampled; its disks are in the sample.
+	OK Status = "ok"
+	// New: first seen this interval (just started, or the run began):
+	// its rows come with the next sample, which has a span to compare.
+	New Status = "new"
+	// Busy: another client held the QMP socket for the whole interval;
+	// the next sample spans both intervals.
+	Busy Status = "busy"
+	// Unreachable: QEMU did not answer for another reason (Error says).
+	Unreachable Status = "unreachable"
+	// Stopped: a VM named on the command line that is not running; it
+	// appears when it starts.
+	Stopped Status = "stopped"
+)
+
+// VM is one VM of the sample: its status and the CPU of its QEMU threads.
+type VM struct {
+	VMID   int    `json:"vmid"`
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Error  string `json:"error,omitempty"`
+	PID    int    `json:"pid,omitempty"`
+	// The main loop (QMP, timers, disks without an iothread), % of one
+	// core; its run-queue wait; nil when not measured this interval.
+	MainLoopCPUPct  *float64 `json:"main_loop_cpu_pct"`
+	MainLoopWaitPct *float64 `json:"main_loop_wait_pct"`
+	// VCPUCPUPct is the vCPU threads' CPU together, % of one core (two
+	// busy vCPUs: 200); VCPUs how many there are.
+	VCPUCPUPct *float64   `json:"vcpu_cpu_pct"`
+	VCPUs      int        `json:"vcpus"`
+	IOThreads  []IOThread `json:"iothreads"`
+}
+
+// IOThread is one iothread of a VM and the disks it serves.
+type IOThread struct {
+	ID      string   `json:"id"`
+	TID     int      `json:"tid"`
+	CPUPct  *float64 `json:"cpu_pct"`
+	WaitPct *float64 `json:"wait_pct"`
+	Disks   []string `json:"disks"`
+}

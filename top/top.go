@@ -1,0 +1,760 @@
+// Package top watches the disks of the node's running VMs live. Per disk and
+// interval: what the guest asks of it (IOPS, MiB/s, mean latency, queue
+// depth, failed requests), how much of its running I/O limit it uses, a
+// block job on it, the CPU of the QEMU thread that serves it (its iothread
+// or the main loop) and, where the volume is a block device on the node,
+// that device's own latency; per VM the main loop's and the vCPUs' CPU.
+//
+// Load on the VMs: one short QMP exchange per VM and interval, never a
+// socket held between samples (pvestatd shares it), with a constant number
+// of commands whatever the number of disks: query-blockstats,
+// query-block-jobs and the running limits (query-block under -drive, one
+// qom-list-get over the throttle groups on QEMU >= 10.1). Thread ids are
+// asked when a VM is first seen and then every ThreadMapRefresh.
+package top
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// Options say what to watch and how.
+type Options struct {
+	VMIDs    []int         // the VMs to watch; none: every running VM of the node
+	Interval time.Duration // between samples; 0 means DefaultInterval
+	Count    int           // samples to deliver; 0 means until ctx ends
+	Sort     SortKey       // row order; "" means SortBusy
+	// Guest asks each VM's guest agent (agent: 1) once for its disks and
+	// mount points, in the background; the answer is kept for the run.
+	Guest bool
+	// OnSample gets every sample; an error ends Run with that error
+	// (ErrStop ends it cleanly).
+	OnSample func(Sample) error
+}
+
+// ErrStop, returned by OnSample, ends Run without an error.
+var ErrStop = errors.New("stop")
+
+const (
+	// DefaultInterval is one sample per second, as top and iostat do.
+	DefaultInterval = time.Second
+	// MinInterval: each sample is one QMP exchange per VM of a few
+	// commands (~1 ms each in QEMU's main loop); ten per second is the
+	// most a shared socket should see from a monitoring tool.
+	MinInterval = 100 * time.Millisecond
+	// ThreadMapRefresh: iothreads and vCPUs only change by hot-plug, so
+	// their thread ids are asked for again this often (and at the next
+	// sample when a thread read before has gone).
+	ThreadMapRefresh = 30 * time.Second
+	// GuestRetry: a guest agent that did not answer is asked again after
+	// this long (it may still be booting).
+	GuestRetry = time.Minute
+	// parallel bounds the VMs sampled at once (8 took the least CPU per
+	// sample of 1, 2, 4, 8 and 16 on 50 VMs: fewer goroutines park and wake
+	// more often on their sockets).
+	parallel = 8
+)
+
+// Validate checks the options as typed: the interval, the count, the sort
+// key and that every VMID named has a config on this node.
+func Validate(p node.Paths, o Options) error {
+	if o.Interval != 0 && o.Interval < MinInterval {
+		return exitcode.Usagef("--interval %s: give at least %s", o.Interval, MinInterval)
+	}
+	if o.Count < 0 {
+		return exitcode.Usagef("--count %d: give a positive number (0: until interrupted)", o.Count)
+	}
+	if o.Sort != "" {
+		if _, err := ParseSortKey(string(o.Sort)); err != nil {
+			return err
+		}
+	}
+	for _, id := range o.VMIDs {
+		if _, err := os.Stat(p.VMConfig(id)); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("VM %d: %w (no %s)", id, vm.ErrNoConfig, p.VMConfig(id))
+		}
+	}
+	return nil
+}
+
+// Run samples every Interval and hands each sample to OnSample, the first
+// one interval after the start (rates need two samples), until Count
+// samples were delivered or ctx ends (then it returns nil).
+func Run(ctx context.Context, n node.Node, o Options) error {
+	if err := Validate(n.Paths, o); err != nil {
+		return err
+	}
+	m, err := NewMonitor(n, o)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	iv := m.interval()
+	start := time.Now()
+	delivered := 0
+	for k := 0; ; k++ {
+		due := start.Add(time.Duration(k) * iv)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(d):
+			}
+		} else if k > 0 && -d > iv/2 {
+			continue // still late from the previous sample: skip this tick
+		}
+		s := m.Sample(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if k == 0 {
+			continue
+		}
+		if o.OnSample != nil {
+			if err := o.OnSample(s); errors.Is(err, ErrStop) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
+		delivered++
+		if o.Count > 0 && delivered >= o.Count {
+			return nil
+		}
+	}
+}
+
+// Monitor keeps what one run knows about each VM between samples.
+type Monitor struct {
+	n       node.Node
+	o       Options
+	host    sampler.Host
+	threads threads.Reader
+	vms     map[int]*vmState
+
+	// guest agent lookups run in the background; mu guards their results.
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// NewMonitor prepares a run; Close ends it.
+func NewMonitor(n node.Node, o Options) (*Monitor, error) {
+	tr, err := threads.NewReader(n.Paths.Proc)
+	if err != nil {
+		return nil, exitcode.Wrap(exitcode.Unreachable, "procfs", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
+		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}, nil
+}
+
+// Close stops the background guest agent lookups and waits for them.
+func (m *Monitor) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *Monitor) interval() time.Duration {
+	if m.o.Interval <= 0 {
+		return DefaultInterval
+	}
+	return m.o.Interval
+}
+
+// patience is how long one VM's exchange may wait for a busy socket: most
+// of the interval, so the next sample starts on time.
+func (m *Monitor) patience() time.Duration {
+	return min(m.interval()*3/4, m.n.Timeout)
+}
+
+// vmState is what the run knows about one running QEMU process.
+type vmState struct {
+	vmid  int
+	pid   int
+	start uint64 // the main thread's start time: a new process under a reused pid has another
+	v     *vm.VM
+	name  string
+	disks []*diskState
+
+	tmap        threads.Map
+	tmapAt      time.Time
+	diskThreads map[string]string
+
+	limits map[string]qemuserver.Limits // running limits by disk
+	rr     int                          // next disk whose group limits are read (QEMU < 10.1)
+
+	prev *snapshot // the last answer, what the next one is compared with
+
+	agent    bool              // agent: 1 in the config
+	pci      map[string]string // query-pci, for placing the agent's disks
+	guest    map[string]guestdisk.Seen
+	guestAt  time.Time // last time the agent was asked
+	guestRun bool      // a lookup is running
+}
+
+type diskState struct {
+	id, storage string
+	dev         string // the node block device's kernel name; "" when none
+	byID        guestdisk.Name
+	group       bool // has a throttle group to read (-blockdev, not scsi-block)
+}
+
+// snapshot is one VM's counters at one moment.
+type snapshot struct {
+	At        time.Time // QEMU's query-blockstats (midpoint of the command)
+	Stats     map[string]qmp.BlockStats
+	Jobs      map[string][]string // disk -> job types
+	Limits    map[string]qemuserver.Limits
+	ThreadsAt time.Time
+	Threads   map[int]threads.Counters
+	DevicesAt time.Time
+	Devices   map[string]sampler.BlockStat // disk -> node device counters
+}
+
+// Sample takes one sample of every VM watched. Rows and rates need a
+// previous sample of the same process: a VM seen for the first time is
+// listed as New, without rows.
+func (m *Monitor) Sample(ctx context.Context) Sample {
+	now := time.Now()
+	out := Sample{Time: now, IntervalS: m.interval().Seconds(), Disks: []Disk{}, VMs: []VM{}}
+	var work []*vmState
+	seen := map[int]bool{}
+	for _, id := range m.targets() {
+		seen[id] = true
+		st, err := m.discover(id)
+		switch {
+		case err != nil:
+			out.VMs = append(out.VMs, VM{VMID: id, Status: Unreachable, Error: err.Error(), IOThreads: []IOThread{}})
+		case st == nil && len(m.o.VMIDs) > 0:
+			out.VMs = append(out.VMs, VM{VMID: id, Status: Stopped, IOThreads: []IOThread{}})
+		case st != nil:
+			work = append(work, st)
+		}
+	}
+	for id := range m.vms {
+		if !seen[id] {
+			delete(m.vms, id) // stopped: it disappears
+		}
+	}
+	type result struct {
+		snap *snapshot
+		err  error
+	}
+	res := make([]result, len(work))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, st := range work {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res[i].snap, res[i].err = m.sampleVM(ctx, st)
+		}()
+	}
+	wg.Wait()
+	for i, st := range work {
+		snap, err := res[i].snap, res[i].err
+		switch {
+		case errors.Is(err, qmp.ErrNoSocket) || errors.Is(err, os.ErrNotExist):
+			delete(m.vms, st.vmid) // stopped between discovery and exchange
+			if len(m.o.VMIDs) > 0 {
+				out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, Status: Stopped, IOThreads: []IOThread{}})
+			}
+			continue
+		case errors.Is(err, qmp.ErrBusy):
+			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: Busy, IOThreads: []IOThread{},
+				Error: fmt.Sprintf("QMP socket busy for %s (another client holds it)", m.patience())})
+			continue
+		case err != nil:
+			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: Unreachable, Error: err.Error(), IOThreads: []IOThread{}})
+			continue
+		}
+		if main, ok := snap.Threads[st.pid]; ok && main.Start != st.start {
+			st.prev = nil // another process under the same pid
+			st.start = main.Start
+		}
+		m.mu.Lock()
+		view := st.view()
+		m.mu.Unlock()
+		if st.prev == nil {
+			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
+		} else {
+			row, disks := assemble(view, st.prev, snap)
+			out.VMs = append(out.VMs, row)
+			out.Disks = append(out.Disks, disks...)
+		}
+		st.prev = snap
+		m.askGuest(st)
+	}
+	sort.Slice(out.VMs, func(i, j int) bool { return out.VMs[i].VMID < out.VMs[j].VMID })
+	key := m.o.Sort
+	if key == "" {
+		key = SortBusy
+	}
+	Sort(out.Disks, key)
+	out.Findings = Judge(out)
+	return out
+}
+
+// targets lists the VMIDs to look at: those named, or every VM with a pid
+// file in /var/run/qemu-server (a tmpfs: no read of /etc/pve per sample).
+func (m *Monitor) targets() []int {
+	if len(m.o.VMIDs) > 0 {
+		return m.o.VMIDs
+	}
+	ents, err := os.ReadDir(m.n.Paths.RunDir())
+	if err != nil {
+		return nil
+	}
+	var ids []int
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".pid")
+		if !ok {
+			continue
+		}
+		if id, err := qemuserver.ParseVMID(name); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// discover returns the state of VM id when it runs (nil when not),
+// loading its config and command line when its QEMU process is new.
+func (m *Monitor) discover(id int) (*vmState, error) {
+	pid := readPid(m.n.Paths.PidFile(id))
+	if pid <= 0 {
+		return nil, nil
+	}
+	if st := m.vms[id]; st != nil && st.pid == pid {
+		if _, err := os.Stat(m.n.Paths.ProcPid(pid)); err == nil {
+			return st, nil
+		}
+		return nil, nil
+	}
+	v, err := vm.Load(m.n.Paths, id)
+	if errors.Is(err, vm.ErrNoConfig) {
+		return nil, nil // a pid file left behind by a VM that is gone
+	} else if err != nil {
+		return nil, err
+	}
+	if !v.Running {
+		delete(m.vms, id)
+		return nil, nil
+	}
+	st := &vmState{vmid: id, pid: v.Pid, v: v, name: v.Config.Main["name"], agent: guestdisk.AgentEnabled(v.Config.Main["agent"])}
+	if c := m.threads.Read(v.Pid, []int{v.Pid}); len(c) > 0 {
+		st.start = c[v.Pid].Start
+	}
+	q35 := guestdisk.IsQ35(v.Cmdline.Machine)
+	for _, d := range v.Disks {
+		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
+			continue
+		}
+		ds := &diskState{id: d.ID, group: v.Blockdev && !(d.Drive != nil && d.Drive.Bool("scsiblock"))}
+		if d.Drive != nil {
+			ds.storage = d.Drive.StorageID()
+			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
+		}
+		if d.Running.Path != "" && v.IsBlockDevice(d.Running.Path) {
+			ds.dev, _ = m.host.BlockDeviceName(v.HostPath(d.Running.Path))
+		}
+		st.disks = append(st.disks, ds)
+	}
+	m.vms[id] = st
+	return st, nil
+}
+
+func readPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// sampleVM takes one snapshot of a VM: one QMP exchange, then its
+// threads' and node devices' counters.
+func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) {
+	snap := &snapshot{Stats: map[string]qmp.BlockStats{}, Jobs: map[string][]string{}, Limits: map[string]qemuserver.Limits{}}
+	needMap := st.tmapAt.IsZero() || time.Since(st.tmapAt) >= ThreadMapRefresh
+	needPCI := m.o.Guest && st.agent && st.pci == nil
+	err := st.v.Exchange(ctx, m.patience(), func(s qmp.Session) error {
+		t0 := time.Now()
+		ret, err := s.Exec("query-blockstats", nil)
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		snap.At = t0.Add(t1.Sub(t0) / 2)
+		for _, b := range qmp.ParseBlockstats(ret) {
+			snap.Stats[b.ID] = b
+		}
+		if err := st.readJobs(s, snap); err != nil {
+			return err
+		}
+		if err := st.readLimits(s); err != nil {
+			return err
+		}
+		if needMap {
+			io, err := s.Exec("query-iothreads", nil)
+			if err != nil {
+				return err
+			}
+			cpus, err := s.Exec("query-cpus-fast", nil)
+			if err != nil {
+				return err
+			}
+			st.tmap, st.tmapAt = threads.New(st.pid, io, cpus), time.Now()
+			ids := make([]string, len(st.disks))
+			for i, d := range st.disks {
+				ids[i] = d.id
+			}
+			st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
+		}
+		if needPCI {
+			ret, err := s.Exec("query-pci", nil)
+			if err != nil {
+				return err
+			}
+			m.mu.Lock()
+			st.pci = guestdisk.PCIDevices(ret)
+			m.mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id, l := range st.limits {
+		snap.Limits[id] = l
+	}
+	tids := st.tmap.TIDs()
+	snap.Threads, snap.ThreadsAt = m.threads.Read(st.pid, tids), time.Now()
+	if _, ok := snap.Threads[st.pid]; !ok {
+		return nil, fmt.Errorf("%w: QEMU process %d has gone", os.ErrNotExist, st.pid)
+	}
+	if st.prev != nil {
+		for tid := range st.prev.Threads {
+			if _, ok := snap.Threads[tid]; !ok {
+				st.tmapAt = time.Time{} // a thread has gone (unplugged): ask again next time
+				break
+			}
+		}
+	}
+	snap.Devices = map[string]sampler.BlockStat{}
+	for _, d := range st.disks {
+		if d.dev == "" {
+			continue
+		}
+		if bs, err := m.host.BlockStatOf(d.dev); err == nil {
+			snap.Devices[d.id] = bs
+		}
+	}
+	snap.DevicesAt = time.Now()
+	return snap, nil
+}
+
+// readJobs asks for block jobs, and only while there are some, for the
+// block graph that tells which disks they work on.
+func (st *vmState) readJobs(s qmp.Session, snap *snapshot) error {
+	ret, err := s.Exec("query-block-jobs", nil)
+	if err != nil {
+		return err
+	}
+	jobs := qmp.ParseBlockJobs(ret)
+	if len(jobs) == 0 {
+		return nil
+	}
+	var disksOf map[string][]string
+	g, err := s.Exec("x-debug-query-block-graph", nil)
+	var qe *qmp.Error
+	if err == nil {
+		disksOf = qmp.JobDisks(g)
+	} else if !errors.As(err, &qe) {
+		return err
+	}
+	for _, j := range jobs {
+		ds, ok := disksOf[j.ID]
+		if !ok {
+			ds = st.jobDisksByName(j.ID)
+		}
+		for _, d := range ds {
+			snap.Jobs[d] = append(snap.Jobs[d], j.Type)
+		}
+	}
+	return nil
+}
+
+// jobDisksByName is the fallback without the graph: a job named after the
+// disk's node or device (drive-backup's default id drive-scsi1,
+// qemu-server's mirror-scsi1).
+func (st *vmState) jobDisksByName(job string) []string {
+	for _, d := range st.disks {
+		for _, name := range []string{d.id, "drive-" + d.id, "mirror-" + d.id} {
+			if job == name {
+				return []string{d.id}
+			}
+		}
+	}
+	return nil
+}
+
+// readLimits reads the disks' running I/O limits in a constant number of
+// commands: under -drive query-block has them all; under -blockdev they
+// live in each disk's throttle group: one qom-list-get over all groups on
+// QEMU >= 10.1; before, every group the first time and then one group per
+// sample in turn.
+func (st *vmState) readLimits(s qmp.Session) error {
+	if !st.v.Blockdev {
+		ret, err := s.Exec("query-block", nil)
+		if err != nil {
+			return err
+		}
+		limits := map[string]qemuserver.Limits{}
+		for _, b := range qmp.ParseQueryBlock(ret) {
+			if !b.Inserted {
+				continue
+			}
+			l := qemuserver.Limits{}
+			for k, v := range b.BackendLimits {
+				l[qmp.BackendToQEMULimitName(k)] = v
+			}
+			limits[b.ID] = l.Normal()
+		}
+		st.limits = limits
+		return nil
+	}
+	var ids []string
+	for _, d := range st.disks {
+		if d.group {
+			ids = append(ids, d.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	ask := ids
+	if st.limits != nil && !s.HasQOMListGet() {
+		ask = []string{ids[st.rr%len(ids)]}
+		st.rr++
+	}
+	p, err := s.ReadDiskProps(nil, ask)
+	if err != nil {
+		return err
+	}
+	if st.limits == nil {
+		st.limits = map[string]qemuserver.Limits{}
+	}
+	for _, id := range ask {
+		if l, ok := p.Limits[id]; ok {
+			st.limits[id] = qemuserver.Limits(l).Normal()
+		} else {
+			delete(st.limits, id)
+		}
+	}
+	return nil
+}
+
+// askGuest starts a background guest agent lookup for st when one is due.
+func (m *Monitor) askGuest(st *vmState) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.o.Guest || !st.agent || st.pci == nil || st.guest != nil || st.guestRun ||
+		!st.guestAt.IsZero() && time.Since(st.guestAt) < GuestRetry {
+		return
+	}
+	st.guestRun, st.guestAt = true, time.Now()
+	pci, scsihw := st.pci, qemuserver.SCSIHW(st.v.Config.Main)
+	agent := qmp.Agent{Path: st.v.QGASocket(), Timeout: m.n.Timeout}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.ctx, 2*m.n.Timeout)
+		defer cancel()
+		seen, err := guestdisk.Ask(ctx, agent, pci, scsihw)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		st.guestRun = false
+		if err == nil {
+			st.guest = seen
+		}
+	}()
+}
+
+// view is what assemble needs of a VM (call with m.mu held).
+func (st *vmState) view() vmView {
+	v := vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Map: st.tmap, DiskThreads: st.diskThreads}
+	for _, d := range st.disks {
+		dv := diskView{ID: d.id, Storage: d.storage, Dev: d.dev}
+		if d.byID.ByID != "" {
+			s := d.byID.ByID
+			dv.ByID = &s
+		}
+		if g, ok := st.guest[d.id]; ok {
+			g := g
+			dv.Seen = &g
+		}
+		v.Disks = append(v.Disks, dv)
+	}
+	return v
+}
+
+// vmView is a VM as assemble sees it: what does not change between two
+// snapshots.
+type vmView struct {
+	VMID        int
+	Name        string
+	PID         int
+	Disks       []diskView // in config order
+	Map         threads.Map
+	DiskThreads map[string]string // disk -> iothread id
+}
+
+type diskView struct {
+	ID, Storage, Dev string
+	ByID             *string
+	Seen             *guestdisk.Seen
+}
+
+const mainLoop = "main-loop"
+
+// assemble compares two snapshots of one VM: its row and its disks' rows.
+// A disk missing from either snapshot (hot-plugged or unplugged in between)
+// or whose counters went backwards has no row this time.
+func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
+	row := VM{VMID: v.VMID, Name: v.Name, PID: v.PID, Status: OK, VCPUs: len(v.Map.VCPUs), IOThreads: []IOThread{}}
+	tsec := cur.ThreadsAt.Sub(prev.ThreadsAt).Seconds()
+	usage := func(tid int) (threads.Usage, bool) {
+		a, ok1 := prev.Threads[tid]
+		b, ok2 := cur.Threads[tid]
+		if !ok1 || !ok2 {
+			return threads.Usage{}, false
+		}
+		return threads.UsageOf(a, b, tsec)
+	}
+	if u, ok := usage(v.PID); ok {
+		row.MainLoopCPUPct, row.MainLoopWaitPct = pct(u.CPUPct), pctPtr(u.WaitPct)
+	}
+	var vcpu float64
+	measured := 0
+	for _, t := range v.Map.VCPUs {
+		if u, ok := usage(t.TID); ok {
+			vcpu += u.CPUPct
+			measured++
+		}
+	}
+	if measured > 0 {
+		row.VCPUCPUPct = pct(vcpu)
+	}
+	for _, t := range v.Map.IOThreads {
+		it := IOThread{ID: t.ID, TID: t.TID, Disks: []string{}}
+		if u, ok := usage(t.TID); ok {
+			it.CPUPct, it.WaitPct = pct(u.CPUPct), pctPtr(u.WaitPct)
+		}
+		for _, d := range v.Disks {
+			if v.DiskThreads[d.ID] == t.ID {
+				it.Disks = append(it.Disks, d.ID)
+			}
+		}
+		row.IOThreads = append(row.IOThreads, it)
+	}
+	sec := cur.At.Sub(prev.At).Seconds()
+	dsec := cur.DevicesAt.Sub(prev.DevicesAt).Seconds()
+	var disks []Disk
+	for i, d := range v.Disks {
+		a, ok1 := prev.Stats[d.ID]
+		b, ok2 := cur.Stats[d.ID]
+		if !ok1 || !ok2 {
+			continue
+		}
+		iv, err := sampler.IntervalOf(a, b, sec)
+		if err != nil {
+			continue
+		}
+		r := Disk{VMID: v.VMID, Name: v.Name, Disk: d.ID, Storage: d.Storage, order: i,
+			ReadIOPS: round(iv.ReadOpsPerSec), WriteIOPS: round(iv.WriteOpsPerSec),
+			ReadBps: round(iv.ReadBytesPerSec), WriteBps: round(iv.WriteBytesPerSec),
+			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
+			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
+			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop}
+		if u, ok := LimitUse(cur.Limits[d.ID], iv); ok {
+			r.LimitPct, r.Limit = pct(u.Pct), &u.Limit
+		}
+		if jobs := cur.Jobs[d.ID]; len(jobs) > 0 {
+			j := strings.Join(jobs, ",")
+			r.BlockJob = &j
+		}
+		tid := v.PID
+		if id, ok := v.DiskThreads[d.ID]; ok {
+			t, _ := v.Map.IOThread(id)
+			tid, r.Thread = t.TID, id
+			r.IOThread = &id
+		}
+		if u, ok := usage(tid); ok {
+			r.ThreadCPUPct, r.ThreadWaitPct = pct(u.CPUPct), pctPtr(u.WaitPct)
+			if r.IOThread != nil {
+				r.IOThreadCPUPct = r.ThreadCPUPct
+			}
+		}
+		if d.Dev != "" {
+			dev := d.Dev
+			r.Device = &dev
+			da, ok1 := prev.Devices[d.ID]
+			db, ok2 := cur.Devices[d.ID]
+			if ok1 && ok2 {
+				if di, ok := sampler.DeviceIntervalOf(da, db, dsec); ok {
+					r.DeviceLatencyMs = pct(units.Ms(di.Latency))
+				}
+			}
+		}
+		if d.Seen != nil {
+			dev := d.Seen.Device
+			r.GuestDevice = &dev
+			r.GuestMounts = append(r.GuestMounts, d.Seen.Mounts...)
+		}
+		disks = append(disks, r)
+	}
+	return row, disks
+}
+
+// round keeps rates and latencies to three decimals: stable JSON, and an
+// idle disk shows exact zeros.
+func round(f float64) float64 { return units.Round(f, 3) }
+
+func pct(f float64) *float64 {
+	r := units.Round(f, 2)
+	return &r
+}
+
+func pctPtr(f *float64) *float64 {
+	if f == nil {
+		return nil
+	}
+	return pct(*f)
+}
