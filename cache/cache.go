@@ -90,8 +90,10 @@ type Modes struct {
 	// inserted.cache.writeback): what a driver negotiated, which can
 	// differ from WriteCache.
 	GuestWriteCache *bool `json:"guest_write_cache"`
-	// Negotiated says, for a VirtIO Block device, who decides the runtime
-	// write cache (x-query-virtio-status); "" when unknown or not virtio.
+	// Negotiated says, for a VirtIO Block device whose write cache is off
+	// at runtime, why (x-query-virtio-status); "" otherwise: not virtio,
+	// the write cache on as configured (not asked: no command per disk),
+	// or a QEMU without the command.
 	Negotiated Negotiation `json:"negotiated,omitempty"`
 }
 

@@ -158,10 +158,12 @@ func TestBuildRecordedDrive(t *testing.T) {
 }
 
 // TestBuildRecordedVirtioHeld: a VirtIO Block disk no driver has touched.
+// Its write cache is on at runtime, as configured: nothing to explain, so
+// the negotiation is not asked for (no extra QMP command per disk).
 func TestBuildRecordedVirtioHeld(t *testing.T) {
 	view, _ := recorded(t, "real-virtio-held")
 	d := view.Disks[0]
-	if d.Cache.Negotiated != NoDriver || !*d.Cache.GuestWriteCache || len(d.Lines) != 0 || !d.Cache.ConfiguredDefault || *d.Cache.Effective != "none" {
+	if d.Cache.Negotiated != "" || !*d.Cache.GuestWriteCache || len(d.Lines) != 0 || !d.Cache.ConfiguredDefault || *d.Cache.Effective != "none" {
 		t.Errorf("%+v %v", d.Cache, d.Lines)
 	}
 }
