@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
@@ -72,12 +70,10 @@ func (v *View) localName() string {
 	if v.Members != nil {
 		return v.Members.Local
 	}
-	if t, err := os.Readlink(v.paths.Join(LocalLink)); err == nil && ValidateNodeName(filepath.Base(t)) == nil {
-		return filepath.Base(t)
+	if name := v.paths.NodeName(); ValidateNodeName(name) == nil {
+		return name
 	}
-	h, _ := os.Hostname()
-	h, _, _ = strings.Cut(h, ".")
-	return h
+	return ""
 }
 
 // IsCluster reports whether .members lists a cluster.

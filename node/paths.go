@@ -8,7 +8,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
@@ -117,3 +119,24 @@ func New(p Paths, timeout time.Duration) Node {
 // DefaultTimeout bounds every socket exchange and external command unless
 // --timeout says otherwise.
 const DefaultTimeout = 5 * time.Second
+
+// nodeNameRe is a host name label, as Proxmox's node names are.
+var nodeNameRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
+
+// NodeName is what Proxmox calls this node (PVE::INotify::nodename): the
+// target of /etc/pve/local (pmxcfs links it to nodes/<name>), else the host
+// name below the root (/etc/hostname), else this machine's host name, up
+// to its first dot.
+func (p Paths) NodeName() string {
+	if t, err := os.Readlink(p.Join("/etc/pve/local")); err == nil && nodeNameRe.MatchString(filepath.Base(t)) {
+		return filepath.Base(t)
+	}
+	h := ""
+	if b, err := os.ReadFile(p.Join("/etc/hostname")); err == nil {
+		h = strings.TrimSpace(string(b))
+	} else {
+		h, _ = os.Hostname()
+	}
+	h, _, _ = strings.Cut(h, ".")
+	return h
+}

@@ -58,14 +58,23 @@ func measure(ctx context.Context, p node.Paths, r Runner, names []string) (*Repo
 		}
 		want = append(want, s)
 	}
+	out := &Report{Pools: []Pool{}}
 	if len(names) == 0 {
+		here := p.NodeName()
 		for _, id := range qemuserver.SortedKeys(st) {
-			if IsPool(st[id]) {
-				want = append(want, st[id])
+			s := st[id]
+			if !IsPool(s) {
+				continue
 			}
+			// A storage another node owns, or one switched off, has no
+			// pool here to ask lvs or zfs about (pvesm status skips them).
+			if why := unavailable(s, here); why != "" {
+				out.Notes = append(out.Notes, fmt.Sprintf("storage %s skipped: %s", id, why))
+				continue
+			}
+			want = append(want, s)
 		}
 	}
-	out := &Report{Pools: []Pool{}}
 	if len(want) == 0 {
 		out.Notes = append(out.Notes, "no lvmthin or zfspool storage in "+cfg)
 	}
@@ -173,4 +182,22 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 		}
 	})
 	return e.pool, e.err
+}
+
+// unavailable says why a storage has no pool on this node: disabled, or
+// restricted by its `nodes` list to other nodes. "" when it is here.
+func unavailable(s *qemuserver.Storage, here string) string {
+	if s.Bool("disable") {
+		return "disabled in storage.cfg"
+	}
+	nodes := s.Props["nodes"]
+	if nodes == "" || here == "" {
+		return ""
+	}
+	for _, n := range strings.FieldsFunc(nodes, func(r rune) bool { return r == ',' || r == ' ' || r == ';' }) {
+		if n == here {
+			return ""
+		}
+	}
+	return fmt.Sprintf("available on nodes %s only, this is %s", nodes, here)
 }
