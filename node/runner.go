@@ -66,10 +66,14 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.WaitDelay = time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
+	stdout := &capped{limit: MaxOutputBytes, cancel: cancel}
+	stderr := &capped{limit: MaxErrorBytes}
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
 	err := cmd.Run()
+	if stdout.over {
+		return nil, fmt.Errorf("%s: %w: more than %d bytes of output", argv[0], ErrTooMuchOutput, MaxOutputBytes)
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("%s: %w after %s (raise --timeout if the node is just slow)", argv[0], ErrTimeout, timeout)
 	}
@@ -82,6 +86,44 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 	}
 	return stdout.Bytes(), nil
 }
+
+// Caps on what one command may print: its output is held in memory, and a
+// broken or hostile program (or a remote node over ssh) must not fill it.
+// lvs for a volume group of thousands of volumes prints a few MiB.
+const (
+	MaxOutputBytes = 64 << 20
+	MaxErrorBytes  = 64 << 10 // stderr beyond this is dropped: one line is quoted
+)
+
+// ErrTooMuchOutput is a command that printed more than MaxOutputBytes.
+var ErrTooMuchOutput = exitcode.New(exitcode.Unreachable, "too much output")
+
+// capped keeps at most limit bytes; past it, it stops the command (cancel)
+// or, without cancel, drops the rest.
+// (Not an embedded bytes.Buffer: its ReadFrom would let io.Copy bypass
+// Write, and the cap with it.)
+type capped struct {
+	buf    bytes.Buffer
+	limit  int
+	over   bool
+	cancel func()
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.limit - c.buf.Len(); len(p) > room {
+		c.buf.Write(p[:max(room, 0)])
+		c.over = true
+		if c.cancel != nil {
+			c.cancel()
+			return 0, ErrTooMuchOutput
+		}
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (c *capped) Bytes() []byte  { return c.buf.Bytes() }
+func (c *capped) String() string { return c.buf.String() }
 
 func (r Runner) timeout() time.Duration {
 	if r.Timeout <= 0 {
