@@ -330,7 +330,9 @@ func TestCacheVirtioWithoutGuest(t *testing.T) {
 			stdout, _, _ := runCLI(t, "--root", n.Root, "cache", "378")
 			t.Logf("%s\n%s", name, stdout)
 			if held {
-				if d.Cache.Negotiated != cache.NoDriver || !*d.Cache.GuestWriteCache || strings.Contains(stdout, "write cache is off") || strings.Contains(stdout, "has turned") {
+				// The write cache is on at runtime, as configured: nothing
+				// to explain, so the negotiation is not asked for.
+				if d.Cache.Negotiated != "" || !*d.Cache.GuestWriteCache || strings.Contains(stdout, "write cache is off") || strings.Contains(stdout, "has turned") {
 					t.Errorf("held at -S: negotiated %q guest_write_cache %v\n%s", d.Cache.Negotiated, *d.Cache.GuestWriteCache, stdout)
 				}
 				return

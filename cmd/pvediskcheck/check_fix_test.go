@@ -109,6 +109,10 @@ func stoppedNode(t *testing.T, c fixCase) node.Node {
 	if err := os.WriteFile(filepath.Join(root, "etc/pve/storage.cfg"), st, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A hyperconverged Ceph cluster's config: its fsid names krbd devices.
+	if err := os.WriteFile(filepath.Join(root, "etc/pve/ceph.conf"), []byte("[global]\n\tfsid = 2c6a1e6a-4bd5-4c1f-a9e8-3e0e8f54c1aa\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	copyFile(t, c.conf, filepath.Join(root, "etc/pve/qemu-server/8006.conf"))
 	return node.New(node.NewPaths(root, "", ""), 5*time.Second)
 }
