@@ -26,7 +26,7 @@ const restartHint = "(a full stop and start; a reboot inside the guest is not en
 func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
 	j := newJudge(v)
 	for _, d := range v.Disks {
-		if d.ParseError == nil && d.Kind() == qemuserver.KindTPMState {
+		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
 			out.Notes = append(out.Notes, d.NotListed())
 		}
 		if d.ResolveError != nil {

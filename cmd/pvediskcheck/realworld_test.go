@@ -86,7 +86,14 @@ func corpusCases(t *testing.T) []corpusCase {
 			out = append(out, corpusCase{strings.TrimSuffix(filepath.Base(f), ".conf"), f, vmid, cfg, cephConf})
 		}
 	}
-	add(filepath.Join(dir, "configs", "spongey-*.conf"), spongey, nil)
+	// The Spongey-PC configs name the node's own LVM-thin storages, which
+	// the corpus's storage.cfg (the server's) lacks: declared beside it.
+	extra, err := os.ReadFile(filepath.Join("..", "..", "check", "testdata", "realworld", "spongey-pc.extra.storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(filepath.Join(dir, "configs", "spongey-spongey-*.conf"), spongey, nil)
+	add(filepath.Join(dir, "configs", "spongey-Spongey-PC-*.conf"), append(append(append([]byte{}, spongey...), '\n'), extra...), nil)
 	add(filepath.Join(dir, "configs", "techno-*.conf"), []byte(technoStorageCfg), nil)
 	if len(out) < 30 {
 		t.Fatalf("only %d real-world configs in %s", len(out), dir)

@@ -104,7 +104,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "  lvs (fakenode double): %v\n", err)
 		return 5
 	}
-	poolName := thinPoolName(root, vols)
+	poolNames := thinPoolNames(root)
+	poolName := func(vg string) string {
+		if n := poolNames[vg]; n != "" {
+			return n
+		}
+		return "data"
+	}
 	p := readPool(dir, vols)
 	var rows []map[string]string
 	alloc := map[string]int64{}
@@ -142,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for vg := range vgs {
 		rows = append(rows, map[string]string{
-			"vg_name": vg, "lv_name": poolName, "lv_size": itoa(p.size), "lv_attr": "twi-aotz--",
+			"vg_name": vg, "lv_name": poolName(vg), "lv_size": itoa(p.size), "lv_attr": "twi-aotz--",
 			"pool_lv": "", "origin": "", "data_percent": percent(poolUsed, p.size),
 			"metadata_percent": p.metadataPercent, "lv_metadata_size": "4194304",
 			"chunk_size": itoa(p.chunk), "discards": p.discards,
@@ -159,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		rows = append(rows, map[string]string{
 			"vg_name": v.vg, "lv_name": v.name, "lv_size": itoa(v.size), "lv_attr": attr,
-			"pool_lv": poolName, "origin": v.origin, "data_percent": dp,
+			"pool_lv": poolName(v.vg), "origin": v.origin, "data_percent": dp,
 			"metadata_percent": "", "lv_metadata_size": "", "chunk_size": "0", "discards": p.discards,
 		})
 	}
@@ -263,22 +269,21 @@ func readVolumes(dir string) ([]volume, error) {
 	return keep, nil
 }
 
-// thinPoolName is the thinpool of the lvmthin storage on the volumes' VG.
-func thinPoolName(root string, vols []volume) string {
+// thinPoolNames maps each VG of an lvmthin storage to its thinpool (a VG
+// without one in storage.cfg gets Proxmox's default, "data").
+func thinPoolNames(root string) map[string]string {
+	out := map[string]string{}
 	st, err := qemuserver.LoadStorages(filepath.Join(root, "etc/pve/storage.cfg"))
-	if err == nil {
-		for _, s := range st {
-			if s.Type != "lvmthin" {
-				continue
-			}
-			for _, v := range vols {
-				if s.Props["vgname"] == v.vg && s.Props["thinpool"] != "" {
-					return s.Props["thinpool"]
-				}
-			}
+	if err != nil {
+		return out
+	}
+	for _, s := range st {
+		if s.Type == "lvmthin" {
+			vg, lv := s.ThinPool()
+			out[vg] = lv
 		}
 	}
-	return "data"
+	return out
 }
 
 func readPool(dir string, vols []volume) pool {
