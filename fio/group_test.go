@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 func TestNames(t *testing.T) {
@@ -156,7 +158,7 @@ func TestSummarizePitfalls(t *testing.T) {
 	// numjobs=2 without group_reporting: one run, the clones added up.
 	g := group(t, s, "pitfalls/twojobs", "read")
 	wantClat := (468223.204389*101649 + 533267.829824*89269) / (101649 + 89269)
-	if g.Runs() != 1 || !near(g.IOPS.Mean, 33871.70943+29746.417861, 1e-6) || !near(g.BandwidthMiBps.Mean, (135506+119005)/1024.0, 1e-9) ||
+	if g.Runs() != 1 || !near(g.IOPS.Mean, 33871.70943+29746.417861, 1e-6) || !near(g.BandwidthMiBps.Mean, (138758995+121861800)/1048576.0, 1e-9) ||
 		!near(g.ClatMeanNs.Mean, wantClat, 1e-6) || g.P99Ns.Mean != 4489216 || g.Workload != "randread 4k QD16 x2" {
 		t.Errorf("twojobs: %s runs %d IOPS %v bw %v clat %v p99 %v", g.Workload, g.Runs(), g.IOPS.Mean, g.BandwidthMiBps.Mean, g.ClatMeanNs.Mean, g.P99Ns.Mean)
 	}
@@ -241,5 +243,155 @@ func TestSummarizeLab19Figures(t *testing.T) {
 	}
 	if got := strings.Join(codes(group(t, s, "rbd-vm/sync", "write")), ","); got != "short-runtime,single-run" {
 		t.Errorf("sync: %s", got)
+	}
+}
+
+// Failed runs, runs that measured nothing and a stopped run: each named once,
+// with fio's error; what did measure is summarised.
+func TestSummarizeFailedRuns(t *testing.T) {
+	dir := filepath.Join("testdata", "real", "failed")
+	s, err := Load([]string{dir}, Options{GroupBy: GroupAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(name string) string { return filepath.Join(dir, name) }
+	wantFailed := []Warning{
+		{f("continue-on-error.json"), WarnJobError, f("continue-on-error.json") + `: fio reported error 28 (no space left on device) for job "coe": ` +
+			`"fio: pid=30245, err=28/file:io_u.c:1876, func=io_u error, error=No space left on device"; fio counted 1 I/O errors in job "coe" ` +
+			`and went on (continue_on_error), the first 28 (no space left on device): no I/O measured`},
+		{f("eisdir.json"), WarnJobError, f("eisdir.json") + `: fio reported error 21 (is a directory) for job "isdir": no I/O measured`},
+		{f("enospc-no-line.json"), WarnJobError, f("enospc-no-line.json") + `: fio reported error 28 (no space left on device) for job "fullwrite": no I/O measured`},
+		{f("exitall-no-io.json"), WarnNoIO, f("exitall-no-io.json") + `: job "late": fio measured no I/O in any direction`},
+		{f("open-einval.json"), WarnJobError, f("open-einval.json") + `: fio reported error 22 (invalid argument) for job "odirect": ` +
+			`"fio: pid=30192, err=22/file:filesetup.c:805, func=open(/dev/null), error=Invalid argument": no I/O measured`},
+	}
+	if !slices.Equal(s.Failed, wantFailed) {
+		t.Errorf("failed:\n%q\nwant\n%q", s.Failed, wantFailed)
+	}
+	if len(s.Unreadable) != 0 || len(s.Preconditioning) != 0 || s.Outcome != Partial {
+		t.Errorf("unreadable %v preconditioning %v outcome %s", s.Unreadable, s.Preconditioning, s.Outcome)
+	}
+	want := map[string]string{
+		"failed/fullrw read":  "buffered,job-error,no-fill,no-ramp,short-runtime,single-run",
+		"failed/quick read":   "buffered,no-fill,no-ramp,short-runtime,single-run",
+		"failed/stopped read": "buffered,interrupted,no-fill,no-ramp,short-runtime,single-run",
+	}
+	if len(s.Groups) != len(want) {
+		t.Errorf("%d groups, want %d", len(s.Groups), len(want))
+	}
+	for _, g := range s.Groups {
+		k := g.Name() + " " + g.Dir
+		if got := strings.Join(codes(&g), ","); got != want[k] {
+			t.Errorf("%s: %s, want %s", k, got, want[k])
+		}
+	}
+	g := group(t, s, "failed/fullrw", "read")
+	if w := g.Warnings[0]; w.Code != WarnJobError || w.Message != `fio reported error 28 (no space left on device) for job "fullrw": `+
+		`"fio: pid=30236, err=28/file:io_u.c:1876, func=io_u error, error=No space left on device": its numbers cover only part of the run` {
+		t.Errorf("%+v", w)
+	}
+	g = group(t, s, "failed/stopped", "read")
+	if w := g.Warnings[0]; w.Code != WarnInterrupted || w.Message != `fio was stopped ("fio: terminating on signal 2"): the run is shorter than asked` {
+		t.Errorf("%+v", w)
+	}
+
+	// Only failed runs: nothing usable.
+	for _, only := range []string{"open-einval.json", "exitall-no-io.json"} {
+		s, _ := Load([]string{f(only)}, Options{})
+		wantGroups := map[string]int{"open-einval.json": 0, "exitall-no-io.json": 1}[only]
+		wantOutcome := map[string]Outcome{"open-einval.json": NothingUsable, "exitall-no-io.json": Partial}[only]
+		if len(s.Groups) != wantGroups || len(s.Failed) != 1 || s.Outcome != wantOutcome {
+			t.Errorf("%s: %d groups, failed %v, outcome %s", only, len(s.Groups), s.Failed, s.Outcome)
+		}
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	ok := Group{Warnings: []Warning{{Code: WarnShortRuntime}}}
+	bad := Group{Warnings: []Warning{{Code: WarnShortRuntime}, {Code: WarnJobError}}}
+	w := []Warning{{Code: WarnUnreadable}}
+	cases := []struct {
+		s    Summary
+		want Outcome
+	}{
+		{Summary{Groups: []Group{ok}}, Complete},
+		{Summary{Groups: []Group{ok, bad}}, Partial},
+		{Summary{Groups: []Group{ok}, Unreadable: w}, Partial},
+		{Summary{Groups: []Group{ok}, Failed: w}, Partial},
+		{Summary{Unreadable: w, Failed: w}, NothingUsable},
+		{Summary{}, NothingUsable},
+	}
+	for i, c := range cases {
+		c.s.judge()
+		if c.s.Outcome != c.want {
+			t.Errorf("%d: %s, want %s", i, c.s.Outcome, c.want)
+		}
+	}
+	// Load: what it cannot list is bad input.
+	for _, bad := range [][]string{{filepath.Join("testdata", "nope")}, {t.TempDir()}} {
+		if _, err := Load(bad, Options{}); exitcode.Of(err) != exitcode.Usage {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	s, err := Load([]string{filepath.Join("testdata", "real", "lab19")}, Options{})
+	if err != nil || s.Outcome != Complete || len(s.Failed) != 0 || len(s.Groups) != 12 {
+		t.Errorf("%v %s %v", err, s.Outcome, s.Failed)
+	}
+}
+
+// Hostile and degenerate shapes: nothing dropped silently, nothing negative.
+func TestSummarizeEmptyAndOdd(t *testing.T) {
+	parse := func(name, data string) *Result {
+		r, err := Parse(name, []byte(data))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return r
+	}
+	s := Summarize([]*Result{
+		parse("empty.json", `{"fio version": "fio-3.33", "jobs": []}`),
+		parse("neg.json", `{"fio version": "fio-3.33", "jobs": [{"jobname": "n", "job options": {"rw": "randread", "direct": "1", "ramp_time": "2"},
+			"read": {"iops": -1, "total_ios": 3000, "runtime": 1000, "bw_bytes": -1, "io_bytes": 12288000, "clat_ns": {"mean": -1}}}]}`),
+	}, Options{GroupBy: GroupJob})
+	if !slices.Equal(s.Failed, []Warning{{"empty.json", WarnNoIO, `empty.json: no job in it ("jobs": [])`}}) || s.Outcome != Partial {
+		t.Errorf("failed %q outcome %s", s.Failed, s.Outcome)
+	}
+	g := group(t, s, "n", "read")
+	if g.IOPS.Mean != 3000 || g.BandwidthMiBps.Mean != 12288000/float64(1<<20) || g.ClatMeanNs != nil || g.P99Ns != nil || g.P99Of != "" {
+		t.Errorf("%+v", g)
+	}
+	s = Summarize([]*Result{parse("empty.json", `{"jobs": []}`)}, Options{})
+	if s.Outcome != NothingUsable || len(s.Groups) != 0 {
+		t.Errorf("%+v", s)
+	}
+	// A job name of kilobytes is quoted short.
+	long := strings.Repeat("j", 5000)
+	s = Summarize([]*Result{parse("long.json", `{"jobs": [{"jobname": "`+long+`", "error": 5}]}`)}, Options{})
+	if m := s.Failed[0].Message; len(m) > 200 || !strings.Contains(m, `"jjjj`) || !strings.Contains(m, "(5000 bytes)") || !strings.Contains(m, "error 5 (input/output error)") {
+		t.Errorf("%d bytes: %s", len(m), m)
+	}
+}
+
+// fio 2.x files: every run summarised with its latencies (in ns), no
+// "buffered" or "no-ramp" guessed for files without options.
+func TestSummarizeFio2(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupAuto}, filepath.Join("testdata", "real", "fio2"))
+	if len(s.Groups) != 11 || len(s.Failed) != 0 || len(s.Unreadable) != 0 || s.Outcome != Complete {
+		t.Fatalf("%d groups, failed %v, unreadable %v, %s", len(s.Groups), s.Failed, s.Unreadable, s.Outcome)
+	}
+	for _, g := range s.Groups {
+		if g.ClatMeanNs == nil || g.LatMeanNs == nil || g.P99Ns == nil || g.P99Of != "clat" || g.IOPS.Mean <= 0 || g.BandwidthMiBps.Mean <= 0 {
+			t.Errorf("%s: %+v", g.Name(), g)
+		}
+		noOpts := len(g.Options) == 0
+		if got := slices.Contains(codes(&g), WarnNoOptions); got != noOpts || noOpts && (g.Workload != "options unknown" ||
+			slices.Contains(codes(&g), WarnBuffered) || slices.Contains(codes(&g), WarnNoRamp) || slices.Contains(codes(&g), WarnNoFill)) {
+			t.Errorf("%s: %v %s", g.Name(), codes(&g), g.Workload)
+		}
+	}
+	g := group(t, s, "fio2/sequential_write", "write")
+	if g.ClatMeanNs.Mean != 477734840 || g.P99Ns.Mean != 823296000 || !near(g.BandwidthMiBps.Mean, 361984/5.314/1024, 1e-9) ||
+		g.Warnings[1].Message != `fio ("fio-2.1.4") printed no job options, as fio before 2.3 does: direct=1, ramp_time and a fill before reads not checked` {
+		t.Errorf("%+v", g)
 	}
 }

@@ -198,8 +198,8 @@ type fioCompareJSON struct {
 	A          string        `json:"a"`
 	B          string        `json:"b"`
 	Metrics    []string      `json:"metrics_of_interest"`
-	Different  bool          `json:"different"` // any metric of interest is different: exit 1
-	Unreadable []fio.Warning `json:"unreadable"`
+	Different  bool          `json:"different"`  // any metric of interest is different: exit 1
+	Unreadable []fio.Warning `json:"unreadable"` // files not read and runs not summarised (failed, no I/O)
 	*fio.Comparisons
 }
 
@@ -219,7 +219,7 @@ func fioSummaryAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := loadSummary(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
+	sum, err := fio.Load(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
 	if err != nil {
 		return err
 	}
@@ -228,14 +228,18 @@ func fioSummaryAction(c *cli.Context) error {
 		err = e.printJSON(fioSummaryJSON{ram, sum})
 	case c.Bool("csv"):
 		err = summaryCSV(e.out, sum)
-		printUnreadable(e.errOut, sum.Unreadable)
+		printNotSummarised(e.errOut, sum)
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
 	}
 	if err != nil {
 		return err
 	}
-	if len(sum.Unreadable) > 0 {
+	switch sum.Outcome {
+	case fio.NothingUsable:
+		return exitcode.Problemf("fio summary: no usable run in %s (%d not summarised, each named above)",
+			strings.Join(c.Args().Slice(), " "), len(sum.Unreadable)+len(sum.Failed))
+	case fio.Partial:
 		return exitcode.ErrProblem
 	}
 	return nil
@@ -281,6 +285,9 @@ func fioCompareAction(c *cli.Context) error {
 			unreadable = append(unreadable, w)
 		}
 	}
+	if unreadable == nil {
+		unreadable = []fio.Warning{}
+	}
 	cmp := fio.Compare(a, b, metrics)
 	different := cmp.AnyDifferent(metrics)
 	nameA, nameB := c.Args().Get(0), c.Args().Get(1)
@@ -292,7 +299,7 @@ func fioCompareAction(c *cli.Context) error {
 		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, unreadable, cmp})
 	case c.Bool("csv"):
 		err = compareCSV(e.out, cmp)
-		printUnreadable(e.errOut, unreadable)
+		printWarningList(e.errOut, unreadable)
 	default:
 		compareTable(e, nameA, nameB, cmp, unreadable, c.Bool("wide"), different)
 	}
@@ -309,23 +316,29 @@ func fioCompareAction(c *cli.Context) error {
 // among the files of dir (loaded once into *inDir).
 func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.Group, []fio.Warning, error) {
 	if st, err := os.Stat(arg); err == nil && st.IsDir() {
-		sum, err := loadSummary([]string{arg}, opt)
+		sum, err := fio.Load([]string{arg}, opt)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(sum.Groups) == 0 {
+			return nil, nil, noUsableRun(arg, sum)
 		}
 		if l := labels(sum.Groups); len(l) > 1 {
 			return nil, nil, exitcode.Usagef("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
 				arg, len(l), strings.Join(l, ", "), arg)
 		}
-		return sum.Groups, sum.Unreadable, nil
+		return sum.Groups, notSummarised(sum), nil
 	}
 	if dir == "" {
 		return nil, nil, exitcode.Usagef("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
 	}
 	if *inDir == nil {
-		sum, err := loadSummary([]string{dir}, opt)
+		sum, err := fio.Load([]string{dir}, opt)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(sum.Groups) == 0 {
+			return nil, nil, noUsableRun(dir, sum)
 		}
 		*inDir = sum
 	}
@@ -338,7 +351,21 @@ func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.G
 	if len(gs) == 0 {
 		return nil, nil, exitcode.Usagef("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
 	}
-	return gs, (*inDir).Unreadable, nil
+	return gs, notSummarised(*inDir), nil
+}
+
+// notSummarised is a summary's unreadable files and failed runs, in that order.
+func notSummarised(sum *fio.Summary) []fio.Warning {
+	return append(slices.Clone(sum.Unreadable), sum.Failed...)
+}
+
+// noUsableRun is compare's error for a side with nothing to compare: bad
+// input (exit 2), not a verdict: exit 0 would read as "no difference", 1 as
+// "different".
+func noUsableRun(arg string, sum *fio.Summary) error {
+	ws := notSummarised(sum)
+	return exitcode.Usagef("fio compare: %s: no usable run (%d file(s) or run(s) not summarised; first: %s)",
+		arg, len(ws), ws[0].Message)
 }
 
 func fioJobsAction(c *cli.Context) error {
@@ -400,20 +427,6 @@ func hostRAM(e *env, flag string) (int64, error) {
 	return 0, nil
 }
 
-func loadSummary(args []string, opt fio.Options) (*fio.Summary, error) {
-	files, err := fio.ListFiles(args)
-	if err != nil {
-		return nil, exitcode.Usagef("%v", err)
-	}
-	if len(files) == 0 {
-		return nil, exitcode.Usagef("no *.json file in %s", strings.Join(args, " "))
-	}
-	results, unreadable := fio.ReadFiles(files)
-	sum := fio.Summarize(results, opt)
-	sum.Unreadable = append(sum.Unreadable, unreadable...)
-	return sum, nil
-}
-
 func labels(gs []fio.Group) []string {
 	var l []string
 	for _, g := range gs {
@@ -465,6 +478,10 @@ func summaryTable(e *env, sum *fio.Summary, wide bool) {
 	for i := range sum.Groups {
 		gs[i] = &sum.Groups[i]
 	}
+	if len(gs) == 0 {
+		printNotSummarised(e.out, sum)
+		return
+	}
 	p99 := p99Title(gs)
 	t := newTable(e.out, "LABEL", "JOB", "WORKLOAD", "I/O", "RUNS", "IOPS", "MiB/s", "CLAT MEAN µs", p99, "FSYNC MEAN µs")
 	for _, g := range gs {
@@ -477,7 +494,7 @@ func summaryTable(e *env, sum *fio.Summary, wide bool) {
 		fmt.Fprintln(e.out, "(±N%: gap between the slowest and the fastest run, in % of the mean)")
 	}
 	printWarnings(e, gs)
-	printUnreadable(e.out, sum.Unreadable)
+	printNotSummarised(e.out, sum)
 }
 
 // printWarnings prints each distinct warning once, with the groups it
@@ -540,11 +557,29 @@ func printWarnings(e *env, gs []*fio.Group) {
 	}
 }
 
-func printUnreadable(w io.Writer, ws []fio.Warning) {
+// printNotSummarised lists a summary's unreadable files and failed runs.
+func printNotSummarised(w io.Writer, sum *fio.Summary) {
+	printWarningList(w, notSummarised(sum))
+}
+
+func printWarningList(w io.Writer, ws []fio.Warning) {
 	if len(ws) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nNot summarised (%d files):\n", len(ws))
+	files := 0
+	for _, u := range ws {
+		if u.Code == fio.WarnUnreadable {
+			files++
+		}
+	}
+	var parts []string
+	if files > 0 {
+		parts = append(parts, fmt.Sprintf("%d unreadable files", files))
+	}
+	if runs := len(ws) - files; runs > 0 {
+		parts = append(parts, fmt.Sprintf("%d runs failed or without I/O", runs))
+	}
+	fmt.Fprintf(w, "\nNot summarised (%s):\n", strings.Join(parts, ", "))
 	for _, u := range ws {
 		fmt.Fprintf(w, "  warning: %s\n", u.Message)
 	}
@@ -578,7 +613,7 @@ func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable 
 	for _, n := range cmp.Notes {
 		fmt.Fprintln(e.out, "note: "+n)
 	}
-	printUnreadable(e.out, unreadable)
+	printWarningList(e.out, unreadable)
 	if different {
 		fmt.Fprintln(e.out, "\nAt least one metric differs by more than the spread between runs.")
 	} else {
