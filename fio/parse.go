@@ -413,28 +413,34 @@ func notes(text []byte) []string {
 	return out
 }
 
-// jsonStart is the offset of the first line that starts with '{'; failing
-// that, when loose, of the first '{' that opens an object with a string key
-// (a prompt character before the brace: ">{"). -1 when there is none.
+// jsonStart is the offset of the first line that starts with '{' (after
+// blanks), or, when loose, of an earlier '{' that opens an object with a
+// string key: a prompt character before the brace (">{"). -1 when there is none.
 func jsonStart(data []byte, loose bool) int {
+	start := -1
 	for off := 0; off < len(data); {
 		line := data[off:]
 		if i := bytes.IndexByte(line, '\n'); i >= 0 {
 			line = line[:i+1]
 		}
 		if t := bytes.TrimLeft(line, " \t\r"); len(t) > 0 && t[0] == '{' {
-			return off + len(line) - len(t)
+			start = off + len(line) - len(t)
+			break
 		}
 		off += len(line)
 	}
-	for off := 0; loose && off < len(data); off++ {
+	end := start
+	if end < 0 {
+		end = len(data)
+	}
+	for off := 0; loose && off < end; off++ {
 		if data[off] == '{' {
 			if t := bytes.TrimLeft(data[off+1:], " \t\r\n"); len(t) > 0 && t[0] == '"' {
 				return off
 			}
 		}
 	}
-	return -1
+	return start
 }
 
 // objectLen is the length of the JSON value that starts data (a '{'), up to

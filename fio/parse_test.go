@@ -329,6 +329,9 @@ func TestParseAll(t *testing.T) {
 		// A terminal session pasted twice, prompt and ls between (a real-world file).
 		{"same output twice", doc(1) + "\nroot@host:~# cat out-0\n" + doc(1) + "\n", []int64{1}, ""},
 		{"prompt before the brace", ">" + doc(3), []int64{3}, ""},
+		// The brace after the prompt, not the first line that starts with
+		// one: that is the first job (a real-world file).
+		{"prompt, fio's indentation", ">{\n  \"timestamp\": 5,\n  \"jobs\": [\n    {\"jobname\": \"j\"}\n  ]\n}\n", []int64{5}, ""},
 		{"normal report after", "fio-3.33\n" + doc(4) + "\nRun status group 0 (all jobs):\n", []int64{4}, ""},
 		{"second cut", doc(1) + "\n" + doc(2)[:30], nil, "x.json (fio output 2 in the file): JSON ends before its closing brace"},
 		{"second broken", doc(1) + "\n{\"jobs\": [1,]}\n", nil, "x.json (fio output 2 in the file): not valid JSON"},
