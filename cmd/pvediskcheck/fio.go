@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -364,6 +364,9 @@ func notSummarised(sum *fio.Summary) []fio.Warning {
 // "different".
 func noUsableRun(arg string, sum *fio.Summary) error {
 	ws := notSummarised(sum)
+	if len(ws) == 0 {
+		return exitcode.Usagef("fio compare: %s: no usable run (only fill passes: %d)", arg, len(sum.Preconditioning))
+	}
 	return exitcode.Usagef("fio compare: %s: no usable run (%d file(s) or run(s) not summarised; first: %s)",
 		arg, len(ws), ws[0].Message)
 }
@@ -374,28 +377,19 @@ func fioJobsAction(c *cli.Context) error {
 		return exitcode.Usagef("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
 	}
 	dev := c.Args().First()
-	const byID = "/dev/disk/by-id/"
-	if !strings.HasPrefix(dev, byID) || len(dev) == len(byID) {
-		return exitcode.Usagef("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", dev)
-	}
 	label := c.String("label")
 	if label == "" {
-		label = filepath.Base(dev)
-		if i := strings.LastIndex(label, "drive-"); i >= 0 {
-			label = label[i+len("drive-"):]
-		}
-	}
-	if strings.ContainsAny(label, "/ \t") {
-		return exitcode.Usagef("fio jobs: --label %q: no slashes or spaces (it goes into file names)", label)
-	}
-	if _, ok := fio.ParseSize(c.String("size")); !ok {
-		return exitcode.Usagef("fio jobs: --size %q: expected a size such as 2G or 512M", c.String("size"))
-	}
-	if c.Int("runtime") < 1 || c.Int("ramp") < 0 || c.Int("runs") < 1 {
-		return exitcode.Usagef("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
+		label = fio.DefaultLabel(dev)
 	}
 	js := fio.JobSet{Device: dev, Label: label, Size: c.String("size"),
 		RuntimeS: c.Int("runtime"), RampS: c.Int("ramp"), Runs: c.Int("runs")}
+	if err := js.Validate(); err != nil {
+		var inv *fio.InvalidError
+		if errors.As(err, &inv) && inv.Field != "device" {
+			return exitcode.Usagef("fio jobs: --%v", err) // the fields are the flags
+		}
+		return exitcode.Usagef("fio jobs: %v", err)
+	}
 	_, err := io.WriteString(e.out, js.JobFile())
 	return err
 }

@@ -314,7 +314,15 @@ func TestFioUsageErrors(t *testing.T) {
 		{[]string{"fio", "jobs"}, "name one disk"},
 		{[]string{"fio", "jobs", "/dev/sdb"}, "not a /dev/disk/by-id/ path"},
 		{[]string{"fio", "jobs", "--size", "big", "/dev/disk/by-id/virtio-x"}, `--size "big"`},
-		{[]string{"fio", "jobs", "--runs", "0", "/dev/disk/by-id/virtio-x"}, "--runs must be at least 1"},
+		{[]string{"fio", "jobs", "--runs", "0", "/dev/disk/by-id/virtio-x"}, `--runs "0": must be at least 1`},
+		{[]string{"fio", "jobs", "--runtime", "0", "/dev/disk/by-id/virtio-x"}, `--runtime "0": must be at least 1`},
+		{[]string{"fio", "jobs", "--ramp", "-1", "/dev/disk/by-id/virtio-x"}, `--ramp "-1": must be at least 0`},
+		{[]string{"fio", "jobs", "--size", "0", "/dev/disk/by-id/virtio-x"}, `--size "0"`},
+		// Nothing typed may start a line or a shell word in the job file.
+		{[]string{"fio", "jobs", "--label", "x\n[evil]\nfilename=/dev/sda", "/dev/disk/by-id/virtio-x"}, `--label "x\n[evil]\nfilename=/dev/sda": letters, digits`},
+		{[]string{"fio", "jobs", "--label", "a b", "/dev/disk/by-id/virtio-x"}, `--label "a b"`},
+		{[]string{"fio", "jobs", "/dev/disk/by-id/x\nrw=write"}, `device "/dev/disk/by-id/x\nrw=write": a /dev/disk/by-id/ name holds`},
+		{[]string{"fio", "jobs", "/dev/disk/by-id/../../sda"}, `device "/dev/disk/by-id/../../sda"`},
 		{[]string{"fio", "summary", "--no-such-flag", lab37}, "flag provided but not defined"},
 	}
 	for _, c := range cases {
@@ -339,6 +347,11 @@ func TestFioJobs(t *testing.T) {
 	out, _, _ = runCLI(t, "fio", "jobs", "--label", "local-zfs", "--size", "8G", "--runtime", "60", dev)
 	if !strings.Contains(out, "--output=local-zfs-$job-$run.json") || !strings.Contains(out, "size=8G\n") || !strings.Contains(out, "runtime=60\n") {
 		t.Errorf("%s", out)
+	}
+	// A USB disk's by-id name holds a colon: fio would read two files.
+	out, _, code = runCLI(t, "fio", "jobs", "/dev/disk/by-id/usb-SanDisk_Cruzer_Blade_4C53-0:0")
+	if code != 0 || !strings.Contains(out, "filename=/dev/disk/by-id/usb-SanDisk_Cruzer_Blade_4C53-0\\:0\n") || !strings.Contains(out, "--output=usb-SanDisk_Cruzer_Blade_4C53-0:0-fill.json") {
+		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
 
