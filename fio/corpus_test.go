@@ -2,6 +2,7 @@ package fio
 
 import (
 	"bufio"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -155,10 +156,30 @@ func hasWarning(ws []Warning, file, text string) bool {
 	return false
 }
 
-// checkSane: every value is a finite non-negative number, rates are
-// positive, a total latency is not below its completion latency, and IOPS x
-// block size is the bandwidth where the job has one block size.
+// checkSane: checkValues, and what real fio output satisfies: a total
+// latency is not below its completion latency, and IOPS x block size is the
+// bandwidth where the job has one block size.
 func checkSane(t *testing.T, s *Summary) {
+	t.Helper()
+	checkValues(t, s)
+	for _, g := range s.Groups {
+		if g.ClatMeanNs != nil && g.LatMeanNs != nil && g.LatMeanNs.Mean < g.ClatMeanNs.Mean*0.999 {
+			t.Errorf("%s %s: lat %g < clat %g", g.Files[0], g.Name(), g.LatMeanNs.Mean, g.ClatMeanNs.Mean)
+		}
+		if bs, ok := ParseSize(g.Options["bs"]); ok && g.Options["bssplit"] == "" && g.Options["bsrange"] == "" {
+			for i, iops := range g.IOPS.Values {
+				if got, want := g.BandwidthMiBps.Values[i], iops*float64(bs)/(1<<20); math.Abs(got-want) > 0.02*want+0.01 {
+					t.Errorf("%s %s run %d: %g MiB/s, IOPS x %d B = %g", g.Files[i], g.Name(), i, got, bs, want)
+				}
+			}
+		}
+	}
+}
+
+// checkValues holds whatever a file says: every value a finite number, rates
+// and latencies above 0, one value per run, every warning naming its file in
+// a few hundred bytes, and the summary encodes as JSON.
+func checkValues(t *testing.T, s *Summary) {
 	t.Helper()
 	for _, g := range s.Groups {
 		stats := map[string]*Stat{"iops": &g.IOPS, "bw": &g.BandwidthMiBps, "clat": g.ClatMeanNs, "lat": g.LatMeanNs,
@@ -179,15 +200,8 @@ func checkSane(t *testing.T, s *Summary) {
 				t.Errorf("%s %s: %s min %g", g.Files[0], g.Name(), name, st.Min)
 			}
 		}
-		if g.ClatMeanNs != nil && g.LatMeanNs != nil && g.LatMeanNs.Mean < g.ClatMeanNs.Mean*0.999 {
-			t.Errorf("%s %s: lat %g < clat %g", g.Files[0], g.Name(), g.LatMeanNs.Mean, g.ClatMeanNs.Mean)
-		}
-		if bs, ok := ParseSize(g.Options["bs"]); ok && g.Options["bssplit"] == "" && g.Options["bsrange"] == "" {
-			for i, iops := range g.IOPS.Values {
-				if got, want := g.BandwidthMiBps.Values[i], iops*float64(bs)/(1<<20); math.Abs(got-want) > 0.02*want+0.01 {
-					t.Errorf("%s %s run %d: %g MiB/s, IOPS x %d B = %g", g.Files[i], g.Name(), i, got, bs, want)
-				}
-			}
+		if g.Runs() == 0 || g.Job != "" && g.Workload == "" {
+			t.Errorf("%+v", g)
 		}
 		for _, w := range g.Warnings {
 			if w.File == "" || w.Message == "" || len(w.Message) > 600 {
@@ -196,8 +210,11 @@ func checkSane(t *testing.T, s *Summary) {
 		}
 	}
 	for _, w := range append(slices.Clone(s.Unreadable), s.Failed...) {
-		if w.File == "" || !strings.HasPrefix(w.Message, w.File+": ") || len(w.Message) > 600+len(w.File) {
+		if w.File == "" || !strings.HasPrefix(w.Message, w.File) || len(w.Message) > 600+len(w.File) {
 			t.Errorf("not summarised without its file, or too long: %+v", w)
 		}
+	}
+	if _, err := json.Marshal(s); err != nil {
+		t.Errorf("summary does not encode: %v", err)
 	}
 }
