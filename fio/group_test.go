@@ -395,3 +395,21 @@ func TestSummarizeFio2(t *testing.T) {
 		t.Errorf("%+v", g)
 	}
 }
+
+// numjobs=16 without group_reporting: 16 entries whose rounded bw (KiB/s)
+// would add up 1.6 % short; bw_bytes adds up exactly (issue 14 #8).
+func TestMergeClonesBandwidthBytes(t *testing.T) {
+	clone := `{"jobname": "j", "job options": {"rw": "randread", "numjobs": "16"}, "read": {"bw": 49, "bw_bytes": 51000, "iops": 12.45, "runtime": 20000, "total_ios": 249, "io_bytes": 1020000}}`
+	doc := `{"fio version": "fio-3.33", "jobs": [` + strings.TrimSuffix(strings.Repeat(clone+",", 16), ",") + `]}`
+	r, err := Parse("c.json", []byte(doc))
+	if err != nil || len(r.Jobs) != 16 {
+		t.Fatal(err)
+	}
+	g := Summarize([]*Result{r}, Options{GroupBy: GroupJob}).Groups[0]
+	if g.Runs() != 1 || g.BandwidthMiBps.Mean != 16*51000/float64(1<<20) || !near(g.IOPS.Mean, 16*12.45, 1e-9) {
+		t.Errorf("%+v %+v", g.BandwidthMiBps, g.IOPS)
+	}
+	if rounded := 16 * 49 / 1024.0; (g.BandwidthMiBps.Mean-rounded)/g.BandwidthMiBps.Mean < 0.015 {
+		t.Errorf("the rounded sum %g is not 1.5 %% off %g", rounded, g.BandwidthMiBps.Mean)
+	}
+}

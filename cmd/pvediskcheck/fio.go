@@ -56,13 +56,16 @@ metric the mean with the spread between runs, as Lab 19 prints it:
 run is 3% of it. --wide adds min-max and, with 3 or more runs, the coefficient
 of variation (standard deviation / mean).
 
-Metrics: IOPS; bandwidth in MiB/s (fio's bw in KiB/s / 1024, as the labs
-print it); CLAT MEAN, fio's mean completion latency (clat: from submission to
-completion, without the submission time; total latency "lat" is in --json);
-P99, the 99th percentile of clat (of lat when the job set lat_percentiles=1:
-the header then says so); FSYNC MEAN, the mean time of each fsync for jobs run
-with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's script left out).
-Jobs named fill (Lab 19's precondition pass) are not summarised.
+Metrics: IOPS; bandwidth in MiB/s (fio's bw_bytes / 2^20; before fio 3.2,
+io_bytes / runtime); CLAT MEAN, fio's mean completion latency (clat: from
+submission to completion, without the submission time; total latency "lat" is
+in --json); P99, the 99th percentile of clat (of lat when the job set
+lat_percentiles=1: the header then says so); FSYNC MEAN, the mean time of each
+fsync for jobs run with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's
+script left out). fio 2.x files are read in the same units: their latencies
+are in µs (clat, lat; clat_ns and lat_ns from fio 3.0) and their io_bytes in
+KiB (bytes from fio 2.21). A value fio printed as unknown (-1) is unknown, not
+a number. Jobs named fill (Lab 19's precondition pass) are not summarised.
 
 Grouping (--group-by):
    auto  Lab 19 names, <label>-<job>-<run>.json, when <job> is the jobname in
@@ -86,9 +89,21 @@ Warnings, per file, from Lab 19's pitfalls:
                    it) was seen writing: thin storage returns zeros for blocks
                    never written, without reading the disk
    single-run      one run: no spread, so nothing can be compared against it
-   job-error       fio reported an error for the job
-A file that is empty, truncated or not fio JSON gets one warning and the rest
-is still summarised. fio's notes printed before the JSON are skipped.
+   job-error       fio reported an error for the job (its errno, and fio's own
+                   line when the file holds it), or I/O errors it went on past
+                   (continue_on_error): the numbers cover part of the run
+   interrupted     fio was stopped ("fio: terminating on signal 2")
+   no-options      fio before 2.3 printed no options: direct, ramp_time and
+                   the fill were not checked
+
+Not summarised, each named with its file (the rest is still summarised): a
+file that is empty, truncated or not fio JSON; a job fio reported as failed
+with no I/O measured (its errno, its name and fio's own line when the file
+holds it: with stdout redirected, fio prints it before the JSON; --output=FILE
+leaves it on the terminal); a job that measured nothing (a job --exitall
+stopped before it started); "jobs": []. fio's notes before the JSON and its
+normal report after it are skipped; a file holding several fio outputs (runs
+appended with >>) gives one run each.
 
 Changes nothing: reads the files named and PROC/meminfo (--proc).
 
@@ -99,8 +114,10 @@ EXAMPLES
    pvediskcheck fio summary --csv --group-by dir aio-native/ aio-io_uring/ > table.csv
 
 EXIT CODES
-   0  summarised every file
-   1  some files could not be read (each is named); the others are summarised
+   0  summarised every file, every run; no run failed
+   1  a file could not be read, or a run failed or measured nothing (each is
+      named; the others are summarised), or no run was usable at all (no
+      table; --json says "outcome": "nothing-usable")
    2  bad input: no such path, no *.json file, bad flag`,
 				Flags: []cli.Flag{
 					groupBy, csvFlag, wide,
@@ -138,10 +155,15 @@ EXAMPLES
    pvediskcheck fio compare --dir ~/res --metric iops local-zfs local-lvm
    pvediskcheck --json fio compare a/ b/
 
+Files that are unreadable and runs that failed or measured nothing are listed
+under the table; a side with no usable run at all is bad input (exit 2), not a
+verdict.
+
 EXIT CODES
    0  no metric of interest is different (or could not be judged)
    1  at least one metric of interest (--metric) is different: scripts can gate on it
-   2  bad input: A or B not found, a directory holding several labels, bad --metric`,
+   2  bad input: A or B not found or holding no usable run, a directory holding
+      several labels, bad --metric`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "dir", Usage: "directory whose files hold labels A and B (Lab 19's ~/res)"},
 					&cli.StringSliceFlag{Name: "metric", Usage: "metrics of interest: iops, bw, clat, lat, p99, fsync (default all)"},
@@ -162,7 +184,10 @@ with direct=1 and libaio. Its comments give the loop that runs every job
 --runs times into <label>-<job>-<run>.json, the names fio summary expects.
 
 The path must be a /dev/disk/by-id/ name: sdX names change order between
-boots (Lab 19 saw scsi1 as sda and the system disk as sdb).
+boots (Lab 19 saw scsi1 as sda and the system disk as sdb). The name and the
+label hold letters, digits and -_.:+ only (the name also @ and ,): they go
+into the job file and the shell commands in its comments. A colon in the name
+is written \: (fio reads "a:b" as two files).
 
 This command changes nothing; the job file it prints, once run with fio,
 OVERWRITES the test area of DEVICE. Use a disk added for the test.
@@ -175,7 +200,7 @@ EXIT CODES
    0  printed the job file
    2  bad input (not a /dev/disk/by-id/ path, a bad flag)`,
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test (default: the drive name, e.g. scsi1)"},
+					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test: letters, digits, -_.:+ (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},
 					&cli.IntFlag{Name: "runtime", Value: 20, Usage: "seconds measured per job"},
 					&cli.IntFlag{Name: "ramp", Value: 3, Usage: "seconds of ramp_time before measuring"},

@@ -360,6 +360,11 @@ func TestFioHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "44,289 (±3%)") || !strings.Contains(out, "Changes nothing") || !strings.Contains(out, "EXIT CODES") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
+	for _, want := range []string{"fio 2.x files are read in the same units", "bw_bytes", "\"outcome\": \"nothing-usable\"", "interrupted", "no-options", "Not summarised"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fio summary --help lacks %q", want)
+		}
+	}
 	out, _, _ = runCLI(t, "fio", "--help")
 	for _, sub := range []string{"summary", "compare", "jobs", "Changes nothing"} {
 		if !strings.Contains(out, sub) {
@@ -484,6 +489,13 @@ func TestFioCompareNoUsableRun(t *testing.T) {
 	_, errs, code = runCLI(t, "fio", "compare", "--dir", a, "x", "y")
 	if code != 2 || !strings.Contains(errs, "fio compare: "+a+": no usable run") {
 		t.Errorf("--dir: exit %d: %s", code, errs)
+	}
+	// Only a fill pass: nothing to compare either.
+	fill := filepath.Join(root, "fill")
+	os.Mkdir(fill, 0o755)
+	copyFile(t, filepath.Join(fioReal, "lab19", "libaio-fill.json"), filepath.Join(fill, "libaio-fill.json"))
+	if _, errs, code := runCLI(t, "fio", "compare", fill, b); code != 2 || !strings.Contains(errs, "fio compare: "+fill+": no usable run (only fill passes: 1)") {
+		t.Errorf("fill only: exit %d: %s", code, errs)
 	}
 	// A failed run beside usable ones is listed under the table.
 	copyFile(t, filepath.Join(fioReal, "lab19", "libaio-rr4k-2.json"), filepath.Join(a, "libaio-rr4k-2.json"))
