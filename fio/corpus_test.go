@@ -50,13 +50,7 @@ func TestRealWorldCorpus(t *testing.T) {
 	}
 	groups := 0
 	for _, f := range files {
-		s, err := Load([]string{f}, Options{GroupBy: GroupAuto, HostRAMBytes: 16 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkAccounted(t, f, s)
-		checkSane(t, s)
-		groups += len(s.Groups)
+		groups += checkFile(t, f)
 	}
 	t.Logf("%d files, %d groups", len(files), groups)
 	// All at once, as `fio summary DIR` reads them: runs of the same test
@@ -73,14 +67,21 @@ func TestFixturesAccountedAndSane(t *testing.T) {
 	for _, d := range []string{"lab19", "pitfalls", "bad", "failed", "shapes", "fio2"} {
 		files, _ := ListFiles([]string{filepath.Join("testdata", "real", d)})
 		for _, f := range files {
-			s, err := Load([]string{f}, Options{GroupBy: GroupAuto, HostRAMBytes: 16 << 30})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkAccounted(t, f, s)
-			checkSane(t, s)
+			checkFile(t, f)
 		}
 	}
+}
+
+// checkFile summarises one file alone and checks it; it returns its groups.
+func checkFile(t *testing.T, file string) int {
+	t.Helper()
+	s, err := Load([]string{file}, Options{GroupBy: GroupAuto, HostRAMBytes: 16 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAccounted(t, file, s)
+	checkSane(t, s)
+	return len(s.Groups)
 }
 
 func sourcesListed(t *testing.T, path string) []string {

@@ -74,6 +74,21 @@ func codes(g *Group) []string {
 	return c
 }
 
+// checkCodes: the groups are exactly want's ("label/job direction"), each
+// with exactly its warning codes ("a,b", sorted).
+func checkCodes(t *testing.T, s *Summary, want map[string]string) {
+	t.Helper()
+	if len(s.Groups) != len(want) {
+		t.Errorf("%d groups, want %d", len(s.Groups), len(want))
+	}
+	for _, g := range s.Groups {
+		k := g.Name() + " " + g.Dir
+		if got := strings.Join(codes(&g), ","); got != want[k] {
+			t.Errorf("%s: %s, want %s", k, got, want[k])
+		}
+	}
+}
+
 func TestSummarizeRealLab19(t *testing.T) {
 	dir := filepath.Join("testdata", "real", "lab19")
 	s := summarize(t, Options{GroupBy: GroupAuto}, dir)
@@ -138,14 +153,9 @@ func TestSummarizePitfalls(t *testing.T) {
 		"pitfalls/twojobs read":   "no-fill,short-runtime,single-run",
 		"pitfalls/unwritten read": "no-fill,short-runtime,single-run",
 	}
-	if len(s.Groups) != len(want) {
-		t.Errorf("%d groups, want %d", len(s.Groups), len(want))
-	}
+	checkCodes(t, s, want)
 	for _, g := range s.Groups {
 		k := g.Name() + " " + g.Dir
-		if got := strings.Join(codes(&g), ","); got != want[k] {
-			t.Errorf("%s: %s, want %s", k, got, want[k])
-		}
 		for _, w := range g.Warnings {
 			if w.File == "" || w.Message == "" {
 				t.Errorf("%s: warning without file or message: %+v", k, w)
@@ -276,15 +286,7 @@ func TestSummarizeFailedRuns(t *testing.T) {
 		"failed/quick read":   "buffered,no-fill,no-ramp,short-runtime,single-run",
 		"failed/stopped read": "buffered,interrupted,no-fill,no-ramp,short-runtime,single-run",
 	}
-	if len(s.Groups) != len(want) {
-		t.Errorf("%d groups, want %d", len(s.Groups), len(want))
-	}
-	for _, g := range s.Groups {
-		k := g.Name() + " " + g.Dir
-		if got := strings.Join(codes(&g), ","); got != want[k] {
-			t.Errorf("%s: %s, want %s", k, got, want[k])
-		}
-	}
+	checkCodes(t, s, want)
 	g := group(t, s, "failed/fullrw", "read")
 	if w := g.Warnings[0]; w.Code != WarnJobError || w.Message != `fio reported error 28 (no space left on device) for job "fullrw": `+
 		`"fio: pid=30236, err=28/file:io_u.c:1876, func=io_u error, error=No space left on device": its numbers cover only part of the run` {
