@@ -1,6 +1,7 @@
 package fio
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -413,5 +414,68 @@ func TestMergeClonesBandwidthBytes(t *testing.T) {
 	}
 	if rounded := 16 * 49 / 1024.0; (g.BandwidthMiBps.Mean-rounded)/g.BandwidthMiBps.Mean < 0.015 {
 		t.Errorf("the rounded sum %g is not 1.5 %% off %g", rounded, g.BandwidthMiBps.Mean)
+	}
+}
+
+// A fill that failed is named: the reads after it may hit unwritten blocks.
+// Clones of an fsync job: fsync latency weighted by calls, p99 the highest.
+func TestSummarizeFailedFillAndSyncClones(t *testing.T) {
+	r, err := Parse("res/l-fill.json", []byte(`{"fio version": "fio-3.33", "timestamp": 10, "jobs": [{"jobname": "fill", "error": 28,
+		"job options": {"rw": "write", "filename": "/dev/x", "size": "1G"},
+		"write": {"io_bytes": 1048576, "bw_bytes": 1048576, "iops": 1, "runtime": 1000, "total_ios": 1}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := func(ios int, lat, p99 float64) string {
+		return fmt.Sprintf(`{"jobname": "sync", "job options": {"rw": "randwrite", "fsync": "1", "direct": "1", "ramp_time": "1"},
+			"write": {"bw_bytes": 4096, "iops": 1, "runtime": 30000, "total_ios": 30},
+			"sync": {"total_ios": %d, "lat_ns": {"mean": %g, "percentile": {"99.000000": %g}}}}`, ios, lat, p99)
+	}
+	r2, err := Parse("res/l-sync-1.json", []byte(`{"fio version": "fio-3.33", "timestamp": 20, "jobs": [`+clone(10, 100, 300)+`,`+clone(30, 200, 250)+`,`+clone(0, 0, 0)+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summarize([]*Result{r, r2}, Options{GroupBy: GroupAuto})
+	want := []Warning{{"res/l-fill.json", WarnJobError, `res/l-fill.json: fio reported error 28 (no space left on device) for job "fill": ` +
+		`reads judged against this fill may hit never-written blocks`}}
+	if !slices.Equal(s.Failed, want) || !slices.Equal(s.Preconditioning, []string{"res/l-fill.json"}) || s.Outcome != Partial {
+		t.Errorf("failed %q preconditioning %v outcome %s", s.Failed, s.Preconditioning, s.Outcome)
+	}
+	g := group(t, s, "l/sync", "write")
+	if g.FsyncMeanNs == nil || g.FsyncMeanNs.Mean != (100*10+200*30)/40.0 || g.IOPS.Mean != 3 || g.Workload != "randwrite 4k QD1 fsync=1" {
+		t.Errorf("%+v %+v", g.FsyncMeanNs, g)
+	}
+	merged := mergeClones(r2.Jobs)
+	if len(merged) != 1 || merged[0].Sync != (SyncStats{40, 175, 300}) {
+		t.Errorf("%+v", merged)
+	}
+}
+
+func TestJobError(t *testing.T) {
+	cases := []struct {
+		j    Job
+		want string
+	}{
+		{Job{Name: "a", Error: 5}, `fio reported error 5 (input/output error) for job "a"`},
+		{Job{Name: "a", Error: 5, ErrorText: "fio: pid=1, err=5/x"}, `fio reported error 5 (input/output error) for job "a": "fio: pid=1, err=5/x"`},
+		{Job{Name: "a", IOErrors: 3, FirstIOError: 61}, `fio counted 3 I/O errors in job "a" and went on (continue_on_error), the first 61 (no data available)`},
+		{Job{Name: "a", Error: 9999, IOErrors: 1}, `fio reported error 9999 (errno 9999) for job "a"; fio counted 1 I/O errors in job "a" and went on (continue_on_error), the first 0 (errno 0)`},
+		{Job{Name: "a"}, ""},
+	}
+	for _, c := range cases {
+		if got := jobError(&c.j); got != c.want {
+			t.Errorf("%+v:\n got %s\nwant %s", c.j, got, c.want)
+		}
+	}
+	for n, want := range map[int]string{1: "operation not permitted", 4095: "errno 4095", 4096: "errno 4096", 0: "errno 0", -1: "errno -1"} {
+		if got := errnoName(n); got != want {
+			t.Errorf("%d: %q, want %q", n, got, want)
+		}
+	}
+	if got := clip(strings.Repeat("x", clipLen)); got != `"`+strings.Repeat("x", clipLen)+`"` {
+		t.Errorf("%s", got)
+	}
+	if got := clip(strings.Repeat("x", clipLen+1)); !strings.HasSuffix(got, `"... (65 bytes)`) {
+		t.Errorf("%s", got)
 	}
 }
