@@ -479,3 +479,37 @@ func TestJobError(t *testing.T) {
 		t.Errorf("%s", got)
 	}
 }
+
+// Clones with an error in one of them: the merged job carries it, and I/O
+// errors fio went on past are a job-error too; a file without version or
+// options says so.
+func TestCloneErrorsAndNoVersion(t *testing.T) {
+	clone := func(errno, ioErrs, first int, text string) string {
+		return fmt.Sprintf(`{"jobname": "c", "error": %d, "total_err": %d, "first_error": %d,
+			"read": {"bw_bytes": 4096, "iops": 1, "runtime": 1000, "total_ios": 1}}`, errno, ioErrs, first)
+	}
+	r, err := Parse("c.json", []byte("fio: pid=2, err=5/file:io_u.c:1, func=io_u error, error=Input/output error\n"+
+		`{"jobs": [`+clone(0, 2, 61, "")+`,`+clone(5, 3, 5, "")+`,`+clone(7, 0, 0, "")+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mergeClones(r.Jobs)
+	if len(m) != 1 || m[0].Error != 5 || m[0].ErrorText != "fio: pid=2, err=5/file:io_u.c:1, func=io_u error, error=Input/output error" ||
+		m[0].IOErrors != 5 || m[0].FirstIOError != 61 {
+		t.Errorf("%+v", m)
+	}
+	s := Summarize([]*Result{r}, Options{GroupBy: GroupJob})
+	g := group(t, s, "c", "read")
+	if got := strings.Join(codes(g), ","); got != "job-error,no-options,short-runtime,single-run" || s.Outcome != Partial {
+		t.Errorf("%s %s", got, s.Outcome)
+	}
+	if w := g.Warnings[2]; w.Message != `fio (no version) printed no job options, as fio before 2.3 does: direct=1, ramp_time and a fill before reads not checked` {
+		t.Errorf("%+v", w)
+	}
+	// continue_on_error alone (fio's error 0): still a job-error.
+	r, _ = Parse("d.json", []byte(`{"fio version": "fio-3.33", "jobs": [`+clone(0, 4, 5, "")+`]}`))
+	if g := Summarize([]*Result{r}, Options{GroupBy: GroupJob}).Groups[0]; g.Warnings[0].Code != WarnJobError ||
+		g.Warnings[0].Message != `fio counted 4 I/O errors in job "c" and went on (continue_on_error), the first 5 (input/output error): its numbers cover only part of the run` {
+		t.Errorf("%+v", g.Warnings)
+	}
+}

@@ -270,6 +270,8 @@ func TestParseUnknownValues(t *testing.T) {
 			IOStats{RuntimeMs: 1000}},
 		{"runtime -1", `"iops": 10, "total_ios": 10, "runtime": -1, "io_bytes": 4096`,
 			IOStats{TotalIOs: 10, IOPS: 10, IOBytes: 4096}},
+		{"no runtime to derive from", `"iops": -1, "total_ios": 5, "runtime": 0, "io_bytes": 4096, "bw": 3`,
+			IOStats{TotalIOs: 5, IOBytes: 4096, BandwidthBps: 3072}},
 		{"latencies -1", `"iops": 10, "clat_ns": {"mean": -1, "percentile": {"99.000000": -1}}, "lat_ns": {"mean": -5}`,
 			IOStats{IOPS: 10}},
 		{"tiny", `"iops": 1e-300, "bw_bytes": 1e-12, "clat_ns": {"mean": 5e-10}`, IOStats{}},
@@ -432,6 +434,7 @@ func TestNotes(t *testing.T) {
 	}{
 		{"note: both iodepth >= 1 and synchronous I/O engine\n  fio: indented\nfiona: no\n", []string{"fio: indented"}},
 		{long, []string{long[:quoteLen] + "..."}},
+		{long[:quoteLen], []string{long[:quoteLen]}},
 		{strings.Join(many, "\n"), many[:maxNotes]},
 		{"", nil},
 	}
