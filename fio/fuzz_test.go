@@ -64,13 +64,16 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("%+v", r)
 			}
 			jobs += len(r.Jobs)
-			for _, j := range r.Jobs {
+			for _, j := range append(slices.Clone(r.Jobs), mergeClones(r.Jobs)...) {
 				for _, d := range Dirs {
 					s := j.Dir(d)
 					if s.TotalIOs < 0 || s.IOBytes < 0 || s.RuntimeMs < 0 || s.IOPS < 0 || s.BandwidthBps < 0 || s.ClatMeanNs < 0 ||
 						s.LatMeanNs < 0 || s.P99Ns < 0 || (s.P99Of == "") != (s.P99Ns == 0) {
 						t.Fatalf("%s: %+v", d, *s)
 					}
+				}
+				if j.IOErrors < 0 || j.Sync.TotalIOs < 0 || j.Sync.LatMeanNs < 0 {
+					t.Fatalf("%+v", j)
 				}
 			}
 		}

@@ -579,7 +579,7 @@ func mergeClones(jobs []Job) []Job {
 		if m.Error == 0 {
 			m.Error, m.ErrorText = j.Error, j.ErrorText
 		}
-		m.IOErrors += j.IOErrors
+		m.IOErrors = addCapped(m.IOErrors, j.IOErrors)
 		if m.FirstIOError == 0 {
 			m.FirstIOError = j.FirstIOError
 		}
@@ -590,7 +590,7 @@ func mergeClones(jobs []Job) []Job {
 		if n := s.TotalIOs + t.TotalIOs; n > 0 {
 			s.LatMeanNs = (s.LatMeanNs*float64(s.TotalIOs) + t.LatMeanNs*float64(t.TotalIOs)) / float64(n)
 		}
-		s.TotalIOs += t.TotalIOs
+		s.TotalIOs = addCapped(s.TotalIOs, t.TotalIOs)
 		s.LatP99Ns = max(s.LatP99Ns, t.LatP99Ns)
 	}
 	return out
@@ -603,8 +603,8 @@ func mergeIO(a, b *IOStats) {
 		}
 		a.ClatMeanNs, a.LatMeanNs = w(a.ClatMeanNs, b.ClatMeanNs), w(a.LatMeanNs, b.LatMeanNs)
 	}
-	a.TotalIOs += b.TotalIOs
-	a.IOBytes += b.IOBytes
+	a.TotalIOs = addCapped(a.TotalIOs, b.TotalIOs)
+	a.IOBytes = addCapped(a.IOBytes, b.IOBytes)
 	a.BandwidthBps += b.BandwidthBps
 	a.IOPS += b.IOPS
 	a.RuntimeMs = max(a.RuntimeMs, b.RuntimeMs)
@@ -612,6 +612,15 @@ func mergeIO(a, b *IOStats) {
 	if a.P99Of == "" {
 		a.P99Of = b.P99Of
 	}
+}
+
+// addCapped adds two counters of 0 to maxValue (what Parse gives), at most
+// maxValue: a file's clones cannot add up past an int64 into a negative.
+func addCapped(a, b int64) int64 {
+	if a > maxValue-b {
+		return maxValue
+	}
+	return a + b
 }
 
 // clipLen is how much of a job name a warning quotes.

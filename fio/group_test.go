@@ -513,3 +513,17 @@ func TestCloneErrorsAndNoVersion(t *testing.T) {
 		t.Errorf("%+v", g.Warnings)
 	}
 }
+
+func TestAddCapped(t *testing.T) {
+	for _, c := range [][3]int64{{1, 2, 3}, {0, 0, 0}, {maxValue, 0, maxValue}, {maxValue - 1, 1, maxValue}, {maxValue, 1, maxValue}, {maxValue, maxValue, maxValue}} {
+		if got := addCapped(c[0], c[1]); got != c[2] {
+			t.Errorf("%d + %d = %d, want %d", c[0], c[1], got, c[2])
+		}
+	}
+	// Clones whose counters would wrap an int64.
+	clone := `{"jobname": "c", "total_err": 4611686018427387904, "read": {"io_bytes": 4611686018427387904, "io_kbytes": 0, "total_ios": 4611686018427387904, "bw_bytes": 1, "iops": 1, "runtime": 1}}`
+	r, _ := Parse("w.json", []byte(`{"jobs": [`+clone+`,`+clone+`,`+clone+`]}`))
+	if m := mergeClones(r.Jobs)[0]; m.Read.IOBytes != maxValue || m.Read.TotalIOs != maxValue || m.IOErrors != maxValue {
+		t.Errorf("%+v", m)
+	}
+}
