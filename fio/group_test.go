@@ -104,6 +104,9 @@ func TestSummarizeRealLab19(t *testing.T) {
 		if got := strings.Join(codes(&g), ","); got != WarnShortRuntime {
 			t.Errorf("%s: warnings %s, want only %s", g.Name(), got, WarnShortRuntime)
 		}
+		if w := g.Warnings[0].Message; !strings.HasPrefix(w, "measured for 3.0 s, under 20 s") && !strings.HasPrefix(w, "measured for 3.1 s") {
+			t.Errorf("%s: %q", g.Name(), w)
+		}
 		if (g.FsyncMeanNs != nil) != (g.Job == "sync") || g.P99Of != "clat" || g.ClatMeanNs == nil || g.LatMeanNs == nil {
 			t.Errorf("%s: fsync %v p99 of %q", g.Name(), g.FsyncMeanNs, g.P99Of)
 		}
@@ -125,7 +128,7 @@ func TestSummarizeRealLab19(t *testing.T) {
 	for _, c := range []struct {
 		ram   int64
 		warns int
-	}{{1 << 30, 4}, {128 << 20, 0}, {0, 0}} {
+	}{{1 << 30, 4}, {256<<20 + 1, 4}, {256 << 20, 0}, {128 << 20, 0}, {0, 0}} {
 		s := summarize(t, Options{GroupBy: GroupAuto, HostRAMBytes: c.ram}, dir)
 		n := 0
 		for _, g := range s.Groups {
@@ -446,8 +449,15 @@ func TestSummarizeFailedFillAndSyncClones(t *testing.T) {
 		t.Errorf("%+v %+v", g.FsyncMeanNs, g)
 	}
 	merged := mergeClones(r2.Jobs)
-	if len(merged) != 1 || merged[0].Sync != (SyncStats{40, 175, 300}) {
+	if len(merged) != 1 || merged[0].Sync != (SyncStats{40, 175, 300}) || merged[0].Read != (IOStats{}) {
 		t.Errorf("%+v", merged)
+	}
+	// Clones without fsync calls, without I/O in a direction, or without a
+	// p99 in the first: zeros stay zeros, the p99 comes from the clone that has it.
+	r3, _ := Parse("p.json", []byte(`{"jobs": [{"jobname": "p", "write": {"bw_bytes": 1, "iops": 1, "runtime": 1, "total_ios": 1, "clat_ns": {"mean": 10}}},
+		{"jobname": "p", "write": {"bw_bytes": 1, "iops": 1, "runtime": 1, "total_ios": 3, "clat_ns": {"mean": 30, "percentile": {"99.000000": 70}}}}]}`))
+	if m := mergeClones(r3.Jobs)[0]; m.Sync != (SyncStats{}) || m.Read != (IOStats{}) || m.Write.P99Of != "clat" || m.Write.P99Ns != 70 || m.Write.ClatMeanNs != 25 {
+		t.Errorf("%+v", m)
 	}
 }
 

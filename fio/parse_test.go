@@ -92,6 +92,8 @@ func TestParseBroken(t *testing.T) {
 		{"cut in a string", `{"jobs": [ {"jobname": "x`, ErrTruncated},
 		{"cut after a brace", `{"jobs": [ {"jobname": "x"}`, ErrTruncated},
 		{"jobs not an array", `{"jobs": {}}`, ErrNotFio},
+		{"a brace at the very end", "fio: x {", ErrNoJSON},
+		{"a brace before a number", "x {1}", ErrNoJSON},
 	}
 	for _, c := range inline {
 		if _, err := Parse("x.json", []byte(c.data)); !errors.Is(err, c.want) {
@@ -134,6 +136,8 @@ func TestParseSize(t *testing.T) {
 		{"2G", 2 << 30, true}, {"256M", 256 << 20, true}, {"256m", 256 << 20, true}, {"4096", 4096, true},
 		{"1GiB", 1 << 30, true}, {"1gb", 1 << 30, true}, {"1.5T", 3 << 39, true}, {"4k", 4096, true},
 		{"50%", 0, false}, {"", 0, false}, {"2X", 0, false},
+		// Up to what an int64 holds with room: 2^62.
+		{"4095P", 4095 << 50, true}, {"4096P", 0, false}, {"99999999999999999999P", 0, false},
 	}
 	for _, c := range cases {
 		if got, ok := ParseSize(c.in); got != c.want || ok != c.ok {
