@@ -2,6 +2,7 @@ package fio
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -535,5 +536,124 @@ func TestAddCapped(t *testing.T) {
 	r, _ := Parse("w.json", []byte(`{"jobs": [`+clone+`,`+clone+`,`+clone+`]}`))
 	if m := mergeClones(r.Jobs)[0]; m.Read.IOBytes != maxValue || m.Read.TotalIOs != maxValue || m.IOErrors != maxValue {
 		t.Errorf("%+v", m)
+	}
+}
+
+// The file-name parsers at their edges: a dash first, digits only.
+func TestNameParsers(t *testing.T) {
+	for _, c := range []struct{ base, label, job string }{
+		{"local-zfs-rr4k-1", "local-zfs", "rr4k"}, {"a-b", "a", "b"}, {"ab-2", "", "ab"}, {"ab", "", "ab"},
+		{"-1", "", "-1"}, {"-x", "", "-x"}, {"a--1", "a", ""},
+	} {
+		if l, j := nameParts(c.base); l != c.label || j != c.job {
+			t.Errorf("nameParts(%q) = %q, %q; want %q, %q", c.base, l, j, c.label, c.job)
+		}
+	}
+	for _, c := range []struct {
+		base, job, label string
+		ok               bool
+	}{
+		{"local-zfs-rr4k-1", "rr4k", "local-zfs", true}, {"rr4k", "rr4k", "", true}, {"rr4k-3", "rr4k", "", true},
+		{"job-2", "job-2", "", true}, {"x-job-2-1", "job-2", "x", true}, {"x-job-2", "job-2", "", false}, {"other", "rr4k", "", false},
+		{"-1", "", "", false}, {"-1", "-1", "", true},
+	} {
+		if l, ok := labelFromName(c.base, c.job); l != c.label || ok != c.ok {
+			t.Errorf("labelFromName(%q, %q) = %q, %v; want %q, %v", c.base, c.job, l, ok, c.label, c.ok)
+		}
+	}
+	for s, want := range map[string]bool{"0": true, "9": true, "0123456789": true, "": false, "1a": false, "/": false, ":": false, "-1": false} {
+		if isDigits(s) != want {
+			t.Errorf("isDigits(%q) != %v", s, want)
+		}
+	}
+	wd, _ := os.Getwd()
+	if got := dirLabel("x.json"); got != filepath.Base(wd) {
+		t.Errorf("dirLabel(x.json) = %q, want %q", got, filepath.Base(wd))
+	}
+	if got := dirLabel("res/x.json"); got != "res" {
+		t.Errorf("%q", got)
+	}
+	for v, want := range map[string]bool{"2": true, "0": false, "": false, "2s": true, "0.5": true, "0.0": false, "9": true,
+		"0s": false, "s": false, "10m": true, "1.5s": true, ".5": true} {
+		if hasRamp(map[string]string{"ramp_time": v}) != want {
+			t.Errorf("hasRamp(%q) != %v", v, want)
+		}
+	}
+}
+
+// Lab 19's fill rule: the same label and file, at least the area, before
+// the read (or no timestamps to tell); a write of nothing fills nothing.
+func TestFillRule(t *testing.T) {
+	read := run{file: "r.json", label: "l", dir: "read", ts: 100, src: &Job{},
+		opts: map[string]string{"filename": "/dev/x", "size": "1G", "direct": "1", "ramp_time": "1"}, io: IOStats{RuntimeMs: MinRuntimeMs}}
+	cases := []struct {
+		name   string
+		f      fill
+		filled bool
+	}{
+		{"before", fill{"l", "/dev/x", 1 << 30, 99}, true},
+		{"same second", fill{"l", "/dev/x", 1 << 30, 100}, true},
+		{"after", fill{"l", "/dev/x", 1 << 30, 101}, false},
+		{"fill without timestamp", fill{"l", "/dev/x", 1 << 30, 0}, true},
+		{"smaller than the area", fill{"l", "/dev/x", 1<<30 - 1, 99}, false},
+		{"other label", fill{"m", "/dev/x", 1 << 30, 99}, false},
+		{"other file", fill{"l", "/dev/y", 1 << 30, 99}, false},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, w := range pitfalls(read, []fill{c.f}, 0) {
+			got = append(got, w.Code)
+		}
+		if filled := !slices.Contains(got, WarnNoFill); filled != c.filled || len(got) != map[bool]int{true: 0, false: 1}[c.filled] {
+			t.Errorf("%s: %v", c.name, got)
+		}
+	}
+	noTS := read
+	noTS.ts = 0
+	if w := pitfalls(noTS, []fill{{"l", "/dev/x", 1 << 30, 500}}, 0); len(w) != 0 {
+		t.Errorf("read without timestamp: %v", w)
+	}
+	// A write job that wrote nothing is no fill.
+	r, _ := Parse("l-w.json", []byte(`{"timestamp": 1, "jobs": [{"jobname": "w", "error": 5, "job options": {"rw": "write", "filename": "/dev/x"},
+		"write": {"io_bytes": 0, "io_kbytes": 0}},
+		{"jobname": "r", "job options": {"rw": "read", "filename": "/dev/x", "direct": "1", "ramp_time": "1"},
+		"read": {"bw_bytes": 1, "iops": 1, "runtime": 30000, "total_ios": 1}}]}`))
+	s := Summarize([]*Result{r}, Options{GroupBy: GroupJob})
+	if got := strings.Join(codes(group(t, s, "r", "read")), ","); got != "no-fill,single-run" {
+		t.Errorf("%s", got)
+	}
+}
+
+// fsync latency needs fsync calls and a latency: neither alone is one.
+func TestFsyncNeedsCallsAndLatency(t *testing.T) {
+	job := func(name, sync string) string {
+		return `{"jobname": "` + name + `", "job options": {"rw": "randwrite", "fsync": "1"},
+			"write": {"bw_bytes": 1, "iops": 1, "runtime": 1000, "total_ios": 1}, "sync": ` + sync + `}`
+	}
+	r, _ := Parse("s.json", []byte(`{"jobs": [`+job("calls", `{"total_ios": 5, "lat_ns": {"mean": 0}}`)+`,`+
+		job("latency", `{"total_ios": 0, "lat_ns": {"mean": 7}}`)+`,`+job("both", `{"total_ios": 5, "lat_ns": {"mean": 7}}`)+`]}`))
+	s := Summarize([]*Result{r}, Options{GroupBy: GroupJob})
+	for name, want := range map[string]bool{"calls": false, "latency": false, "both": true} {
+		if got := group(t, s, name, "write").FsyncMeanNs; (got != nil) != want || want && got.Mean != 7 {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+}
+
+// Groups come sorted by label, job, direction, workload.
+func TestGroupOrder(t *testing.T) {
+	s := summarize(t, Options{GroupBy: GroupAuto}, filepath.Join("testdata", "real", "lab19"), filepath.Join("testdata", "real", "pitfalls"))
+	var got []string
+	for _, g := range s.Groups {
+		got = append(got, g.Label+" "+g.Job+" "+g.Dir)
+	}
+	want := []string{
+		"io_uring rr4k read", "io_uring rw4k write", "io_uring rw4kqd1 write", "io_uring sr1m read", "io_uring sw1m write", "io_uring sync write",
+		"libaio rr4k read", "libaio rw4k write", "libaio rw4kqd1 write", "libaio sr1m read", "libaio sw1m write", "libaio sync write",
+		"pitfalls both write", "pitfalls buffered read", "pitfalls latpct read", "pitfalls mixed read", "pitfalls mixed write",
+		"pitfalls preamble write", "pitfalls twojobs read", "pitfalls unwritten read",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("order:\n%q\nwant\n%q", got, want)
 	}
 }
