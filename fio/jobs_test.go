@@ -101,6 +101,7 @@ func TestDefaultLabel(t *testing.T) {
 		"/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1": "scsi1",
 		"/dev/disk/by-id/virtio-drive-virtio1":                 "virtio1",
 		"/dev/disk/by-id/nvme-Samsung_SSD_970":                 "nvme-Samsung_SSD_970",
+		"/dev/disk/by-id/drive-scsi2":                          "scsi2",
 	} {
 		if got := DefaultLabel(dev); got != want {
 			t.Errorf("%s: %q, want %q", dev, got, want)

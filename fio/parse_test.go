@@ -93,6 +93,9 @@ func TestParseBroken(t *testing.T) {
 		{"cut after a brace", `{"jobs": [ {"jobname": "x"}`, ErrTruncated},
 		{"jobs not an array", `{"jobs": {}}`, ErrNotFio},
 		{"a brace at the very end", "fio: x {", ErrNoJSON},
+		{"blanks at the very end", "fio: x\n   ", ErrNoJSON},
+		// The first object is the output, even when a later one would do.
+		{"empty object first", "{}\n{\"jobs\": []}", ErrNotFio},
 		{"a brace before a number", "x {1}", ErrNoJSON},
 	}
 	for _, c := range inline {
