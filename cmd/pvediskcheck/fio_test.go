@@ -523,3 +523,20 @@ func TestFioErrorLinesAreShort(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 }
+
+// fio's -1 (unknown) never prints as a number (issue 15 #9): IOPS falls back
+// to total_ios/runtime, an unknown latency is "-".
+func TestFioSummaryUnknownValues(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "neg.json"), []byte(`{"fio version": "fio-3.33", "jobs": [{"jobname": "n",
+		"job options": {"rw": "randread", "bs": "4k", "direct": "1", "ramp_time": "2"},
+		"read": {"iops": -1, "total_ios": 3000, "runtime": 1000, "bw_bytes": -1, "io_bytes": 12288000,
+			"clat_ns": {"mean": -1, "percentile": {"99.000000": -1}}, "lat_ns": {"mean": -1}}}]}`), 0o644)
+	out, _, code := runCLI(t, "fio", "summary", "--host-ram", "0", dir)
+	if got := strings.Join(tableRow(t, out, filepath.Base(dir), "n"), " "); code != 0 || got != filepath.Base(dir)+" n randread 4k QD1 read 1 3,000 11.7 - - -" {
+		t.Errorf("exit %d: %s", code, got)
+	}
+	if strings.Contains(out, "-1") {
+		t.Errorf("%s", out)
+	}
+}
