@@ -379,30 +379,6 @@ func TestSummarizeEmptyAndOdd(t *testing.T) {
 	}
 }
 
-// fio 2.x files: every run summarised with its latencies (in ns), no
-// "buffered" or "no-ramp" guessed for files without options.
-func TestSummarizeFio2(t *testing.T) {
-	s := summarize(t, Options{GroupBy: GroupAuto}, filepath.Join("testdata", "real", "fio2"))
-	if len(s.Groups) != 11 || len(s.Failed) != 0 || len(s.Unreadable) != 0 || s.Outcome != Complete {
-		t.Fatalf("%d groups, failed %v, unreadable %v, %s", len(s.Groups), s.Failed, s.Unreadable, s.Outcome)
-	}
-	for _, g := range s.Groups {
-		if g.ClatMeanNs == nil || g.LatMeanNs == nil || g.P99Ns == nil || g.P99Of != "clat" || g.IOPS.Mean <= 0 || g.BandwidthMiBps.Mean <= 0 {
-			t.Errorf("%s: %+v", g.Name(), g)
-		}
-		noOpts := len(g.Options) == 0
-		if got := slices.Contains(codes(&g), WarnNoOptions); got != noOpts || noOpts && (g.Workload != "options unknown" ||
-			slices.Contains(codes(&g), WarnBuffered) || slices.Contains(codes(&g), WarnNoRamp) || slices.Contains(codes(&g), WarnNoFill)) {
-			t.Errorf("%s: %v %s", g.Name(), codes(&g), g.Workload)
-		}
-	}
-	g := group(t, s, "fio2/sequential_write", "write")
-	if g.ClatMeanNs.Mean != 477734840 || g.P99Ns.Mean != 823296000 || !near(g.BandwidthMiBps.Mean, 361984/5.314/1024, 1e-9) ||
-		g.Warnings[1].Message != `fio ("fio-2.1.4") printed no job options, as fio before 2.3 does: direct=1, ramp_time and a fill before reads not checked` {
-		t.Errorf("%+v", g)
-	}
-}
-
 // numjobs=16 without group_reporting: 16 entries whose rounded bw (KiB/s)
 // would add up 1.6 % short; bw_bytes adds up exactly (issue 14 #8).
 func TestMergeClonesBandwidthBytes(t *testing.T) {

@@ -149,64 +149,6 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// fio 2.x files, as fio wrote them (fio2/README in testdata/real/README.md):
-// latencies in µs under clat/lat, io_bytes in KiB, no bw_bytes; fio 2.1.4
-// prints no total_ios either. Everything comes out in ns and bytes.
-func TestParseFio2(t *testing.T) {
-	cases := []struct {
-		file, job, dir string
-		ioKiB          int64
-		bwKiBps        float64 // fio's rounded bw, for the check that bandwidth is io_bytes/runtime
-		iops           float64
-		runtimeMs      int64
-		totalIOs       int64
-		clatUs, latUs  float64
-		p99Us          float64
-	}{
-		{"fioplot-fio-2.18-randread-01.json", "random-io", "read", 17568, 292, 73.184143, 60013, 4392, 13636.394809, 13652.220173, 22912},
-		{"fioplot-fio-2.18-randread-128.json", "random-io", "read", 125220, 2073, 518.449207, 60382, 31305, 246580.325603, 246596.329276, 1073152},
-		{"fioplot-fio-2.18-randwrite-02.json", "random-io", "write", 68924, 1148, 287.111555, 60015, 17231, 6934.18014, 6956.245836, 89600},
-		{"fioplot-fio-2.18-randwrite-64.json", "random-io", "write", 69848, 1142, 285.653525, 61130, 17462, 223861.577082, 223884.047818, 1368064},
-		{"pkb-fio-2.1.4-sample.json", "sequential_write", "write", 361984, 68118, 133, 5314, 0, 477734.84, 478737.47, 823296},
-		{"pkb-fio-2.1.4-sample.json", "random_read_test_parallel", "read", 36244, 1292, 323, 28045, 0, 198030.44, 198058.86, 209920},
-		{"pkb-fio-2.17-hist.json", "rand_16k_write_100%-io-depth-1-num-jobs-2", "write", 393280, 39312, 2457.017193, 10004, 24580, 800.193694, 810.977136, 2384},
-	}
-	for _, c := range cases {
-		r, err := ReadFile(filepath.Join("testdata", "real", "fio2", c.file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var j *Job
-		for i := range r.Jobs {
-			if r.Jobs[i].Name == c.job {
-				j = &r.Jobs[i]
-			}
-		}
-		if j == nil {
-			t.Fatalf("%s: no job %s", c.file, c.job)
-		}
-		io := j.Dir(c.dir)
-		want := IOStats{c.totalIOs, c.ioKiB << 10, float64(c.ioKiB<<10) / (float64(c.runtimeMs) / 1000), c.iops, c.runtimeMs,
-			c.clatUs * 1000, c.latUs * 1000, c.p99Us * 1000, "clat"}
-		if *io != want {
-			t.Errorf("%s %s %s:\n got %+v\nwant %+v", c.file, c.job, c.dir, *io, want)
-		}
-		// fio's own bw is io_bytes/runtime in KiB/s, rounded down.
-		if kib := io.BandwidthBps / 1024; kib < c.bwKiBps || kib >= c.bwKiBps+1 {
-			t.Errorf("%s %s: %.3f KiB/s, fio printed %g", c.file, c.job, kib, c.bwKiBps)
-		}
-		// Little's law holds in these units: IOPS x mean latency = the I/Os in
-		// flight (iodepth x numjobs, 2 for the PKB parallel job).
-		inFlight := io.IOPS * io.LatMeanNs / 1e9
-		if inFlight < 0.95 || inFlight > 130 {
-			t.Errorf("%s %s: %.2f I/Os in flight", c.file, c.job, inFlight)
-		}
-		if other := j.Dir(map[string]string{"read": "write", "write": "read"}[c.dir]); other.HasIO() || *other != (IOStats{}) {
-			t.Errorf("%s %s: the idle direction has %+v", c.file, c.job, *other)
-		}
-	}
-}
-
 // Units by fio version, at the boundaries fio's history sets (parse.go).
 func TestParseUnitsByVersion(t *testing.T) {
 	doc := func(version, dir string) string {
