@@ -312,3 +312,40 @@ func TestSummarizeFio2(t *testing.T) {
 		t.Errorf("%+v", g.Warnings)
 	}
 }
+
+// numjobs=2 without group_reporting: two entries named "clones", merged
+// into one run: IOPS and bandwidth add up, the latencies are the means of
+// all I/Os. fio-2.0.13 prints no total_ios: its I/Os are IOPS x runtime.
+func TestMergeClonesFio2(t *testing.T) {
+	for _, v := range fio2Versions {
+		r, err := ReadFile(filepath.Join(fio2Dir, v+"-clones-1.json"))
+		if err != nil || len(r.Jobs) != 2 {
+			t.Fatal(err)
+		}
+		a, b := r.Jobs[0].Read, r.Jobs[1].Read
+		if a.ClatMeanNs == b.ClatMeanNs || a.IOPS == b.IOPS {
+			t.Fatalf("%s: clones alike, nothing to weigh: %+v %+v", v, a, b)
+		}
+		na, nb := float64(a.TotalIOs), float64(b.TotalIOs)
+		if v == "fio-2.0.13" {
+			na, nb = a.IOPS*float64(a.RuntimeMs)/1000, b.IOPS*float64(b.RuntimeMs)/1000
+		}
+		m := mergeClones(r.Jobs)[0].Read
+		if m.IOPS != a.IOPS+b.IOPS || m.BandwidthBps != a.BandwidthBps+b.BandwidthBps || m.IOBytes != a.IOBytes+b.IOBytes ||
+			m.TotalIOs != a.TotalIOs+b.TotalIOs || m.P99Ns != max(a.P99Ns, b.P99Ns) ||
+			!near(m.ClatMeanNs, (a.ClatMeanNs*na+b.ClatMeanNs*nb)/(na+nb), 1e-6) ||
+			!near(m.LatMeanNs, (a.LatMeanNs*na+b.LatMeanNs*nb)/(na+nb), 1e-6) {
+			t.Errorf("%s: %+v from %+v and %+v", v, m, a, b)
+		}
+	}
+}
+
+// ioCount is the same count whichever way a clone gives it: 3 I/Os counted
+// by total_ios weigh three times 1 I/O known as 1 IOPS over 1 s.
+func TestIOCount(t *testing.T) {
+	r, _ := Parse("c.json", []byte(`{"jobs": [{"jobname": "c", "read": {"total_ios": 3, "iops": 3, "runtime": 1000, "bw": 1, "clat": {"mean": 10}}},
+		{"jobname": "c", "read": {"iops": 1, "runtime": 1000, "bw": 1, "clat": {"mean": 30}}}]}`))
+	if m := mergeClones(r.Jobs)[0].Read; m.ClatMeanNs != 15000 || ioCount(&r.Jobs[1].Read) != 1 || ioCount(&r.Jobs[0].Read) != 3 {
+		t.Errorf("%+v", m)
+	}
+}

@@ -560,8 +560,8 @@ func isDigits(s string) bool {
 
 // mergeClones folds entries with the same jobname (numjobs>1 without
 // group_reporting) into one: IOPS and bandwidth add up, mean latencies are
-// weighted by I/O count, and the p99 is the highest clone's (an upper bound:
-// the per-clone histograms are not in plain json output).
+// weighted by I/O count (ioCount), and the p99 is the highest clone's (an
+// upper bound: the per-clone histograms are not in plain json output).
 func mergeClones(jobs []Job) []Job {
 	if len(jobs) < 2 {
 		return jobs
@@ -597,9 +597,10 @@ func mergeClones(jobs []Job) []Job {
 }
 
 func mergeIO(a, b *IOStats) {
-	if n := a.TotalIOs + b.TotalIOs; n > 0 {
+	na, nb := ioCount(a), ioCount(b)
+	if n := na + nb; n > 0 {
 		w := func(x, y float64) float64 {
-			return (x*float64(a.TotalIOs) + y*float64(b.TotalIOs)) / float64(n)
+			return (x*na + y*nb) / n
 		}
 		a.ClatMeanNs, a.LatMeanNs = w(a.ClatMeanNs, b.ClatMeanNs), w(a.LatMeanNs, b.LatMeanNs)
 	}
@@ -612,6 +613,16 @@ func mergeIO(a, b *IOStats) {
 	if a.P99Of == "" {
 		a.P99Of = b.P99Of
 	}
+}
+
+// ioCount is the number of I/Os a direction's mean latencies are of, by
+// which merged clones weigh them: total_ios, or IOPS x runtime when fio
+// printed none (before 2.1.14; its iops is total_ios/runtime).
+func ioCount(s *IOStats) float64 {
+	if s.TotalIOs > 0 {
+		return float64(s.TotalIOs)
+	}
+	return s.IOPS * float64(s.RuntimeMs) / 1000
 }
 
 // addCapped adds two counters of 0 to maxValue (what Parse gives), at most

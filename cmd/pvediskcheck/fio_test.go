@@ -463,6 +463,8 @@ func TestFioSummaryFio2(t *testing.T) {
 	}
 	for _, c := range []struct{ prefix, want []string }{
 		{[]string{"fio-2.0.13", "sync"}, strings.Fields("fio-2.0.13 sync options unknown write 1 16,800 65.6 44.0 80.0 -")},
+		// Clones without total_ios (before fio 2.1.14): latencies weighted by IOPS x runtime.
+		{[]string{"fio-2.0.13", "clones"}, strings.Fields("fio-2.0.13 clones options unknown read 1 83,223 325 380 2,480 -")},
 		{[]string{"fio-2.18", "rr4k"}, strings.Fields("fio-2.18 rr4k randread 4k QD32 read 2 86,656 (±5%) 339 (±5%) 365 (±5%) 541 (±11%) -")},
 		{[]string{"fio-2.21", "sw1m"}, strings.Fields("fio-2.21 sw1m write 1M QD16 write 1 2,812 2,817 5,634 6,880 -")},
 		{[]string{"fio-2.99", "clones"}, strings.Fields("fio-2.99 clones randread 4k QD16 x2 read 1 86,717 339 364 553 -")},
