@@ -42,7 +42,7 @@ const quoteLen = 120
 type Result struct {
 	File      string // path as given
 	Version   string // "fio version", e.g. "fio-3.33"
-	Timestamp int64  // Unix seconds when fio finished, 0 when fio printed none (before 2.2)
+	Timestamp int64  // Unix seconds when fio finished, 0 when fio printed none (before 2.2.5)
 	Jobs      []Job
 	// Notes are fio's own "fio: ..." lines printed before the JSON, such as
 	// "fio: pid=31920, err=28/file:io_u.c:1876, func=io_u error, error=No space
@@ -294,7 +294,8 @@ func rate(v gjson.Result) float64 {
 }
 
 // percentile99 is the 99th percentile in a fio percentile object: the key is
-// "99.000000" since fio 2.0.13 ("%f") and "99.00" before ("%2.2f").
+// "99.000000" since fio 2.0.14 ("%f", commit 435d195a) and "99.00" before
+// ("%2.2f", fio 2.0.10 to 2.0.13: fio2/fio-2.0.13-*.json).
 func percentile99(p gjson.Result) gjson.Result {
 	var out gjson.Result
 	p.ForEach(func(k, v gjson.Result) bool {
