@@ -63,7 +63,7 @@ in --json); P99, the 99th percentile of clat (of lat when the job set
 lat_percentiles=1: the header then says so); FSYNC MEAN, the mean time of each
 fsync for jobs run with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's
 script left out). fio 2.x files are read in the same units: their latencies
-are in µs (clat, lat; clat_ns and lat_ns from fio 3.0) and their io_bytes in
+are in µs (clat, lat; clat_ns and lat_ns from fio 2.99) and their io_bytes in
 KiB (bytes from fio 2.21). A value fio printed as unknown (-1) is unknown, not
 a number. Jobs named fill (Lab 19's precondition pass) are not summarised.
 
