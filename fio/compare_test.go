@@ -19,6 +19,13 @@ func TestJudge(t *testing.T) {
 		{"apart, but gap below A's spread", []float64{100, 140}, []float64{141, 142}, WithinNoise},
 		{"apart, but gap below B's spread", []float64{141, 142}, []float64{100, 140}, WithinNoise},
 		{"lower side works too", []float64{200, 205}, []float64{100, 101}, Different},
+		// With 3 runs the means move off the middle of the ranges: touching
+		// ranges whose means are further apart than either spread.
+		{"A's top touches B's bottom", []float64{100, 100, 110}, []float64{110, 120, 120}, WithinNoise},
+		{"B's top touches A's bottom", []float64{110, 120, 120}, []float64{100, 100, 110}, WithinNoise},
+		{"gap equal to A's spread", []float64{100, 100, 130}, []float64{140, 140, 140}, WithinNoise},
+		{"gap equal to B's spread", []float64{140, 140, 140}, []float64{100, 100, 130}, WithinNoise},
+		{"gap just beyond both", []float64{100, 100, 129}, []float64{140, 140, 140}, Different},
 	}
 	for _, c := range cases {
 		if got := Judge(NewStat(c.a), NewStat(c.b)); got != c.want {
@@ -146,5 +153,51 @@ func TestCompareReal(t *testing.T) {
 	r := row(t, cmp, "sw1m", "iops")
 	if !slices.Equal(r.A.Values, []float64{1652.491694, 1014.588859, 1393.023256}) || !near(*r.PValue, 0.40236972501313006, 1e-8) {
 		t.Errorf("sw1m: %v p=%v", r.A.Values, *r.PValue)
+	}
+}
+
+func TestMetricByKey(t *testing.T) {
+	for _, m := range Metrics {
+		if got, ok := MetricByKey(m.Key); !ok || got.Key != m.Key || got.Title != m.Title || got.HigherIsBetter != m.HigherIsBetter {
+			t.Errorf("%s: %+v %v", m.Key, got, ok)
+		}
+	}
+	if m, ok := MetricByKey("speed"); ok || m.Key != "" {
+		t.Errorf("speed: %+v", m)
+	}
+}
+
+// Shapes the labs do not have: a job with two option sets in B, p99 of
+// different latencies, a mean of 0, options only one side has.
+func TestCompareEdges(t *testing.T) {
+	g := func(job, p99Of string, opts map[string]string, iops ...float64) Group {
+		p99 := NewStat(iops)
+		return Group{Job: job, Dir: "read", Options: opts, IOPS: NewStat(iops), BandwidthMiBps: NewStat(iops), P99Ns: &p99, P99Of: p99Of}
+	}
+	a := []Group{g("rr4k", "clat", map[string]string{"bs": "4k", "filename": "/a"}, 100, 110), g("sw1m", "clat", nil, 0, 0)}
+	b := []Group{
+		g("rr4k", "lat", map[string]string{"bs": "4k", "filename": "/b", "ramp_time": "2", "iodepth": "8"}, 200, 210),
+		g("sw1m", "clat", nil, 5, 6), g("sw1m", "clat", map[string]string{"bs": "1M"}, 5, 6),
+	}
+	cmp := Compare(a, b, nil)
+	var rows []string
+	for _, r := range cmp.Rows {
+		rows = append(rows, r.Job+" "+r.Metric)
+	}
+	// rr4k: no p99 row (clat vs lat); sw1m: two option sets in B, not compared.
+	if !slices.Equal(rows, []string{"rr4k iops", "rr4k bw"}) {
+		t.Errorf("rows %q", rows)
+	}
+	wantNotes := []string{"sw1m (read): 2 different option sets in B, not compared", "options differ in every job: iodepth=(unset) vs 8"}
+	if !slices.Equal(cmp.Notes, wantNotes) {
+		t.Errorf("notes %q, want %q", cmp.Notes, wantNotes)
+	}
+	if r := row(t, cmp, "rr4k", "iops"); r.Verdict != Different || r.Better != "B" || !near(r.DiffPct, 100/105.0*100, 1e-12) {
+		t.Errorf("%+v", r)
+	}
+	// A mean of 0 has no percentage difference.
+	cmp = Compare([]Group{g("z", "clat", nil, 0, 0)}, []Group{g("z", "clat", nil, 5, 6)}, []string{"iops", "p99"})
+	if len(cmp.Rows) != 2 || cmp.Rows[0].DiffPct != 0 || cmp.Rows[1].Of != "clat" || cmp.Rows[0].Of != "" || cmp.Rows[0].Better != "B" {
+		t.Errorf("%+v", cmp.Rows)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // GroupBy says which runs are repetitions of the same test.
@@ -35,16 +39,33 @@ type Options struct {
 	HostRAMBytes int64
 }
 
-// Warning codes. Each names one of Lab 19's pitfalls or an unreadable file.
+// Warning codes. Each names one of Lab 19's pitfalls, a run that failed or
+// measured nothing, or an unreadable file.
 const (
 	WarnUnreadable   = "unreadable"     // the file could not be read or parsed
+	WarnNoIO         = "no-io"          // a job (or a file's jobs[]) with no I/O measured and no error: nothing to summarise
+	WarnInterrupted  = "interrupted"    // fio was stopped by a signal: the run is shorter than asked
 	WarnBuffered     = "buffered"       // direct=0: the page cache of fio's machine is measured
 	WarnAreaBelowRAM = "area-below-ram" // read area smaller than host RAM: caches can serve it
 	WarnShortRuntime = "short-runtime"  // measured for less than MinRuntimeMs
 	WarnNoRamp       = "no-ramp"        // ramp_time unset: start-up counted
 	WarnNoFill       = "no-fill"        // read of an area no fill job was seen writing
 	WarnSingleRun    = "single-run"     // one run: no spread
-	WarnJobError     = "job-error"      // fio reported an error for the job
+	WarnJobError     = "job-error"      // fio reported an error for the job (or I/O errors it went on past)
+	WarnNoOptions    = "no-options"     // fio before 2.3 printed no options: the checks that need them were not made
+)
+
+// Outcome says how much of what was read a Summary stands on.
+type Outcome string
+
+const (
+	// Complete: every file read, every run summarised, no run failed.
+	Complete Outcome = "complete"
+	// Partial: some files unreadable, or some runs failed or measured
+	// nothing (each is named); the rest is summarised.
+	Partial Outcome = "partial"
+	// NothingUsable: no run to summarise.
+	NothingUsable Outcome = "nothing-usable"
 )
 
 // MinRuntimeMs is Lab 19's runtime per job; shorter runs get a warning.
@@ -80,7 +101,7 @@ type Group struct {
 	Files    []string          `json:"files"`
 
 	IOPS           Stat `json:"iops"`
-	BandwidthMiBps Stat `json:"bandwidth_mibps"` // fio's bw (KiB/s) / 1024
+	BandwidthMiBps Stat `json:"bandwidth_mibps"` // fio's bw_bytes / 2^20 (bw in KiB/s / 1024 before fio 3.2)
 	// The latencies are nil when the files lack them (fio always prints
 	// them; files built from a lab's table may not).
 	ClatMeanNs *Stat `json:"clat_mean_ns,omitempty"` // completion latency, mean
@@ -111,8 +132,48 @@ type Summary struct {
 	// Preconditioning lists the files of fill jobs: used to check that reads
 	// hit written blocks, not summarised.
 	Preconditioning []string `json:"preconditioning"`
-	// Unreadable is for the caller (ReadFiles) to fill.
+	// Unreadable is for the caller (ReadFiles) to fill; Load does.
 	Unreadable []Warning `json:"unreadable"`
+	// Failed names the jobs that are not summarised: fio's error with no
+	// I/O measured (job-error), a job or a file with no I/O at all (no-io).
+	Failed  []Warning `json:"failed"`
+	Outcome Outcome   `json:"outcome"`
+}
+
+// judge sets Outcome from what the summary holds.
+func (s *Summary) judge() {
+	s.Outcome = Complete
+	for _, g := range s.Groups {
+		for _, w := range g.Warnings {
+			if w.Code == WarnJobError {
+				s.Outcome = Partial
+			}
+		}
+	}
+	if len(s.Unreadable) > 0 || len(s.Failed) > 0 {
+		s.Outcome = Partial
+	}
+	if len(s.Groups) == 0 {
+		s.Outcome = NothingUsable
+	}
+}
+
+// Load lists paths (files, and the *.json files directly in directories),
+// reads them and summarises them: what `fio summary` does. A path that does
+// not exist, or no *.json file at all, is a usage error (exit 2).
+func Load(paths []string, opt Options) (*Summary, error) {
+	files, err := ListFiles(paths)
+	if err != nil {
+		return nil, exitcode.Usagef("%v", err)
+	}
+	if len(files) == 0 {
+		return nil, exitcode.Usagef("no *.json file in %s", strings.Join(paths, " "))
+	}
+	results, unreadable := ReadFiles(files)
+	sum := Summarize(results, opt)
+	sum.Unreadable = append(sum.Unreadable, unreadable...)
+	sum.judge()
+	return sum, nil
 }
 
 // run is one job's one direction in one file.
@@ -122,7 +183,9 @@ type run struct {
 	ts                    int64
 	io                    IOStats
 	sync                  SyncStats
-	jobErr                int
+	src                   *Job   // the (merged) job the run is of
+	interrupted           string // fio's "terminating on signal" line, "" when it ran to its end
+	version               string // "fio version" of the file
 }
 
 // fill is a sequential write pass that leaves an area written.
@@ -131,26 +194,51 @@ type fill struct {
 	bytes, ts       int64
 }
 
-// Summarize groups runs and computes their statistics and warnings.
+// Summarize groups runs and computes their statistics and warnings. Jobs
+// that failed before measuring, or measured nothing, go to Failed.
 func Summarize(results []*Result, opt Options) *Summary {
-	sum := &Summary{Groups: []Group{}, Preconditioning: []string{}, Unreadable: []Warning{}}
+	sum := &Summary{Groups: []Group{}, Preconditioning: []string{}, Unreadable: []Warning{}, Failed: []Warning{}}
 	var runs []run
 	var fills []fill
 	for _, r := range results {
+		if len(r.Jobs) == 0 {
+			sum.Failed = append(sum.Failed, Warning{r.File, WarnNoIO, r.File + `: no job in it ("jobs": [])`})
+		}
+		stopped := ""
+		for _, n := range r.Notes {
+			if strings.Contains(n, "terminating on signal") {
+				stopped = n
+			}
+		}
 		jobs := mergeClones(r.Jobs)
-		for _, j := range jobs {
+		for i := range jobs {
+			j := &jobs[i]
 			label, job := names(r.File, j.Name, len(jobs), opt.GroupBy)
 			if j.Options["rw"] == "write" && j.Write.IOBytes > 0 {
 				fills = append(fills, fill{label, j.Options["filename"], j.Write.IOBytes, r.Timestamp})
+			}
+			var measured []string
+			for _, d := range Dirs {
+				if j.Dir(d).HasIO() {
+					measured = append(measured, d)
+				}
+			}
+			switch {
+			case isPrecondition(j.Name) && j.Error != 0:
+				sum.Failed = append(sum.Failed, Warning{r.File, WarnJobError, r.File + ": " + jobError(j) +
+					": reads judged against this fill may hit never-written blocks"})
+			case len(measured) == 0 && j.Error != 0:
+				sum.Failed = append(sum.Failed, Warning{r.File, WarnJobError, r.File + ": " + jobError(j) + ": no I/O measured"})
+			case len(measured) == 0:
+				sum.Failed = append(sum.Failed, Warning{r.File, WarnNoIO, fmt.Sprintf("%s: job %s: fio measured no I/O in any direction", r.File, clip(j.Name))})
 			}
 			if isPrecondition(j.Name) {
 				sum.Preconditioning = append(sum.Preconditioning, r.File)
 				continue
 			}
-			for _, d := range Dirs {
-				if io := j.Dir(d); io.TotalIOs > 0 {
-					runs = append(runs, run{r.File, label, job, d, j.Options, r.Timestamp, *io, j.Sync, j.Error})
-				}
+			for _, d := range measured {
+				runs = append(runs, run{file: r.File, label: label, job: job, dir: d, opts: j.Options, ts: r.Timestamp,
+					io: *j.Dir(d), sync: j.Sync, src: j, interrupted: stopped, version: r.Version})
 			}
 		}
 	}
@@ -171,6 +259,7 @@ func Summarize(results []*Result, opt Options) *Summary {
 		sum.Groups = append(sum.Groups, newGroup(m, fills, opt.HostRAMBytes))
 	}
 	nameCollisions(sum.Groups)
+	sum.judge()
 	sort.SliceStable(sum.Groups, func(i, j int) bool {
 		a, b := sum.Groups[i], sum.Groups[j]
 		if a.Label != b.Label {
@@ -219,7 +308,7 @@ func newGroup(runs []run, fills []fill, hostRAM int64) Group {
 	for _, r := range runs {
 		g.Files = append(g.Files, r.file)
 		iops = append(iops, r.io.IOPS)
-		bw = append(bw, r.io.BandwidthKiBps/1024)
+		bw = append(bw, r.io.BandwidthBps/units.MiB)
 		if r.io.ClatMeanNs > 0 {
 			clat = append(clat, r.io.ClatMeanNs)
 		}
@@ -230,7 +319,7 @@ func newGroup(runs []run, fills []fill, hostRAM int64) Group {
 			g.P99Of = r.io.P99Of
 			p99 = append(p99, r.io.P99Ns)
 		}
-		if r.dir == "write" && r.sync.TotalIOs > 0 {
+		if r.dir == "write" && r.sync.TotalIOs > 0 && r.sync.LatMeanNs > 0 {
 			fsync = append(fsync, r.sync.LatMeanNs)
 		}
 		g.Warnings = append(g.Warnings, pitfalls(r, fills, hostRAM)...)
@@ -258,14 +347,25 @@ func pitfalls(r run, fills []fill, hostRAM int64) []Warning {
 	add := func(code, format string, a ...any) {
 		w = append(w, Warning{r.file, code, fmt.Sprintf(format, a...)})
 	}
-	if r.jobErr != 0 {
-		add(WarnJobError, "fio reported error %d for job %s: its numbers cover only part of the run", r.jobErr, r.job)
+	if r.src.Error != 0 || r.src.IOErrors > 0 {
+		add(WarnJobError, "%s: its numbers cover only part of the run", jobError(r.src))
 	}
-	if !isDirect(r.opts) {
-		add(WarnBuffered, "direct=0: I/O went through the page cache of the machine fio ran on, not to the disk")
+	if r.interrupted != "" {
+		add(WarnInterrupted, "fio was stopped (%s): the run is shorter than asked", units.Clip(r.interrupted, quoteLen))
 	}
 	if r.io.RuntimeMs < MinRuntimeMs {
 		add(WarnShortRuntime, "measured for %.1f s, under %d s", float64(r.io.RuntimeMs)/1000, MinRuntimeMs/1000)
+	}
+	if len(r.opts) == 0 {
+		v := "no version"
+		if r.version != "" {
+			v = clip(r.version)
+		}
+		add(WarnNoOptions, "fio (%s) printed no job options, as fio before 2.3 does: direct=1, ramp_time and a fill before reads not checked", v)
+		return w
+	}
+	if !isDirect(r.opts) {
+		add(WarnBuffered, "direct=0: I/O went through the page cache of the machine fio ran on, not to the disk")
 	}
 	if !hasRamp(r.opts) {
 		add(WarnNoRamp, "no ramp_time: the start-up seconds (empty queues, cold caches) are counted")
@@ -276,7 +376,7 @@ func pitfalls(r run, fills []fill, hostRAM int64) []Warning {
 	area, areaKnown := readArea(r.opts)
 	if areaKnown && hostRAM > 0 && area < hostRAM {
 		add(WarnAreaBelowRAM, "read area %s is smaller than host RAM %s: the page cache or ZFS ARC can serve these reads",
-			formatBytes(area), formatBytes(hostRAM))
+			units.BytesCompact(area), units.BytesCompact(hostRAM))
 	}
 	filled := false
 	for _, f := range fills {
@@ -318,6 +418,9 @@ func readArea(o map[string]string) (int64, bool) {
 
 // workload is the few options that say what a job does: "randread 4k QD32".
 func workload(o map[string]string) string {
+	if len(o) == 0 {
+		return "options unknown"
+	}
 	get := func(def string, keys ...string) string {
 		for _, k := range keys {
 			if v := o[k]; v != "" {
@@ -457,8 +560,8 @@ func isDigits(s string) bool {
 
 // mergeClones folds entries with the same jobname (numjobs>1 without
 // group_reporting) into one: IOPS and bandwidth add up, mean latencies are
-// weighted by I/O count, and the p99 is the highest clone's (an upper bound:
-// the per-clone histograms are not in plain json output).
+// weighted by I/O count (ioCount), and the p99 is the highest clone's (an
+// upper bound: the per-clone histograms are not in plain json output).
 func mergeClones(jobs []Job) []Job {
 	if len(jobs) < 2 {
 		return jobs
@@ -474,7 +577,11 @@ func mergeClones(jobs []Job) []Job {
 		}
 		m := &out[i]
 		if m.Error == 0 {
-			m.Error = j.Error
+			m.Error, m.ErrorText = j.Error, j.ErrorText
+		}
+		m.IOErrors = addCapped(m.IOErrors, j.IOErrors)
+		if m.FirstIOError == 0 {
+			m.FirstIOError = j.FirstIOError
 		}
 		for _, d := range Dirs {
 			mergeIO(m.Dir(d), j.Dir(d))
@@ -483,22 +590,23 @@ func mergeClones(jobs []Job) []Job {
 		if n := s.TotalIOs + t.TotalIOs; n > 0 {
 			s.LatMeanNs = (s.LatMeanNs*float64(s.TotalIOs) + t.LatMeanNs*float64(t.TotalIOs)) / float64(n)
 		}
-		s.TotalIOs += t.TotalIOs
+		s.TotalIOs = addCapped(s.TotalIOs, t.TotalIOs)
 		s.LatP99Ns = max(s.LatP99Ns, t.LatP99Ns)
 	}
 	return out
 }
 
 func mergeIO(a, b *IOStats) {
-	if n := a.TotalIOs + b.TotalIOs; n > 0 {
+	na, nb := ioCount(a), ioCount(b)
+	if n := na + nb; n > 0 {
 		w := func(x, y float64) float64 {
-			return (x*float64(a.TotalIOs) + y*float64(b.TotalIOs)) / float64(n)
+			return (x*na + y*nb) / n
 		}
 		a.ClatMeanNs, a.LatMeanNs = w(a.ClatMeanNs, b.ClatMeanNs), w(a.LatMeanNs, b.LatMeanNs)
 	}
-	a.TotalIOs += b.TotalIOs
-	a.IOBytes += b.IOBytes
-	a.BandwidthKiBps += b.BandwidthKiBps
+	a.TotalIOs = addCapped(a.TotalIOs, b.TotalIOs)
+	a.IOBytes = addCapped(a.IOBytes, b.IOBytes)
+	a.BandwidthBps += b.BandwidthBps
 	a.IOPS += b.IOPS
 	a.RuntimeMs = max(a.RuntimeMs, b.RuntimeMs)
 	a.P99Ns = max(a.P99Ns, b.P99Ns)
@@ -507,16 +615,55 @@ func mergeIO(a, b *IOStats) {
 	}
 }
 
-// formatBytes prints n in binary units: "256 MiB", "23.5 GiB".
-func formatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, u := float64(n), 0
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
+// ioCount is the number of I/Os a direction's mean latencies are of, by
+// which merged clones weigh them: total_ios, or IOPS x runtime when fio
+// printed none (before 2.1.14; its iops is total_ios/runtime).
+func ioCount(s *IOStats) float64 {
+	if s.TotalIOs > 0 {
+		return float64(s.TotalIOs)
 	}
-	if f == float64(int64(f)) {
-		return fmt.Sprintf("%d %s", int64(f), units[u])
+	return s.IOPS * float64(s.RuntimeMs) / 1000
+}
+
+// addCapped adds two counters of 0 to maxValue (what Parse gives), at most
+// maxValue: a file's clones cannot add up past an int64 into a negative.
+func addCapped(a, b int64) int64 {
+	if a > maxValue-b {
+		return maxValue
 	}
-	return fmt.Sprintf("%.1f %s", f, units[u])
+	return a + b
+}
+
+// clipLen is how much of a job name a warning quotes.
+const clipLen = 64
+
+// clip quotes a name from a file, at most clipLen bytes of it.
+func clip(s string) string { return units.Clip(s, clipLen) }
+
+// jobError says what fio reported for a job: its error number with the
+// errno's name, fio's own line about it when the file has it, and the I/O
+// errors it went on past (continue_on_error).
+func jobError(j *Job) string {
+	var parts []string
+	if j.Error != 0 {
+		p := fmt.Sprintf("fio reported error %d (%s) for job %s", j.Error, errnoName(j.Error), clip(j.Name))
+		if j.ErrorText != "" {
+			p += ": " + units.Clip(j.ErrorText, quoteLen)
+		}
+		parts = append(parts, p)
+	}
+	if j.IOErrors > 0 {
+		parts = append(parts, fmt.Sprintf("fio counted %d I/O errors in job %s and went on (continue_on_error), the first %d (%s)",
+			j.IOErrors, clip(j.Name), j.FirstIOError, errnoName(j.FirstIOError)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// errnoName is the Linux name of errno n ("no space left on device"), the
+// number alone when it is none: fio prints errno values of the system it ran on.
+func errnoName(n int) string {
+	if n > 0 && n < 4096 {
+		return syscall.Errno(n).Error()
+	}
+	return "errno " + strconv.Itoa(n)
 }

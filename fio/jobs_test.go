@@ -1,11 +1,11 @@
 package fio
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 func TestJobFileText(t *testing.T) {
@@ -28,55 +28,93 @@ func TestJobFileText(t *testing.T) {
 	}
 }
 
-// The job file, run by fio exactly as its comments say (on an image file
-// instead of the disk), gives files that fio summary reads as Lab 19's:
-// every job grouped under the label with its runs, and no read without a fill.
-func TestJobFileRunsWithFio(t *testing.T) {
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		t.Skip("fio not installed")
-	}
-	if testing.Short() {
-		t.Skip("runs fio for about 15 s")
-	}
-	dir := t.TempDir()
-	img := filepath.Join(dir, "disk.img")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
+func TestJobSetValidate(t *testing.T) {
+	ok := JobSet{Device: "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1", Label: "local-zfs", Size: "2G", RuntimeS: 1, RampS: 0, Runs: 1}
+	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	js := JobSet{Device: img, Label: "test", Size: "16M", RuntimeS: 1, RampS: 0, Runs: 2}
-	jobFile := filepath.Join(dir, "lab19.fio")
-	if err := os.WriteFile(jobFile, []byte(js.JobFile()), 0o644); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name   string
+		change func(*JobSet)
+		field  string
+	}{
+		{"sdX", func(s *JobSet) { s.Device = "/dev/sdb" }, "device"},
+		{"by-id itself", func(s *JobSet) { s.Device = ByID }, "device"},
+		{"newline in device", func(s *JobSet) { s.Device = ByID + "x\nrw=write" }, "device"},
+		{"slash in device", func(s *JobSet) { s.Device = ByID + "../sda" }, "device"},
+		{"dot dot", func(s *JobSet) { s.Device = ByID + ".." }, "device"},
+		{"dot", func(s *JobSet) { s.Device = ByID + "." }, "device"},
+		{"space in device", func(s *JobSet) { s.Device = ByID + "a b" }, "device"},
+		{"empty label", func(s *JobSet) { s.Label = "" }, "label"},
+		{"label with a slash", func(s *JobSet) { s.Label = "a/b" }, "label"},
+		{"label with @", func(s *JobSet) { s.Label = "a@b" }, "label"},
+		{"label with a newline", func(s *JobSet) { s.Label = "a\n[x]" }, "label"},
+		{"label with $", func(s *JobSet) { s.Label = "$(reboot)" }, "label"},
+		{"label with a backtick", func(s *JobSet) { s.Label = "`" }, "label"},
+		{"label with {", func(s *JobSet) { s.Label = "{" }, "label"},
+		{"label with [", func(s *JobSet) { s.Label = "[" }, "label"},
+		{"label with /", func(s *JobSet) { s.Label = "/" }, "label"},
+		{"label with ;", func(s *JobSet) { s.Label = ";" }, "label"},
+		{"size", func(s *JobSet) { s.Size = "big" }, "size"},
+		{"size 0", func(s *JobSet) { s.Size = "0" }, "size"},
+		{"size with a space", func(s *JobSet) { s.Size = "2 G" }, "size"},
+		{"size with a newline", func(s *JobSet) { s.Size = "2G\n" }, "size"},
+		{"runtime", func(s *JobSet) { s.RuntimeS = 0 }, "runtime"},
+		{"ramp", func(s *JobSet) { s.RampS = -1 }, "ramp"},
+		{"runs", func(s *JobSet) { s.Runs = 0 }, "runs"},
 	}
-	run := func(section, out string) {
-		cmd := exec.Command(fio, "--section="+section, "--output-format=json", "--output="+out, "lab19.fio")
-		cmd.Dir = dir
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("fio --section=%s: %v\n%s", section, err, b)
+	for _, c := range cases {
+		s := ok
+		c.change(&s)
+		err := s.Validate()
+		var inv *InvalidError
+		if !errors.As(err, &inv) || inv.Field != c.field || exitcode.Of(err) != exitcode.Usage || !strings.HasPrefix(err.Error(), c.field+" ") {
+			t.Errorf("%s: %v, want a %s error", c.name, err, c.field)
 		}
 	}
-	run("fill", "test-fill.json")
-	for _, r := range []string{"1", "2"} {
-		for _, j := range LabJobs {
-			run(j[0], "test-"+j[0]+"-"+r+".json")
+	for _, good := range []func(*JobSet){
+		func(s *JobSet) { s.Device = ByID + "usb-SanDisk_Cruzer_Blade_4C53-0:0" },
+		func(s *JobSet) { s.Device = ByID + "nvme-eui.0025388b91b2c3d4-part1" },
+		func(s *JobSet) { s.Device = ByID + "a@b,c+d" },
+		func(s *JobSet) { s.Label = "io_uring.v2+x:1" },
+		func(s *JobSet) { s.Label = "AZaz09" },
+		func(s *JobSet) { s.Label = "Z" },
+		func(s *JobSet) { s.Label = "z" },
+		func(s *JobSet) { s.Label = "9" },
+		func(s *JobSet) { s.Size = "512M" },
+		func(s *JobSet) { s.RampS = 0 },
+	} {
+		s := ok
+		good(&s)
+		if err := s.Validate(); err != nil {
+			t.Errorf("%+v: %v", s, err)
 		}
 	}
-	s := summarize(t, Options{GroupBy: GroupAuto}, dir)
-	if len(s.Groups) != len(LabJobs) || len(s.Preconditioning) != 1 || len(s.Unreadable) != 0 {
-		t.Fatalf("%d groups, preconditioning %v, unreadable %v", len(s.Groups), s.Preconditioning, s.Unreadable)
+	e := &InvalidError{"size", "big", "expected a size"}
+	if e.Error() != `size "big": expected a size` {
+		t.Error(e.Error())
 	}
-	for _, g := range s.Groups {
-		if g.Label != "test" || g.Runs() != 2 {
-			t.Errorf("%s: %d runs", g.Name(), g.Runs())
+}
+
+func TestDefaultLabel(t *testing.T) {
+	for dev, want := range map[string]string{
+		"/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1": "scsi1",
+		"/dev/disk/by-id/virtio-drive-virtio1":                 "virtio1",
+		"/dev/disk/by-id/nvme-Samsung_SSD_970":                 "nvme-Samsung_SSD_970",
+		"/dev/disk/by-id/drive-scsi2":                          "scsi2",
+	} {
+		if got := DefaultLabel(dev); got != want {
+			t.Errorf("%s: %q, want %q", dev, got, want)
 		}
-		for _, w := range g.Warnings {
-			if w.Code == WarnNoFill || w.Code == WarnBuffered {
-				t.Errorf("%s: %+v", g.Name(), w)
-			}
-		}
-		if (g.FsyncMeanNs != nil) != (g.Job == "sync") {
-			t.Errorf("%s: fsync %v", g.Name(), g.FsyncMeanNs)
-		}
+	}
+}
+
+// A colon in a device name is escaped: fio reads "a:b" as two files.
+func TestJobFileColon(t *testing.T) {
+	js := JobSet{Device: ByID + "usb-x-0:0", Label: "usb", Size: " 1G", RuntimeS: 1, Runs: 1}
+	text := js.JobFile()
+	if !strings.Contains(text, "\nfilename="+ByID+"usb-x-0\\:0\n") || !strings.Contains(text, "# Lab 19 job set for "+ByID+"usb-x-0:0\n") ||
+		!strings.Contains(text, "\nsize=1G\n") {
+		t.Errorf("%s", text)
 	}
 }

@@ -127,8 +127,9 @@ func labJSON(j labJob, r labRun, dev string, ts int64, ioBytes int64) []byte {
 	if j.extra == "fsync" {
 		opts["fsync"] = "1"
 	}
-	zero := map[string]any{"io_bytes": 0, "bw": 0, "iops": 0, "runtime": 0, "total_ios": 0}
+	zero := map[string]any{"io_bytes": 0, "io_kbytes": 0, "bw_bytes": 0, "bw": 0, "iops": 0, "runtime": 0, "total_ios": 0}
 	dir := map[string]any{
+		"bw_bytes":  r.mibps * (1 << 20), // fio prints whole numbers; the labs' figures are not
 		"bw":        r.mibps * 1024,
 		"iops":      r.iops,
 		"runtime":   runtimeS * 1000,
@@ -138,6 +139,7 @@ func labJSON(j labJob, r labRun, dev string, ts int64, ioBytes int64) []byte {
 	if ioBytes > 0 {
 		dir["io_bytes"], dir["runtime"] = ioBytes, ioBytes/(1<<20)
 	}
+	dir["io_kbytes"] = dir["io_bytes"].(int64) >> 10
 	if r.clatUs > 0 {
 		clat := map[string]any{"mean": r.clatUs * 1000}
 		if r.p99Us > 0 {

@@ -20,9 +20,12 @@ func TestRegIncBeta(t *testing.T) {
 		{"x=0", 2, 3, 0, 0},
 		{"x=1", 2, 3, 1, 1},
 		{"large side, symmetry", 2, 30, 0.2, 1 - RegIncBeta(30, 2, 0.8)},
+		// Where only the right side of the symmetry converges (mpmath betainc).
+		{"a=b=1000 below the middle", 1000, 1000, 0.45, 3.683198869007578e-06},
+		{"a=5000 b=0.5 near 1", 5000, 0.5, 0.99, 1.1849636488949231e-23},
 	}
 	for _, c := range cases {
-		if got := RegIncBeta(c.a, c.b, c.x); !near(got, c.want, 1e-12) {
+		if got := RegIncBeta(c.a, c.b, c.x); !near(got, c.want, 1e-12*max(1, c.want)) || c.want < 1e-3 && !near(got, c.want, 1e-9*c.want) {
 			t.Errorf("%s: I_%g(%g,%g) = %.15g, want %.15g", c.name, c.x, c.a, c.b, got, c.want)
 		}
 	}
@@ -76,6 +79,9 @@ func TestWelchP(t *testing.T) {
 		{"two runs is not enough", []float64{27460, 27121}, []float64{32438, 33112, 31479}, 0, false},
 		{"identical runs, same mean", []float64{5, 5, 5}, []float64{5, 5, 5}, 1, true},
 		{"identical runs, other mean", []float64{5, 5, 5}, []float64{6, 6, 6}, 0, true},
+		// Equal spreads, means apart (mpmath: t = -3.674, df = 4, p by quadrature).
+		{"same variance both sides", []float64{1, 2, 3}, []float64{4, 5, 6}, 0.021311641128756724, true},
+		{"one side 2 runs", []float64{1, 2, 3}, []float64{4, 5}, 0, false},
 	}
 	for _, c := range cases {
 		p, ok := WelchP(NewStat(c.a), NewStat(c.b))
@@ -91,14 +97,21 @@ func TestNewStat(t *testing.T) {
 	if s.N != 2 || s.Mean != 27290.5 || s.Min != 27121 || s.Max != 27460 || s.Range() != 339 {
 		t.Errorf("%+v", s)
 	}
-	if !near(s.SpreadPct, 339/27290.5*100, 1e-9) || s.CVPct != nil {
+	if !near(s.SpreadPct, 339/27290.5*100, 1e-9) || s.CVPct != nil || !near(s.StdDev, 339/math.Sqrt2, 1e-9) {
 		t.Errorf("spread %v cv %v: want 1.24%% and no CV with 2 runs", s.SpreadPct, s.CVPct)
 	}
 	s = NewStat([]float64{10, 12, 14})
 	if s.StdDev != 2 || s.CVPct == nil || !near(*s.CVPct, 2.0/12*100, 1e-12) || !near(s.SpreadPct, 4.0/12*100, 1e-12) {
 		t.Errorf("%+v", s)
 	}
-	if s := NewStat([]float64{7}); s.SpreadPct != 0 || s.StdDev != 0 || s.CVPct != nil {
+	if s := NewStat([]float64{7}); s.SpreadPct != 0 || s.StdDev != 0 || s.CVPct != nil || s.Mean != 7 || s.Range() != 0 {
 		t.Errorf("one run: %+v", s)
+	}
+	if s := NewStat(nil); s.N != 0 || s.Mean != 0 || s.Values != nil {
+		t.Errorf("no run: %+v", s)
+	}
+	// A mean of 0: no spread or CV in % of it.
+	if s := NewStat([]float64{-1, 0, 1}); s.SpreadPct != 0 || s.CVPct != nil || s.StdDev != 1 {
+		t.Errorf("mean 0: %+v", s)
 	}
 }

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +56,16 @@ metric the mean with the spread between runs, as Lab 19 prints it:
 run is 3% of it. --wide adds min-max and, with 3 or more runs, the coefficient
 of variation (standard deviation / mean).
 
-Metrics: IOPS; bandwidth in MiB/s (fio's bw in KiB/s / 1024, as the labs
-print it); CLAT MEAN, fio's mean completion latency (clat: from submission to
-completion, without the submission time; total latency "lat" is in --json);
-P99, the 99th percentile of clat (of lat when the job set lat_percentiles=1:
-the header then says so); FSYNC MEAN, the mean time of each fsync for jobs run
-with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's script left out).
-Jobs named fill (Lab 19's precondition pass) are not summarised.
+Metrics: IOPS; bandwidth in MiB/s (fio's bw_bytes / 2^20; before fio 3.2,
+io_bytes / runtime); CLAT MEAN, fio's mean completion latency (clat: from
+submission to completion, without the submission time; total latency "lat" is
+in --json); P99, the 99th percentile of clat (of lat when the job set
+lat_percentiles=1: the header then says so); FSYNC MEAN, the mean time of each
+fsync for jobs run with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's
+script left out). fio 2.x files are read in the same units: their latencies
+are in µs (clat, lat; clat_ns and lat_ns from fio 2.99) and their io_bytes in
+KiB (bytes from fio 2.21). A value fio printed as unknown (-1) is unknown, not
+a number. Jobs named fill (Lab 19's precondition pass) are not summarised.
 
 Grouping (--group-by):
    auto  Lab 19 names, <label>-<job>-<run>.json, when <job> is the jobname in
@@ -86,9 +89,21 @@ Warnings, per file, from Lab 19's pitfalls:
                    it) was seen writing: thin storage returns zeros for blocks
                    never written, without reading the disk
    single-run      one run: no spread, so nothing can be compared against it
-   job-error       fio reported an error for the job
-A file that is empty, truncated or not fio JSON gets one warning and the rest
-is still summarised. fio's notes printed before the JSON are skipped.
+   job-error       fio reported an error for the job (its errno, and fio's own
+                   line when the file holds it), or I/O errors it went on past
+                   (continue_on_error): the numbers cover part of the run
+   interrupted     fio was stopped ("fio: terminating on signal 2")
+   no-options      fio before 2.3 printed no options: direct, ramp_time and
+                   the fill were not checked
+
+Not summarised, each named with its file (the rest is still summarised): a
+file that is empty, truncated or not fio JSON; a job fio reported as failed
+with no I/O measured (its errno, its name and fio's own line when the file
+holds it: with stdout redirected, fio prints it before the JSON; --output=FILE
+leaves it on the terminal); a job that measured nothing (a job --exitall
+stopped before it started); "jobs": []. fio's notes before the JSON and its
+normal report after it are skipped; a file holding several fio outputs (runs
+appended with >>) gives one run each.
 
 Changes nothing: reads the files named and PROC/meminfo (--proc).
 
@@ -99,8 +114,10 @@ EXAMPLES
    pvediskcheck fio summary --csv --group-by dir aio-native/ aio-io_uring/ > table.csv
 
 EXIT CODES
-   0  summarised every file
-   1  some files could not be read (each is named); the others are summarised
+   0  summarised every file, every run; no run failed
+   1  a file could not be read, or a run failed or measured nothing (each is
+      named; the others are summarised), or no run was usable at all (no
+      table; --json says "outcome": "nothing-usable")
    2  bad input: no such path, no *.json file, bad flag`,
 				Flags: []cli.Flag{
 					groupBy, csvFlag, wide,
@@ -138,10 +155,15 @@ EXAMPLES
    pvediskcheck fio compare --dir ~/res --metric iops local-zfs local-lvm
    pvediskcheck --json fio compare a/ b/
 
+Files that are unreadable and runs that failed or measured nothing are listed
+under the table; a side with no usable run at all is bad input (exit 2), not a
+verdict.
+
 EXIT CODES
    0  no metric of interest is different (or could not be judged)
    1  at least one metric of interest (--metric) is different: scripts can gate on it
-   2  bad input: A or B not found, a directory holding several labels, bad --metric`,
+   2  bad input: A or B not found or holding no usable run, a directory holding
+      several labels, bad --metric`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "dir", Usage: "directory whose files hold labels A and B (Lab 19's ~/res)"},
 					&cli.StringSliceFlag{Name: "metric", Usage: "metrics of interest: iops, bw, clat, lat, p99, fsync (default all)"},
@@ -162,7 +184,10 @@ with direct=1 and libaio. Its comments give the loop that runs every job
 --runs times into <label>-<job>-<run>.json, the names fio summary expects.
 
 The path must be a /dev/disk/by-id/ name: sdX names change order between
-boots (Lab 19 saw scsi1 as sda and the system disk as sdb).
+boots (Lab 19 saw scsi1 as sda and the system disk as sdb). The name and the
+label hold letters, digits and -_.:+ only (the name also @ and ,): they go
+into the job file and the shell commands in its comments. A colon in the name
+is written \: (fio reads "a:b" as two files).
 
 This command changes nothing; the job file it prints, once run with fio,
 OVERWRITES the test area of DEVICE. Use a disk added for the test.
@@ -175,7 +200,7 @@ EXIT CODES
    0  printed the job file
    2  bad input (not a /dev/disk/by-id/ path, a bad flag)`,
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test (default: the drive name, e.g. scsi1)"},
+					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test: letters, digits, -_.:+ (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},
 					&cli.IntFlag{Name: "runtime", Value: 20, Usage: "seconds measured per job"},
 					&cli.IntFlag{Name: "ramp", Value: 3, Usage: "seconds of ramp_time before measuring"},
@@ -198,8 +223,8 @@ type fioCompareJSON struct {
 	A          string        `json:"a"`
 	B          string        `json:"b"`
 	Metrics    []string      `json:"metrics_of_interest"`
-	Different  bool          `json:"different"` // any metric of interest is different: exit 1
-	Unreadable []fio.Warning `json:"unreadable"`
+	Different  bool          `json:"different"`  // any metric of interest is different: exit 1
+	Unreadable []fio.Warning `json:"unreadable"` // files not read and runs not summarised (failed, no I/O)
 	*fio.Comparisons
 }
 
@@ -219,7 +244,7 @@ func fioSummaryAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := loadSummary(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
+	sum, err := fio.Load(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
 	if err != nil {
 		return err
 	}
@@ -228,14 +253,18 @@ func fioSummaryAction(c *cli.Context) error {
 		err = e.printJSON(fioSummaryJSON{ram, sum})
 	case c.Bool("csv"):
 		err = summaryCSV(e.out, sum)
-		printUnreadable(e.errOut, sum.Unreadable)
+		printNotSummarised(e.errOut, sum)
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
 	}
 	if err != nil {
 		return err
 	}
-	if len(sum.Unreadable) > 0 {
+	switch sum.Outcome {
+	case fio.NothingUsable:
+		return exitcode.Problemf("fio summary: no usable run in %s (%d not summarised, each named above)",
+			strings.Join(c.Args().Slice(), " "), len(sum.Unreadable)+len(sum.Failed))
+	case fio.Partial:
 		return exitcode.ErrProblem
 	}
 	return nil
@@ -281,6 +310,9 @@ func fioCompareAction(c *cli.Context) error {
 			unreadable = append(unreadable, w)
 		}
 	}
+	if unreadable == nil {
+		unreadable = []fio.Warning{}
+	}
 	cmp := fio.Compare(a, b, metrics)
 	different := cmp.AnyDifferent(metrics)
 	nameA, nameB := c.Args().Get(0), c.Args().Get(1)
@@ -292,7 +324,7 @@ func fioCompareAction(c *cli.Context) error {
 		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, unreadable, cmp})
 	case c.Bool("csv"):
 		err = compareCSV(e.out, cmp)
-		printUnreadable(e.errOut, unreadable)
+		printWarningList(e.errOut, unreadable)
 	default:
 		compareTable(e, nameA, nameB, cmp, unreadable, c.Bool("wide"), different)
 	}
@@ -309,23 +341,29 @@ func fioCompareAction(c *cli.Context) error {
 // among the files of dir (loaded once into *inDir).
 func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.Group, []fio.Warning, error) {
 	if st, err := os.Stat(arg); err == nil && st.IsDir() {
-		sum, err := loadSummary([]string{arg}, opt)
+		sum, err := fio.Load([]string{arg}, opt)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(sum.Groups) == 0 {
+			return nil, nil, noUsableRun(arg, sum)
 		}
 		if l := labels(sum.Groups); len(l) > 1 {
 			return nil, nil, exitcode.Usagef("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
 				arg, len(l), strings.Join(l, ", "), arg)
 		}
-		return sum.Groups, sum.Unreadable, nil
+		return sum.Groups, notSummarised(sum), nil
 	}
 	if dir == "" {
 		return nil, nil, exitcode.Usagef("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
 	}
 	if *inDir == nil {
-		sum, err := loadSummary([]string{dir}, opt)
+		sum, err := fio.Load([]string{dir}, opt)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(sum.Groups) == 0 {
+			return nil, nil, noUsableRun(dir, sum)
 		}
 		*inDir = sum
 	}
@@ -338,7 +376,24 @@ func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.G
 	if len(gs) == 0 {
 		return nil, nil, exitcode.Usagef("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
 	}
-	return gs, (*inDir).Unreadable, nil
+	return gs, notSummarised(*inDir), nil
+}
+
+// notSummarised is a summary's unreadable files and failed runs, in that order.
+func notSummarised(sum *fio.Summary) []fio.Warning {
+	return append(slices.Clone(sum.Unreadable), sum.Failed...)
+}
+
+// noUsableRun is compare's error for a side with nothing to compare: bad
+// input (exit 2), not a verdict: exit 0 would read as "no difference", 1 as
+// "different".
+func noUsableRun(arg string, sum *fio.Summary) error {
+	ws := notSummarised(sum)
+	if len(ws) == 0 {
+		return exitcode.Usagef("fio compare: %s: no usable run (only fill passes: %d)", arg, len(sum.Preconditioning))
+	}
+	return exitcode.Usagef("fio compare: %s: no usable run (%d file(s) or run(s) not summarised; first: %s)",
+		arg, len(ws), ws[0].Message)
 }
 
 func fioJobsAction(c *cli.Context) error {
@@ -347,28 +402,19 @@ func fioJobsAction(c *cli.Context) error {
 		return exitcode.Usagef("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
 	}
 	dev := c.Args().First()
-	const byID = "/dev/disk/by-id/"
-	if !strings.HasPrefix(dev, byID) || len(dev) == len(byID) {
-		return exitcode.Usagef("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", dev)
-	}
 	label := c.String("label")
 	if label == "" {
-		label = filepath.Base(dev)
-		if i := strings.LastIndex(label, "drive-"); i >= 0 {
-			label = label[i+len("drive-"):]
-		}
-	}
-	if strings.ContainsAny(label, "/ \t") {
-		return exitcode.Usagef("fio jobs: --label %q: no slashes or spaces (it goes into file names)", label)
-	}
-	if _, ok := fio.ParseSize(c.String("size")); !ok {
-		return exitcode.Usagef("fio jobs: --size %q: expected a size such as 2G or 512M", c.String("size"))
-	}
-	if c.Int("runtime") < 1 || c.Int("ramp") < 0 || c.Int("runs") < 1 {
-		return exitcode.Usagef("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
+		label = fio.DefaultLabel(dev)
 	}
 	js := fio.JobSet{Device: dev, Label: label, Size: c.String("size"),
 		RuntimeS: c.Int("runtime"), RampS: c.Int("ramp"), Runs: c.Int("runs")}
+	if err := js.Validate(); err != nil {
+		var inv *fio.InvalidError
+		if errors.As(err, &inv) && inv.Field != "device" {
+			return exitcode.Usagef("fio jobs: --%v", err) // the fields are the flags
+		}
+		return exitcode.Usagef("fio jobs: %v", err)
+	}
 	_, err := io.WriteString(e.out, js.JobFile())
 	return err
 }
@@ -398,20 +444,6 @@ func hostRAM(e *env, flag string) (int64, error) {
 	}
 	fmt.Fprintf(e.errOut, "pvediskcheck: host RAM unknown (no MemTotal in %s/meminfo): area-below-ram not checked; give --host-ram\n", e.paths.Proc)
 	return 0, nil
-}
-
-func loadSummary(args []string, opt fio.Options) (*fio.Summary, error) {
-	files, err := fio.ListFiles(args)
-	if err != nil {
-		return nil, exitcode.Usagef("%v", err)
-	}
-	if len(files) == 0 {
-		return nil, exitcode.Usagef("no *.json file in %s", strings.Join(args, " "))
-	}
-	results, unreadable := fio.ReadFiles(files)
-	sum := fio.Summarize(results, opt)
-	sum.Unreadable = append(sum.Unreadable, unreadable...)
-	return sum, nil
 }
 
 func labels(gs []fio.Group) []string {
@@ -465,6 +497,10 @@ func summaryTable(e *env, sum *fio.Summary, wide bool) {
 	for i := range sum.Groups {
 		gs[i] = &sum.Groups[i]
 	}
+	if len(gs) == 0 {
+		printNotSummarised(e.out, sum)
+		return
+	}
 	p99 := p99Title(gs)
 	t := newTable(e.out, "LABEL", "JOB", "WORKLOAD", "I/O", "RUNS", "IOPS", "MiB/s", "CLAT MEAN µs", p99, "FSYNC MEAN µs")
 	for _, g := range gs {
@@ -477,7 +513,7 @@ func summaryTable(e *env, sum *fio.Summary, wide bool) {
 		fmt.Fprintln(e.out, "(±N%: gap between the slowest and the fastest run, in % of the mean)")
 	}
 	printWarnings(e, gs)
-	printUnreadable(e.out, sum.Unreadable)
+	printNotSummarised(e.out, sum)
 }
 
 // printWarnings prints each distinct warning once, with the groups it
@@ -540,11 +576,29 @@ func printWarnings(e *env, gs []*fio.Group) {
 	}
 }
 
-func printUnreadable(w io.Writer, ws []fio.Warning) {
+// printNotSummarised lists a summary's unreadable files and failed runs.
+func printNotSummarised(w io.Writer, sum *fio.Summary) {
+	printWarningList(w, notSummarised(sum))
+}
+
+func printWarningList(w io.Writer, ws []fio.Warning) {
 	if len(ws) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nNot summarised (%d files):\n", len(ws))
+	files := 0
+	for _, u := range ws {
+		if u.Code == fio.WarnUnreadable {
+			files++
+		}
+	}
+	var parts []string
+	if files > 0 {
+		parts = append(parts, fmt.Sprintf("%d unreadable files", files))
+	}
+	if runs := len(ws) - files; runs > 0 {
+		parts = append(parts, fmt.Sprintf("%d runs failed or without I/O", runs))
+	}
+	fmt.Fprintf(w, "\nNot summarised (%s):\n", strings.Join(parts, ", "))
 	for _, u := range ws {
 		fmt.Fprintf(w, "  warning: %s\n", u.Message)
 	}
@@ -578,7 +632,7 @@ func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable 
 	for _, n := range cmp.Notes {
 		fmt.Fprintln(e.out, "note: "+n)
 	}
-	printUnreadable(e.out, unreadable)
+	printWarningList(e.out, unreadable)
 	if different {
 		fmt.Fprintln(e.out, "\nAt least one metric differs by more than the spread between runs.")
 	} else {

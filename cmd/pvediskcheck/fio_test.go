@@ -81,7 +81,7 @@ func TestFioSummaryBrokenFiles(t *testing.T) {
 		t.Errorf("table has %d lines, want header + 12 groups + legend:\n%s", n, out)
 	}
 	for _, want := range []string{
-		"Not summarised (4 files):",
+		"Not summarised (4 unreadable files):",
 		"warning: " + filepath.Join(bad, "empty.json") + ": empty file\n",
 		"warning: " + filepath.Join(bad, "truncated.json") + ": JSON ends before its closing brace (truncated",
 		"warning: " + filepath.Join(bad, "error-only.json") + `: no JSON object in it (not fio --output-format=json output?); it starts with "fio: pid=0`,
@@ -314,7 +314,15 @@ func TestFioUsageErrors(t *testing.T) {
 		{[]string{"fio", "jobs"}, "name one disk"},
 		{[]string{"fio", "jobs", "/dev/sdb"}, "not a /dev/disk/by-id/ path"},
 		{[]string{"fio", "jobs", "--size", "big", "/dev/disk/by-id/virtio-x"}, `--size "big"`},
-		{[]string{"fio", "jobs", "--runs", "0", "/dev/disk/by-id/virtio-x"}, "--runs must be at least 1"},
+		{[]string{"fio", "jobs", "--runs", "0", "/dev/disk/by-id/virtio-x"}, `--runs "0": must be at least 1`},
+		{[]string{"fio", "jobs", "--runtime", "0", "/dev/disk/by-id/virtio-x"}, `--runtime "0": must be at least 1`},
+		{[]string{"fio", "jobs", "--ramp", "-1", "/dev/disk/by-id/virtio-x"}, `--ramp "-1": must be at least 0`},
+		{[]string{"fio", "jobs", "--size", "0", "/dev/disk/by-id/virtio-x"}, `--size "0"`},
+		// Nothing typed may start a line or a shell word in the job file.
+		{[]string{"fio", "jobs", "--label", "x\n[evil]\nfilename=/dev/sda", "/dev/disk/by-id/virtio-x"}, `--label "x\n[evil]\nfilename=/dev/sda": letters, digits`},
+		{[]string{"fio", "jobs", "--label", "a b", "/dev/disk/by-id/virtio-x"}, `--label "a b"`},
+		{[]string{"fio", "jobs", "/dev/disk/by-id/x\nrw=write"}, `device "/dev/disk/by-id/x\nrw=write": a /dev/disk/by-id/ name holds`},
+		{[]string{"fio", "jobs", "/dev/disk/by-id/../../sda"}, `device "/dev/disk/by-id/../../sda"`},
 		{[]string{"fio", "summary", "--no-such-flag", lab37}, "flag provided but not defined"},
 	}
 	for _, c := range cases {
@@ -340,6 +348,11 @@ func TestFioJobs(t *testing.T) {
 	if !strings.Contains(out, "--output=local-zfs-$job-$run.json") || !strings.Contains(out, "size=8G\n") || !strings.Contains(out, "runtime=60\n") {
 		t.Errorf("%s", out)
 	}
+	// A USB disk's by-id name holds a colon: fio would read two files.
+	out, _, code = runCLI(t, "fio", "jobs", "/dev/disk/by-id/usb-SanDisk_Cruzer_Blade_4C53-0:0")
+	if code != 0 || !strings.Contains(out, "filename=/dev/disk/by-id/usb-SanDisk_Cruzer_Blade_4C53-0\\:0\n") || !strings.Contains(out, "--output=usb-SanDisk_Cruzer_Blade_4C53-0:0-fill.json") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
 }
 
 func TestFioHelp(t *testing.T) {
@@ -347,10 +360,189 @@ func TestFioHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "44,289 (±3%)") || !strings.Contains(out, "Changes nothing") || !strings.Contains(out, "EXIT CODES") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
+	for _, want := range []string{"fio 2.x files are read in the same units", "bw_bytes", "\"outcome\": \"nothing-usable\"", "interrupted", "no-options", "Not summarised"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fio summary --help lacks %q", want)
+		}
+	}
 	out, _, _ = runCLI(t, "fio", "--help")
 	for _, sub := range []string{"summary", "compare", "jobs", "Changes nothing"} {
 		if !strings.Contains(out, sub) {
 			t.Errorf("fio --help lacks %q:\n%s", sub, out)
 		}
+	}
+}
+
+// Real failed runs: each named with fio's error, the runs that measured
+// something summarised, exit 1 (issue 14 #8).
+func TestFioSummaryFailedRuns(t *testing.T) {
+	failed := filepath.Join(fioReal, "failed")
+	out, errs, code := runCLI(t, "fio", "summary", "--host-ram", "0", failed)
+	if code != 1 || errs != "" {
+		t.Fatalf("exit %d, want 1: %s\n%s", code, errs, out)
+	}
+	if r := strings.Join(tableRow(t, out, "failed", "fullrw"), " "); !strings.HasPrefix(r, "failed fullrw randrw 4k QD1 read 1 3,000 11.7 ") {
+		t.Errorf("row %s", r)
+	}
+	for _, want := range []string{
+		"job-error: fio reported error 28 (no space left on device) for job \"fullrw\": \"fio: pid=",
+		"interrupted: fio was stopped (\"fio: terminating on signal 2\"): the run is shorter than asked\n      failed/stopped\n",
+		"\nNot summarised (5 runs failed or without I/O):\n",
+		"warning: " + filepath.Join(failed, "open-einval.json") + ": fio reported error 22 (invalid argument) for job \"odirect\": \"fio: pid=",
+		"warning: " + filepath.Join(failed, "exitall-no-io.json") + ": job \"late\": fio measured no I/O in any direction\n",
+		"warning: " + filepath.Join(failed, "eisdir.json") + ": fio reported error 21 (is a directory) for job \"isdir\": no I/O measured\n",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("want %q once in:\n%s", want, out)
+		}
+	}
+	out, _, code = runCLI(t, "--json", "fio", "summary", "--host-ram", "0", failed)
+	var res struct {
+		Outcome string
+		Groups  []struct{ Job string }
+		Failed  []struct{ File, Code, Message string }
+	}
+	if err := jsonUnmarshal(out, &res); err != nil || code != 1 || res.Outcome != "partial" || len(res.Groups) != 3 || len(res.Failed) != 5 {
+		t.Fatalf("exit %d %v: %+v", code, err, res)
+	}
+	if f := res.Failed[1]; f.File != filepath.Join(failed, "eisdir.json") || f.Code != "job-error" {
+		t.Errorf("%+v", f)
+	}
+	// Good runs only: exit 0, "complete".
+	out, _, code = runCLI(t, "--json", "fio", "summary", "--host-ram", "0", filepath.Join(fioReal, "lab19"))
+	if err := jsonUnmarshal(out, &res); err != nil || code != 0 || res.Outcome != "complete" || res.Failed == nil || len(res.Failed) != 0 {
+		t.Errorf("exit %d %v: %+v", code, err, res)
+	}
+}
+
+// Nothing usable: no table, every file named, exit 1 with one line on
+// stderr; in JSON and CSV too (issues 14 #8, 15 #9).
+func TestFioSummaryNothingUsable(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "empty-jobs.json"), []byte(`{"fio version": "fio-3.33", "jobs": []}`), 0o644)
+	copyFile(t, filepath.Join(fioReal, "failed", "open-einval.json"), filepath.Join(dir, "open-einval.json"))
+	out, errs, code := runCLI(t, "fio", "summary", "--host-ram", "0", dir)
+	if code != 1 || strings.Contains(out, "LABEL") || strings.Contains(out, "±N%") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"Not summarised (2 runs failed or without I/O):\n",
+		"warning: " + filepath.Join(dir, "empty-jobs.json") + ": no job in it (\"jobs\": [])\n",
+		"warning: " + filepath.Join(dir, "open-einval.json") + ": fio reported error 22 (invalid argument)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "fio summary: no usable run in " + dir + " (2 not summarised, each named above)\n"; !strings.HasSuffix(errs, want) {
+		t.Errorf("stderr %q, want %q", errs, want)
+	}
+	out, _, code = runCLI(t, "--json", "fio", "summary", "--host-ram", "0", dir)
+	var res struct {
+		Outcome string
+		Groups  []any
+		Failed  []any
+	}
+	if err := jsonUnmarshal(out, &res); err != nil || code != 1 || res.Outcome != "nothing-usable" || res.Groups == nil || len(res.Groups) != 0 || len(res.Failed) != 2 {
+		t.Errorf("exit %d %v: %s", code, err, out)
+	}
+	out, errs, code = runCLI(t, "fio", "summary", "--csv", "--host-ram", "0", dir)
+	if code != 1 || strings.Count(out, "\n") != 1 || !strings.Contains(errs, "empty-jobs.json: no job in it") {
+		t.Errorf("exit %d, csv %q, stderr %q", code, out, errs)
+	}
+}
+
+// fio 2.x, recorded from fio-2.0.13 to 2.99 (fio/testdata/real/README.md):
+// the latency columns are filled (issue 14 #8), in µs as for fio 3, whether
+// fio wrote µs (clat) or ns (clat_ns), and MiB/s from io_bytes in KiB (before
+// 2.21) or bytes; clones add up; fio before 2.3 printed no options.
+func TestFioSummaryFio2(t *testing.T) {
+	out, errs, code := runCLI(t, "fio", "summary", "--host-ram", "0", filepath.Join(fioReal, "fio2"))
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	for _, c := range []struct{ prefix, want []string }{
+		{[]string{"fio-2.0.13", "sync"}, strings.Fields("fio-2.0.13 sync options unknown write 1 16,800 65.6 44.0 80.0 -")},
+		// Clones without total_ios (before fio 2.1.14): latencies weighted by IOPS x runtime.
+		{[]string{"fio-2.0.13", "clones"}, strings.Fields("fio-2.0.13 clones options unknown read 1 83,223 325 380 2,480 -")},
+		{[]string{"fio-2.18", "rr4k"}, strings.Fields("fio-2.18 rr4k randread 4k QD32 read 2 86,656 (±5%) 339 (±5%) 365 (±5%) 541 (±11%) -")},
+		{[]string{"fio-2.21", "sw1m"}, strings.Fields("fio-2.21 sw1m write 1M QD16 write 1 2,812 2,817 5,634 6,880 -")},
+		{[]string{"fio-2.99", "clones"}, strings.Fields("fio-2.99 clones randread 4k QD16 x2 read 1 86,717 339 364 553 -")},
+	} {
+		if got := tableRow(t, out, c.prefix...); !slices.Equal(got, c.want) {
+			t.Errorf("row\n got %q\nwant %q", got, c.want)
+		}
+	}
+	if !strings.Contains(out, "no-options: fio (\"fio-2.0.13\") printed no job options") {
+		t.Errorf("%s", out)
+	}
+}
+
+// A side with no usable run has nothing to compare: exit 2 naming it, never
+// "no difference" (exit 0) nor "different" (1).
+func TestFioCompareNoUsableRun(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	os.Mkdir(a, 0o755)
+	os.Mkdir(b, 0o755)
+	copyFile(t, filepath.Join(fioReal, "failed", "open-einval.json"), filepath.Join(a, "x-rr4k-1.json"))
+	copyFile(t, filepath.Join(fioReal, "lab19", "libaio-rr4k-1.json"), filepath.Join(b, "libaio-rr4k-1.json"))
+	_, errs, code := runCLI(t, "fio", "compare", a, b)
+	if code != 2 || !strings.Contains(errs, "fio compare: "+a+": no usable run (1 file(s) or run(s) not summarised; first: "+
+		filepath.Join(a, "x-rr4k-1.json")+": fio reported error 22") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	_, errs, code = runCLI(t, "fio", "compare", "--dir", a, "x", "y")
+	if code != 2 || !strings.Contains(errs, "fio compare: "+a+": no usable run") {
+		t.Errorf("--dir: exit %d: %s", code, errs)
+	}
+	// Only a fill pass: nothing to compare either.
+	fill := filepath.Join(root, "fill")
+	os.Mkdir(fill, 0o755)
+	copyFile(t, filepath.Join(fioReal, "lab19", "libaio-fill.json"), filepath.Join(fill, "libaio-fill.json"))
+	if _, errs, code := runCLI(t, "fio", "compare", fill, b); code != 2 || !strings.Contains(errs, "fio compare: "+fill+": no usable run (only fill passes: 1)") {
+		t.Errorf("fill only: exit %d: %s", code, errs)
+	}
+	// A failed run beside usable ones is listed under the table.
+	copyFile(t, filepath.Join(fioReal, "lab19", "libaio-rr4k-2.json"), filepath.Join(a, "libaio-rr4k-2.json"))
+	out, _, code := runCLI(t, "fio", "compare", a, b)
+	if code != 0 || !strings.Contains(out, "Not summarised (1 runs failed or without I/O):\n  warning: "+filepath.Join(a, "x-rr4k-1.json")) {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// Error lines quote at most a short prefix of what a file holds (issue 15 #9).
+func TestFioErrorLinesAreShort(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "garbage.json"), []byte(strings.Repeat("A", 5000)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "longname.json"), []byte(`{"jobs": [{"jobname": "`+strings.Repeat("n", 5000)+`", "error": 5}]}`), 0o644)
+	out, _, code := runCLI(t, "fio", "summary", "--host-ram", "0", dir)
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 400 {
+			t.Errorf("%d-byte line: %.100s...", len(l), l)
+		}
+	}
+	if !strings.Contains(out, `it starts with "AAAA`) || !strings.Contains(out, `... (5000 bytes)`) {
+		t.Errorf("%s", out)
+	}
+}
+
+// fio's -1 (unknown) never prints as a number (issue 15 #9): IOPS falls back
+// to total_ios/runtime, an unknown latency is "-".
+func TestFioSummaryUnknownValues(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "neg.json"), []byte(`{"fio version": "fio-3.33", "jobs": [{"jobname": "n",
+		"job options": {"rw": "randread", "bs": "4k", "direct": "1", "ramp_time": "2"},
+		"read": {"iops": -1, "total_ios": 3000, "runtime": 1000, "bw_bytes": -1, "io_bytes": 12288000,
+			"clat_ns": {"mean": -1, "percentile": {"99.000000": -1}}, "lat_ns": {"mean": -1}}}]}`), 0o644)
+	out, _, code := runCLI(t, "fio", "summary", "--host-ram", "0", dir)
+	if got := strings.Join(tableRow(t, out, filepath.Base(dir), "n"), " "); code != 0 || got != filepath.Base(dir)+" n randread 4k QD1 read 1 3,000 11.7 - - -" {
+		t.Errorf("exit %d: %s", code, got)
+	}
+	if strings.Contains(out, "-1") {
+		t.Errorf("%s", out)
 	}
 }
