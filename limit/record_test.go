@@ -1,4 +1,4 @@
-//go:build integration
+//go:build record
 
 package limit
 
@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -23,8 +22,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
-var record = flag.Bool("record", false, "rewrite testdata/series-*.json from real QEMU runs")
-
 // TestRecordSeries records the query-blockstats series the Measure and Judge
 // tests read (testdata/series-*.json): a disk of the test harness under
 // mbps_wr=20 and iops_rd=500 with qemu-io load (1 MiB writes, 8 in flight;
@@ -32,11 +29,8 @@ var record = flag.Bool("record", false, "rewrite testdata/series-*.json from rea
 // sample it keeps how many requests the load generator had issued, so the
 // true queue depth can be set against what Little's law says.
 //
-//	go test -tags integration -count=1 -run TestRecordSeries ./limit/ -record
+//	go test -tags record -count=1 -run TestRecordSeries ./limit/
 func TestRecordSeries(t *testing.T) {
-	if !*record {
-		t.Skip("run with -record to rewrite the fixtures")
-	}
 	for _, gen := range []string{"blockdev", "drive"} {
 		for _, start := range []string{"cold", "warm", "stopped"} {
 			t.Run(gen+"/"+start, func(t *testing.T) { recordSeries(t, gen, start) })

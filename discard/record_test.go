@@ -1,4 +1,4 @@
-//go:build integration
+//go:build record
 
 package discard
 
@@ -37,11 +37,8 @@ virtio1: local-lvm:vm-370-disk-4,discard=on,size=64M
 `
 
 // TestRecordFixtures records testdata/vm370 and testdata/pci from real
-// QEMU (testdata/README.md). It writes only with PVEDISKCHECK_RECORD=1.
+// QEMU (testdata/README.md). It is built only with -tags record: go test -tags record -run TestRecordFixtures ./discard/
 func TestRecordFixtures(t *testing.T) {
-	if os.Getenv("PVEDISKCHECK_RECORD") != "1" {
-		t.Skip("PVEDISKCHECK_RECORD=1 records the fixtures")
-	}
 	recordVM370(t)
 	recordPCI(t)
 }
@@ -143,11 +140,6 @@ func recordPCI(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(dir, hw+".conf"), []byte(cfg), 0o644))
 		must(t, os.WriteFile(filepath.Join(dir, hw+".json"), []byte(pci+"\n"), 0o644))
 	}
-}
-
-func agentArgs(n *fakenode.Node, vmid int) []string {
-	return []string{"-chardev", "socket,path=" + n.Paths.QGASocket(vmid) + ",server=on,wait=off,id=qga0",
-		"-device", "virtio-serial,id=qga0-bus", "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0"}
 }
 
 // recorder logs every QMP command and its reply that pass its proxy.
