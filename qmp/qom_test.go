@@ -51,27 +51,35 @@ func TestVersionAtLeast(t *testing.T) {
 }
 
 func TestParseQOMListGet(t *testing.T) {
-	ret := fixture(t, "qom-list-get-constructed-11.1.json")
-	objs, err := ParseQOMListGet(ret, 5)
+	// Recorded from QEMU 11.1.3 (testdata/README.md): scsi0, scsi1,
+	// virtio1, sata1, then the throttle groups of scsi0 (no limits) and
+	// scsi1 (mbps_wr=20, mbps_wr_max=40, iops_rd=500).
+	ret := recorded(t, "11.1.3", "blockdev", "qom-list-get")
+	objs, err := ParseQOMListGet(ret, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := objs[0]["write-cache"].String(); got != "on" {
-		t.Errorf("scsi1 write-cache = %q", got)
+	for i, id := range []string{"scsi0", "scsi1", "virtio1", "sata1"} {
+		if got := objs[i]["write-cache"].String(); got != "on" {
+			t.Errorf("%s write-cache = %q", id, got)
+		}
 	}
-	if _, ok := objs[2]["write-cache"]; ok {
-		t.Error("scsi-block has a write-cache")
+	if _, ok := objs[4]["write-cache"]; ok {
+		t.Error("a throttle group has a write-cache")
 	}
-	if got := objs[3]["limits"].Get("bps-write").Int(); got != 20971520 {
-		t.Errorf("group limits bps-write = %d", got)
+	if l := parseThrottleGroupLimits(objs[4]["limits"]); l["bps-write"] != 0 || l["bps-write-max-length"] != 1 {
+		t.Errorf("scsi0's group limits = %v", l)
+	}
+	if l := parseThrottleGroupLimits(objs[5]["limits"]); l["bps-write"] != 20<<20 || l["bps-write-max"] != 40<<20 || l["iops-read"] != 500 || l["bps-read"] != 0 {
+		t.Errorf("scsi1's group limits = %v", l)
 	}
 	// A property without a value (its getter failed) is left out.
 	objs, _ = ParseQOMListGet(gjson.Parse(`[{"properties": [{"name": "x", "type": "str"}]}]`), 1)
 	if len(objs[0]) != 0 {
 		t.Errorf("valueless property kept: %v", objs[0])
 	}
-	if _, err := ParseQOMListGet(ret, 4); err == nil {
-		t.Error("5 objects for 4 paths accepted")
+	if _, err := ParseQOMListGet(ret, 5); err == nil {
+		t.Error("6 objects for 5 paths accepted")
 	}
 }
 
