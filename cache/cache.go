@@ -12,7 +12,6 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -90,42 +89,6 @@ type Modes struct {
 	// inserted.cache.writeback): what a driver negotiated, which can
 	// differ from WriteCache.
 	GuestWriteCache *bool `json:"guest_write_cache"`
-	// Negotiated says, for a VirtIO Block device whose write cache is off
-	// at runtime, why (x-query-virtio-status); "" otherwise: not virtio,
-	// the write cache on as configured (not asked: no command per disk),
-	// or a QEMU without the command.
-	Negotiated Negotiation `json:"negotiated,omitempty"`
-}
-
-// Negotiation is what the driver of a VirtIO Block device negotiated.
-type Negotiation string
-
-// Negotiations.
-const (
-	// NoDriver: no driver has set the device up (no DRIVER_OK): the
-	// configured write cache is in force.
-	NoDriver Negotiation = "no-driver"
-	// DriverWithoutFlush: a driver set the device up without negotiating
-	// VIRTIO_BLK_F_FLUSH, as SeaBIOS does before a guest OS loads its own
-	// driver: QEMU then turns the write cache off (virtio-blk's
-	// set_status) and completes every write only once it is flushed.
-	DriverWithoutFlush Negotiation = "driver-without-flush"
-	// GuestDriver: the driver negotiated flushes (and CONFIG_WCE): the
-	// guest decides the write cache.
-	GuestDriver Negotiation = "guest"
-)
-
-// NegotiationOf reads x-query-virtio-status.
-func NegotiationOf(s *qmp.VirtioStatus) Negotiation {
-	switch {
-	case s == nil:
-		return ""
-	case !s.DriverOK():
-		return NoDriver
-	case !s.Negotiated("VIRTIO_BLK_F_FLUSH"):
-		return DriverWithoutFlush
-	}
-	return GuestDriver
 }
 
 // Facts for drives that are not guest disks.
@@ -208,7 +171,6 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 		if d.Live != nil && d.Live.Inserted {
 			g := d.Live.GuestWriteCache
 			j.Cache.GuestWriteCache = &g
-			j.Cache.Negotiated = NegotiationOf(d.Live.Virtio)
 		}
 		mode, from, settings = qemuserver.CacheMode(direct, noFlush, wc), "", d.Running
 		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
@@ -308,20 +270,14 @@ func runtimeWriteCache(c Modes, virtioBlk bool) string {
 	if on {
 		return fmt.Sprintf("the guest has turned the write cache on at runtime (configured %s)", *c.WriteCache)
 	}
-	var s string
-	switch c.Negotiated {
-	case DriverWithoutFlush:
-		s = fmt.Sprintf("the write cache is off at runtime (configured %s) because the driver that set this VirtIO Block device up did not negotiate flushes (VIRTIO_BLK_F_FLUSH), as firmware such as SeaBIOS does before a guest OS loads its own driver: QEMU completes each write only once it is flushed, so nothing acknowledged waits; a guest OS driver that negotiates flushes brings the configured write cache back", *c.WriteCache)
-	case GuestDriver:
-		s = fmt.Sprintf("the guest has turned the write cache off at runtime (configured %s): QEMU completes each write only once it is flushed, so nothing acknowledged waits", *c.WriteCache)
-	case NoDriver:
-		s = fmt.Sprintf("the write cache is off at runtime (configured %s) although no driver has set the device up", *c.WriteCache)
-	default:
-		s = fmt.Sprintf("the guest has turned the write cache off at runtime (configured %s): QEMU completes each write only once it is flushed", *c.WriteCache)
-		if virtioBlk {
-			// QEMU before 7.2 has no x-query-virtio-status.
-			s = fmt.Sprintf("the write cache is off at runtime (configured %s): the guest turned it off, or its driver did not negotiate flushes (this QEMU cannot say which); either way QEMU completes each write only once it is flushed", *c.WriteCache)
-		}
+	s := fmt.Sprintf("the guest has turned the write cache off at runtime (configured %s): QEMU completes each write only once it is flushed", *c.WriteCache)
+	if virtioBlk {
+		// Firmware such as SeaBIOS sets a VirtIO Block device up without
+		// negotiating flushes, which leaves its write cache off until the
+		// guest OS loads its own driver. QEMU's x-query-virtio-status would
+		// tell the two apart, but it made QEMU 11.1.3 abort (the VM died)
+		// in our tests: a read-only tool never sends it.
+		s = fmt.Sprintf("the write cache is off at runtime (configured %s): either no guest OS driver has negotiated it yet (firmware such as SeaBIOS leaves it off until the guest loads its own driver) or the guest turned it off; the node cannot tell which; either way QEMU completes each write only once it is flushed, so nothing acknowledged waits", *c.WriteCache)
 	}
 	if c.NoFlush != nil && *c.NoFlush {
 		s += "; but cache.no-flush drops those flushes, so writes still wait in node RAM"

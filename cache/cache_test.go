@@ -12,7 +12,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -88,12 +87,13 @@ func TestBuildRecordedBlockdev(t *testing.T) {
 		t.Errorf("scsi1 %+v virtio1 %+v", disks["scsi1"], disks["virtio1"])
 	}
 	// SeaBIOS set every VirtIO Block device up without flushes: the write
-	// cache is off at runtime, and the reason is said (issue 14 #9).
+	// cache is off at runtime, and what that can mean is said, without
+	// claiming a guest chose it (issue 14 #9).
 	for i, m := range modes {
 		d := disks["virtio"+string(rune('1'+i))]
 		lines := texts(d.Lines)
-		if d.Cache.Negotiated != DriverWithoutFlush || *d.Cache.GuestWriteCache {
-			t.Errorf("%s: negotiated %q guest write cache %v", d.ID, d.Cache.Negotiated, *d.Cache.GuestWriteCache)
+		if *d.Cache.GuestWriteCache {
+			t.Errorf("%s: guest write cache on", d.ID)
 		}
 		switch m {
 		case "writethrough", "directsync": // configured off: nothing to explain
@@ -101,7 +101,7 @@ func TestBuildRecordedBlockdev(t *testing.T) {
 				t.Errorf("%s: lines %q", d.ID, lines)
 			}
 		default:
-			want := "the write cache is off at runtime (configured on) because the driver that set this VirtIO Block device up did not negotiate flushes (VIRTIO_BLK_F_FLUSH), as firmware such as SeaBIOS does before a guest OS loads its own driver: QEMU completes each write only once it is flushed, so nothing acknowledged waits; a guest OS driver that negotiates flushes brings the configured write cache back"
+			want := "the write cache is off at runtime (configured on): either no guest OS driver has negotiated it yet (firmware such as SeaBIOS leaves it off until the guest loads its own driver) or the guest turned it off; the node cannot tell which; either way QEMU completes each write only once it is flushed, so nothing acknowledged waits"
 			if m == "unsafe" {
 				want += "; but cache.no-flush drops those flushes, so writes still wait in node RAM"
 			}
@@ -111,7 +111,7 @@ func TestBuildRecordedBlockdev(t *testing.T) {
 		}
 	}
 	// SCSI disks: the guest write cache is the configured one.
-	if d := disks["scsi3"]; d.Cache.Negotiated != "" || !*d.Cache.GuestWriteCache || len(d.Lines) != 0 {
+	if d := disks["scsi3"]; !*d.Cache.GuestWriteCache || len(d.Lines) != 0 {
 		t.Errorf("scsi3: %+v %v", d.Cache, d.Lines)
 	}
 	// scsi1: [PENDING] changes its cache.
@@ -163,7 +163,7 @@ func TestBuildRecordedDrive(t *testing.T) {
 func TestBuildRecordedVirtioHeld(t *testing.T) {
 	view, _ := recorded(t, "real-virtio-held")
 	d := view.Disks[0]
-	if d.Cache.Negotiated != "" || !*d.Cache.GuestWriteCache || len(d.Lines) != 0 || !d.Cache.ConfiguredDefault || *d.Cache.Effective != "none" {
+	if !*d.Cache.GuestWriteCache || len(d.Lines) != 0 || !d.Cache.ConfiguredDefault || *d.Cache.Effective != "none" {
 		t.Errorf("%+v %v", d.Cache, d.Lines)
 	}
 }
@@ -318,24 +318,6 @@ func TestBuildRunningOnlyAndLiveError(t *testing.T) {
 	}
 }
 
-func TestNegotiationOf(t *testing.T) {
-	ok := []string{"VIRTIO_CONFIG_S_DRIVER_OK"}
-	for _, c := range []struct {
-		s    *qmp.VirtioStatus
-		want Negotiation
-	}{
-		{nil, ""},
-		{&qmp.VirtioStatus{}, NoDriver},
-		{&qmp.VirtioStatus{Statuses: []string{"VIRTIO_CONFIG_S_ACKNOWLEDGE"}, GuestFeatures: []string{"VIRTIO_BLK_F_FLUSH"}}, NoDriver},
-		{&qmp.VirtioStatus{Statuses: ok, GuestFeatures: []string{"VIRTIO_BLK_F_SEG_MAX"}}, DriverWithoutFlush},
-		{&qmp.VirtioStatus{Statuses: ok, GuestFeatures: []string{"VIRTIO_BLK_F_FLUSH", "VIRTIO_BLK_F_CONFIG_WCE"}}, GuestDriver},
-	} {
-		if got := NegotiationOf(c.s); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
-		}
-	}
-}
-
 // TestRuntimeWriteCache: every way the runtime write cache can differ from
 // the configured one, and what it means for flushes.
 func TestRuntimeWriteCache(t *testing.T) {
@@ -345,21 +327,18 @@ func TestRuntimeWriteCache(t *testing.T) {
 		name      string
 		wc        *string
 		guest     *bool
-		neg       Negotiation
 		noFlush   *bool
 		virtioBlk bool
 		want      string // "" means no line
 	}{
-		{"same", &on, &tr, GuestDriver, &fa, true, ""},
-		{"no live data", &on, nil, "", &fa, false, ""},
-		{"configured off, turned on", &off, &tr, GuestDriver, &fa, true, "the guest has turned the write cache on at runtime (configured off)"},
-		{"guest turned it off", &on, &fa, GuestDriver, &fa, true, "the guest has turned the write cache off at runtime (configured on): QEMU completes each write only once it is flushed, so nothing acknowledged waits"},
-		{"SCSI: the guest turned it off", &on, &fa, "", &fa, false, "the guest has turned the write cache off at runtime (configured on): QEMU completes each write only once it is flushed"},
-		{"VirtIO Block on a QEMU without x-query-virtio-status", &on, &fa, "", &fa, true, "the write cache is off at runtime (configured on): the guest turned it off, or its driver did not negotiate flushes (this QEMU cannot say which); either way QEMU completes each write only once it is flushed"},
-		{"no driver, yet off", &on, &fa, NoDriver, &fa, true, "the write cache is off at runtime (configured on) although no driver has set the device up"},
-		{"unsafe: the flushes are dropped", &on, &fa, GuestDriver, &tr, true, "the guest has turned the write cache off at runtime (configured on): QEMU completes each write only once it is flushed, so nothing acknowledged waits; but cache.no-flush drops those flushes, so writes still wait in node RAM"},
+		{"same", &on, &tr, &fa, true, ""},
+		{"no live data", &on, nil, &fa, false, ""},
+		{"configured off, turned on", &off, &tr, &fa, true, "the guest has turned the write cache on at runtime (configured off)"},
+		{"SCSI: the guest turned it off", &on, &fa, &fa, false, "the guest has turned the write cache off at runtime (configured on): QEMU completes each write only once it is flushed"},
+		{"VirtIO Block: firmware or the guest", &on, &fa, &fa, true, "the write cache is off at runtime (configured on): either no guest OS driver has negotiated it yet (firmware such as SeaBIOS leaves it off until the guest loads its own driver) or the guest turned it off; the node cannot tell which; either way QEMU completes each write only once it is flushed, so nothing acknowledged waits"},
+		{"unsafe: the flushes are dropped", &on, &fa, &tr, false, "the guest has turned the write cache off at runtime (configured on): QEMU completes each write only once it is flushed; but cache.no-flush drops those flushes, so writes still wait in node RAM"},
 	} {
-		d := Disk{Cache: Modes{WriteCache: c.wc, GuestWriteCache: c.guest, Negotiated: c.neg, NoFlush: c.noFlush}}
+		d := Disk{Cache: Modes{WriteCache: c.wc, GuestWriteCache: c.guest, NoFlush: c.noFlush}}
 		if c.virtioBlk {
 			d.Controller = "virtio-blk"
 		}

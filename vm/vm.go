@@ -99,11 +99,6 @@ type Live struct {
 	// Limits are the I/O limits QEMU applies now (a live change such as
 	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
 	Limits qemuserver.Limits
-	// Virtio is what x-query-virtio-status says about a VirtIO Block
-	// device (driver status, negotiated features): whether a driver has
-	// negotiated the write cache or flushes. nil for other devices and on
-	// a QEMU without the command.
-	Virtio *qmp.VirtioStatus
 	// IOStatus is the device's io-status (qmp.BlockDevice.IOStatus): failed
 	// or nospace while an I/O error keeps the VM paused.
 	IOStatus string
@@ -383,7 +378,6 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	var blocks []qmp.BlockDevice
 	var graph *qmp.Graph
 	wc := map[string]string{}
-	virtio := map[string]*qmp.VirtioStatus{}
 	limits := map[string]qemuserver.Limits{}
 	// Retry a briefly busy socket (pvestatd's exchange takes milliseconds);
 	// give up with ErrBusy once the timeout has passed.
@@ -429,25 +423,6 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 			}
 		}
 		for _, b := range blocks {
-			// Only virtio-blk's backend is a virtio device, and only a
-			// write cache that is off at runtime needs the why (no driver
-			// yet, a driver without flush, or the guest's choice): a
-			// guest that negotiated it costs no command, so the commands
-			// per VM stay constant in the number of disks.
-			if !strings.HasSuffix(b.QdevPath, "/virtio-backend") || !b.Inserted || b.GuestWriteCache {
-				continue
-			}
-			r, err := s.Exec(qmp.VirtioStatusCommand, map[string]any{"path": b.QdevPath})
-			var qe *qmp.Error
-			if errors.As(err, &qe) {
-				continue // QEMU before 7.2, or no such device
-			} else if err != nil {
-				return err
-			}
-			st := qmp.ParseVirtioStatus(r)
-			virtio[b.ID] = &st
-		}
-		for _, b := range blocks {
 			d := v.Disk(b.ID)
 			if !b.Inserted || d == nil || d.Running == nil {
 				continue
@@ -484,7 +459,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 		if d == nil {
 			continue
 		}
-		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], Virtio: virtio[b.ID], IOStatus: b.IOStatus}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], IOStatus: b.IOStatus}
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol
