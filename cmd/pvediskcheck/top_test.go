@@ -228,16 +228,15 @@ func TestTopRealQEMU(t *testing.T) {
 			if cpu["iothread-virtioscsi1"] <= cpu["iothread-virtioscsi0"] || cpu["iothread-virtioscsi1"] <= cpu["iothread-virtio1"] {
 				t.Errorf("the iothread serving the loaded disk did not run the most: %v", cpu)
 			}
+			// Thread names prove nothing: QEMU 7.2 leaves iothreads unnamed
+			// even with debug-threads=on, Debian's 11.1.3 with a plain -name
+			// too, and where they are named they are cut to 15 characters
+			// and alike ("IO iothread-vir"). The mapping rests on thread
+			// ids only; the names are logged for the record.
 			pid := vm370.Pid
 			for id, tid := range iothreads {
 				comm, _ := os.ReadFile(sf("/proc/%d/task/%d/comm", pid, tid))
-				name := strings.TrimSpace(string(comm))
-				if qemuMajor(t) >= 11 {
-					if want := ("IO " + id)[:15]; name != want {
-						t.Errorf("QEMU 11: thread %d named %q, want %q", tid, name, want)
-					}
-				}
-				t.Logf("%s: thread %d named %q", id, tid, name)
+				t.Logf("%s: thread %d named %q", id, tid, strings.TrimSpace(string(comm)))
 			}
 			// 371 stopped after the first sample: gone from the second on,
 			// no error. 372 started then: new, then rows.
