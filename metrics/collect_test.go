@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,5 +238,58 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Validate(node.NewPaths(t.TempDir(), "", ""), Options{}); err == nil {
 		t.Error("a tree without /etc/pve validated")
+	}
+}
+
+// Options.Parallel bounds the VMs read at once: 1 reads one VM after the
+// other, the default DefaultParallel.
+func TestParallel(t *testing.T) {
+	useLVS(t, "")
+	n, q := manyDisks(t, 1, qmptest.Greeting111)
+	var mu sync.Mutex
+	cur, peak := 0, 0
+	slow := func(h func(string, gjson.Result) string) func(string, gjson.Result) string {
+		return func(cmd string, args gjson.Result) string {
+			if cmd == "query-status" {
+				mu.Lock()
+				cur++
+				peak = max(peak, cur)
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+				mu.Lock()
+				cur--
+				mu.Unlock()
+			}
+			return h(cmd, args)
+		}
+	}
+	q.Handler = slow(q.Handler)
+	// Three more VMs like the first, each with its own socket.
+	argv, _ := os.ReadFile(filepath.Join(n.Paths.ProcPid(vmtest.Pid), "cmdline"))
+	conf, _ := os.ReadFile(n.Paths.VMConfig(100))
+	for _, id := range []int{101, 102, 103} {
+		pid := vmtest.Pid + id
+		n.Write(t, n.Paths.VMConfig(id), string(conf))
+		os.MkdirAll(n.Paths.ProcPid(pid), 0o755)
+		n.Write(t, filepath.Join(n.Paths.ProcPid(pid), "cmdline"), strings.ReplaceAll(string(argv), "qemu-server/100.", fmt.Sprintf("qemu-server/%d.", id)))
+		n.Write(t, n.Paths.PidFile(id), fmt.Sprintf("%d\n", pid))
+		qi := qmptest.NewQEMU(t, slow(q.Handler))
+		qi.Greeting = qmptest.Greeting111
+		os.Symlink(qi.Sock(), n.Paths.QMPSocket(id))
+	}
+	for _, c := range []struct{ parallel, peak int }{{1, 1}, {2, 2}, {0, 4}} {
+		peak = 0
+		s := Collect(context.Background(), node.New(n.Paths, 2*time.Second), Options{Parallel: c.parallel})
+		if peak != c.peak || s.Errors[SourceQMP] != 0 || len(s.VMs) != 4 {
+			t.Errorf("parallel %d: %d VMs read at once (want %d), errors %v", c.parallel, peak, c.peak, s.Errors)
+		}
+	}
+}
+
+// A collection of --listen ends before Prometheus' default scrape
+// timeout (10 s) gives up on the scrape.
+func TestDefaultDeadline(t *testing.T) {
+	if DefaultDeadline <= 0 || DefaultDeadline >= 10*time.Second {
+		t.Errorf("DefaultDeadline %s", DefaultDeadline)
 	}
 }
