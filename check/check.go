@@ -175,6 +175,12 @@ type Options struct {
 	NextStart bool
 	// Parallel is how many VMs Run checks at once (< 1 means 1).
 	Parallel int
+	// OnLoad, when set, gets each VM as loaded (after FetchLive when it
+	// runs; liveErr is FetchLive's error) before its rules run, so a
+	// caller that reads more of it (metrics) neither loads it nor asks
+	// its QEMU again. Not called for a VM whose config cannot be loaded.
+	// The rules only read v.
+	OnLoad func(v *vm.VM, liveErr error)
 }
 
 // Runner runs one external command (node.Runner; a recording in tests).
@@ -291,10 +297,14 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	}
 	out.Running = v.Running
 	out.Notes = append(out.Notes, v.Notes...)
+	var liveErr error
 	if v.Running {
-		if err := v.FetchLive(ctx, n.Timeout); err != nil {
-			out.liveUnread(vmid, err)
+		if liveErr = v.FetchLive(ctx, n.Timeout); liveErr != nil {
+			out.liveUnread(vmid, liveErr)
 		}
+	}
+	if o.OnLoad != nil {
+		o.OnLoad(v, liveErr)
 	}
 	judge(ctx, v, pools, &out)
 	if o.NextStart {

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func TestParseSeverity(t *testing.T) {
@@ -147,6 +149,21 @@ func TestRun(t *testing.T) {
 	}
 	if rep := Run(context.Background(), tn.n, nil, Options{}); len(rep.VMs) != 0 || rep.VMs == nil && false {
 		t.Errorf("%+v", rep)
+	}
+	// OnLoad: once per VM whose config loads, never for one that does not
+	// parse; the VM as loaded, stopped: no live error.
+	var mu sync.Mutex
+	loaded := map[int]error{}
+	Run(context.Background(), tn.n, []int{103, 100, 101}, Options{OnLoad: func(v *vm.VM, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, twice := loaded[v.VMID]; twice || v.Running || len(v.Disks) != 1 {
+			t.Errorf("OnLoad: VM %d again, or as %+v", v.VMID, v)
+		}
+		loaded[v.VMID] = err
+	}})
+	if len(loaded) != 2 || loaded[100] != nil || loaded[101] != nil {
+		t.Errorf("OnLoad for %v", loaded)
 	}
 	// VM is checkVM with the node's runner.
 	v := VM(context.Background(), tn.n, 100, Options{}, thinpool.NewCache(quietRunner()))

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // patch replaces old with new in every recorded reply.
@@ -338,7 +339,14 @@ func TestLiveUnread(t *testing.T) {
 			tn.replay(t, rec, 390, conf)
 			withImages(t, tn)
 			c.setup(t, tn, conf)
-			v := tn.check(390, quietRunner(), Options{})
+			var loaded *vm.VM
+			var liveErr error
+			calls := 0
+			v := tn.check(390, quietRunner(), Options{OnLoad: func(lv *vm.VM, err error) { loaded, liveErr = lv, err; calls++ }})
+			// OnLoad gets the VM once, with FetchLive's error.
+			if calls != 1 || loaded == nil || loaded.VMID != 390 || !loaded.Running || liveErr == nil || !strings.Contains(v.Notes[0], liveErr.Error()) {
+				t.Errorf("OnLoad: %d calls, %v, %v", calls, loaded, liveErr)
+			}
 			if exitcode.Of(v.Err) != c.code || !reflect.DeepEqual(v.NotChecked, []Code{CodeIOError, CodeDrift}) ||
 				len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], "QMP not reachable (") || !strings.Contains(v.Notes[0], c.msg) ||
 				!strings.Contains(v.Notes[0], "not checked: io-error") {

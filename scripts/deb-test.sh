@@ -3,7 +3,9 @@
 # .deb into a scratch root with dpkg --root (never onto this machine), checks
 # what it installed, and runs the installed binary: --version must print the
 # changelog's version, and `cache 370 --json` against Lab 37's VM 370, started
-# by the test harness (internal/demo serve), must show that VM as it runs.
+# by the test harness (internal/demo serve), must show that VM as it runs; the
+# systemd units are installed but not enabled, and the service's own command
+# line writes a textfile with that VM's disks that promtool accepts.
 # Needs root and QEMU, like the tests. Cleans up on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,12 +51,20 @@ echo "deb-test: installed $deb into $root ($status)"
 bin=$root/usr/sbin/pvediskcheck
 for f in usr/sbin/pvediskcheck usr/share/man/man8/pvediskcheck.8.gz \
 	usr/share/bash-completion/completions/pvediskcheck \
+	lib/systemd/system/pvediskcheck-metrics.service lib/systemd/system/pvediskcheck-metrics.timer \
 	usr/share/doc/pvediskcheck/copyright usr/share/doc/pvediskcheck/changelog.Debian.gz; do
 	[ -f "$root/$f" ] || fail "/$f not installed"
 done
 # dh_compress gzips docs over 4 KiB
 [ -f "$root/usr/share/doc/pvediskcheck/README.md" ] || [ -f "$root/usr/share/doc/pvediskcheck/README.md.gz" ] ||
 	fail "/usr/share/doc/pvediskcheck/README.md not installed"
+# Shipped disabled: no symlink and no enablement state in the scratch root
+# (dpkg --root runs the maintainer scripts with DPKG_ROOT, which
+# deb-systemd-helper honours).
+for w in etc/systemd/system/timers.target.wants/pvediskcheck-metrics.timer \
+	var/lib/systemd/deb-systemd-helper-enabled/timers.target.wants/pvediskcheck-metrics.timer; do
+	[ ! -e "$root/$w" ] || fail "pvediskcheck-metrics.timer is enabled on installation (/$w)"
+done
 file -b "$bin" 2>/dev/null | grep -q 'statically linked' || [ ! -x /usr/bin/file ] || fail "/usr/sbin/pvediskcheck is not static: $(file -b "$bin")"
 
 # --- the installed binary: version, man page, completion -----------------------
@@ -86,6 +96,22 @@ rc=$?
 set -e
 [ "$rc" -eq 0 ] || { cat "$work/cache.json" "$work/cache.err"; fail "cache 370 --json exited $rc"; }
 "$work/demo" check-cache <"$work/cache.json" || { cat "$work/cache.json"; fail "unexpected cache --json"; }
+
+# --- metrics --textfile, as pvediskcheck-metrics.service runs it -----------------
+exec_start=$(sed -n 's/^ExecStart=//p' "$root/lib/systemd/system/pvediskcheck-metrics.service")
+[ "$exec_start" = "/usr/sbin/pvediskcheck metrics --textfile /var/lib/prometheus/node-exporter" ] ||
+	fail "unexpected ExecStart: $exec_start"
+textdir=$work/node-exporter
+mkdir -p "$textdir"
+read -r -a argv <<<"$exec_start"
+"$bin" --root "$noderoot" "${argv[@]:1:2}" "$textdir" || fail "the service's command failed"
+prom=$textdir/pvediskcheck.prom
+grep -q '^pvediskcheck_disk_info{.*disk="scsi1".*vmid="370"} 1$' "$prom" || { cat "$prom"; fail "no info series for VM 370's scsi1"; }
+grep -q '^pvediskcheck_collect_errors{source="qmp"} 0$' "$prom" || { cat "$prom"; fail "QMP errors"; }
+if command -v promtool >/dev/null; then
+	promtool check metrics <"$prom" || fail "promtool check metrics refuses the textfile"
+fi
+echo "deb-test: the service's command wrote $(grep -vc '^#' "$prom") series to pvediskcheck.prom"
 
 # --- stop the VM -----------------------------------------------------------------
 exec {SERVE[1]}>&-

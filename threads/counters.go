@@ -68,6 +68,16 @@ func (r Reader) Read(pid int, tids []int) map[int]Counters {
 	return out
 }
 
+// CPUSeconds is the CPU time the thread has run since it started:
+// schedstat's run time, or without schedstat its user and system clock
+// ticks. A counter: it only grows while the thread lives.
+func (c Counters) CPUSeconds() float64 {
+	if c.HasSchedstat {
+		return float64(c.RunNs) / 1e9
+	}
+	return float64(c.Ticks) / userHZ
+}
+
 // Usage is what a thread did over an interval.
 type Usage struct {
 	// CPUPct is the share of one core the thread ran: 100 is one core all

@@ -182,3 +182,20 @@ func TestReadWithoutSchedstat(t *testing.T) {
 		t.Errorf("Read =\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// CPUSeconds: schedstat's run time where there is one, else user + system
+// ticks at USER_HZ; the wait is not CPU time.
+func TestCPUSeconds(t *testing.T) {
+	for _, c := range []struct {
+		c    Counters
+		want float64
+	}{
+		{Counters{RunNs: 1_500_000_000, WaitNs: 9e9, HasSchedstat: true, Ticks: 999}, 1.5},
+		{Counters{RunNs: 1_500_000_000, Ticks: 250}, 2.5},
+		{Counters{}, 0},
+	} {
+		if got := c.c.CPUSeconds(); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.c, got, c.want)
+		}
+	}
+}

@@ -27,8 +27,9 @@ each disk really runs with (cache), which settings will fail at the next start, 
 silently ignored or differ from what runs (check), whether the guest's flushes are
 honoured (flush), whether space the guest trims goes back to the storage (discard),
 whether I/O limits hold (limit), how full and overcommitted thin pools are (thin), how
-far fio results can be trusted (fio), and live, which VM disk is busy, how slow it is and
-which QEMU thread serves it (top).
+far fio results can be trusted (fio), live, which VM disk is busy, how slow it is and
+which QEMU thread serves it (top), and all of it as Prometheus metrics for the
+monitoring a fleet already runs (metrics).
 
 It reads the VM config, the running QEMU's command line, its QMP and guest agent
 sockets (one short exchange at a time: Proxmox's daemons share them), lvs/qm, and host
@@ -50,6 +51,7 @@ EXAMPLES
    pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
    pvediskcheck flush 370 --trigger
    pvediskcheck top
+   pvediskcheck metrics --listen 127.0.0.1:9732
 
 ` + exitcode.Help,
 		Writer:               stdout,

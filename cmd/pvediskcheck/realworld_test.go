@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -295,6 +296,32 @@ func TestRealWorldCorpus(t *testing.T) {
 			}
 			accounted("check", vm.Get("disks.#.id").Array(), vm.Get("notes").Array())
 			checkFixes("check", out)
+
+			// metrics: check's findings, counted; a stopped VM has no live
+			// series; nothing failed but, without zfs here, a zfspool.
+			mout, errs, code := runCLI(t, "--root", root, "metrics")
+			if code != exitOK || errs != "" {
+				t.Errorf("metrics: exit %d (%s)", code, errs)
+			}
+			counted := map[string]int{}
+			for _, f := range vm.Get("findings").Array() {
+				counted[sf(`pvediskcheck_check_findings{code=%q,severity=%q,vmid="%s"}`, f.Get("code").String(), f.Get("severity").String(), vmid)]++
+			}
+			got := map[string]int{}
+			for _, l := range strings.Split(mout, "\n") {
+				if k, n, ok := strings.Cut(l, "} "); ok && strings.HasPrefix(l, "pvediskcheck_check_findings{") {
+					v, _ := strconv.Atoi(n)
+					got[k+"}"] = v
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(counted) {
+				t.Errorf("metrics: findings %v, check --json %v", got, counted)
+			}
+			for _, bad := range []string{"pvediskcheck_disk_info{", `source="config"} 1`, `source="qmp"} 1`, `source="node"} 1`} {
+				if strings.Contains(mout, bad) {
+					t.Errorf("metrics of a stopped VM has %s", bad)
+				}
+			}
 
 			out, errs, code = run("discard", vmid)
 			switch {

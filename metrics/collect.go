@@ -1,0 +1,347 @@
+// Package metrics exports what pvediskcheck knows about a node's VM disks as
+// Prometheus metrics: per disk QEMU's counters (query-blockstats), what the
+// disk really runs with (cache mode, aio, iothread, discard: package cache),
+// its running I/O limits and whether they differ from the config, per VM the
+// findings of `check` and the CPU time of its QEMU threads by role (package
+// threads, as `top` maps them), and the node's thin pools (package thinpool,
+// the same figures as `thin`).
+//
+// Collect reads everything once and returns a Snapshot: plain data. The
+// Snapshot is a prometheus.Collector whose metrics are built from that data
+// (const metrics, no state kept between collections, no timestamps); Handler
+// serves it on /metrics and WriteTextfile writes it for node_exporter's
+// textfile collector.
+//
+// Load on each running VM, per collection: vm.FetchLive's exchange (the
+// block graph, write caches and limits: 4 commands on QEMU >= 10.1), then
+// one more short exchange of 4 commands (query-blockstats for the devices
+// and for the block nodes, query-iothreads, query-cpus-fast): constant in
+// the number of disks, one exchange at a time, the socket never held
+// between them. A VM whose socket stays busy (or fails) is counted in
+// CollectErrors and has no live series in that collection: a missing
+// sample, never a zero.
+package metrics
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/cache"
+	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// Source names where a collection error happened
+// (pvediskcheck_collect_errors{source}).
+type Source string
+
+// Sources: a bounded set, every one exported (0 when nothing failed).
+const (
+	// SourceNode: the node's VM configs could not be listed (not a
+	// Proxmox VE node, /etc/pve unreadable).
+	SourceNode Source = "node"
+	// SourceConfig: a VM's config could not be read or parsed (the
+	// config-invalid finding says which, where it parses at all).
+	SourceConfig Source = "config"
+	// SourceQMP: a running VM's QMP socket stayed busy beyond the
+	// timeout, was gone or answered wrong: that VM has no live series.
+	SourceQMP Source = "qmp"
+	// SourceThreads: a running VM's thread counters could not be read
+	// from procfs: that VM has no CPU series.
+	SourceThreads Source = "threads"
+	// SourceThinPool: lvs or zfs failed: no thin pool series.
+	SourceThinPool Source = "thinpool"
+)
+
+// Sources lists every source, in export order.
+var Sources = []Source{SourceNode, SourceConfig, SourceQMP, SourceThreads, SourceThinPool}
+
+// DefaultParallel is how many VMs Collect reads at once (as check --all
+// and top: 8).
+const DefaultParallel = 8
+
+// Options say how to collect.
+type Options struct {
+	// Parallel is how many VMs are read at once; < 1 means DefaultParallel.
+	Parallel int
+}
+
+// Snapshot is one collection: what every metric is built from.
+type Snapshot struct {
+	// Duration is how long the collection took.
+	Duration time.Duration
+	// Errors counts what failed, by source.
+	Errors map[Source]int
+	// VMs are the node's VMs (every config), by VMID.
+	VMs []VM
+	// Pools are the node's thin pools (nil when they could not be read).
+	Pools []thinpool.Pool
+}
+
+// VM is one VM's part of a collection.
+type VM struct {
+	VMID    int
+	Running bool
+	// Live is false for a stopped VM and for a running one whose QEMU
+	// could not be read: it then has no disk and no CPU series.
+	Live bool
+	// Disks are the running disks (cache's list: no empty CD-ROM, no
+	// TPM state), in config order.
+	Disks []Disk
+	// Findings are check's findings for the VM.
+	Findings []check.Finding
+	// CPU is the CPU time of the QEMU threads; nil when not read.
+	CPU *CPU
+}
+
+// Disk is one running disk.
+type Disk struct {
+	ID         string
+	Controller string
+	Storage    string
+	// CacheConfigured and CacheEffective are Proxmox cache mode names: the
+	// config's (Proxmox's default spelled out) and the one the running
+	// QEMU's flags amount to (cache.Modes).
+	CacheConfigured string
+	CacheEffective  string
+	AIO             string // threads, native, io_uring; "" where the driver has none
+	// IOThread is the iothread serving the disk, as query-iothreads names
+	// it (iothread-virtioscsi1); "" when its I/O runs in the main loop.
+	IOThread string
+	Discard  string // unmap or ignore, as QEMU runs it
+	// Stats are the device's counters; nil when query-blockstats has no
+	// entry for it.
+	Stats *qmp.BlockStats
+	// Protocol are the counters of the disk's protocol node (discards the
+	// storage accepted); nil when QEMU reports none for it.
+	Protocol *qmp.BlockStats
+	// Limits are the I/O limits QEMU applies now (nil when the disk has
+	// no throttling to read: scsi-block, a hot-plugged disk without a
+	// group); ConfigLimits those the config asks for.
+	Limits       qemuserver.Limits
+	ConfigLimits qemuserver.Limits
+}
+
+// LimitsDiffer reports running limits other than the config's.
+func (d Disk) LimitsDiffer() bool { return !d.Limits.Equal(d.ConfigLimits) }
+
+// CPU is a VM's QEMU threads' CPU time since each started, in seconds.
+type CPU struct {
+	MainLoop float64
+	VCPUs    float64
+	// IOThreads by iothread id.
+	IOThreads map[string]float64
+}
+
+// Collect reads every VM of the node and its thin pools, giving up what is
+// not done when ctx ends (it then counts as an error of its source).
+func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
+	start := time.Now()
+	s := &Snapshot{Errors: map[Source]int{}, VMs: []VM{}}
+	var mu sync.Mutex
+	fail := func(src Source) {
+		mu.Lock()
+		s.Errors[src]++
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rep, err := thinpool.Measure(ctx, n, nil)
+		if err != nil {
+			fail(SourceThinPool)
+			return
+		}
+		mu.Lock()
+		s.Pools = rep.Pools
+		mu.Unlock()
+	}()
+	ids, err := check.Targets(n.Paths, nil, true)
+	if err != nil {
+		fail(SourceNode)
+	}
+	pools := thinpool.NewCache(n.Runner)
+	par := o.Parallel
+	if par < 1 {
+		par = DefaultParallel
+	}
+	vms := make([]VM, len(ids))
+	sem := make(chan struct{}, par)
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var errs []Source
+			vms[i], errs = collectVM(ctx, n, id, pools)
+			for _, e := range errs {
+				fail(e)
+			}
+		}()
+	}
+	wg.Wait()
+	s.VMs = vms
+	s.Duration = time.Since(start)
+	return s
+}
+
+// collectVM reads one VM: check's load (one FetchLive) and findings, then
+// for a running VM its counters and thread ids in one more exchange, and
+// its threads' CPU time.
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache) (VM, []Source) {
+	out := VM{VMID: vmid}
+	var v *vm.VM
+	var liveErr error
+	res := check.VM(ctx, n, vmid, check.Options{OnLoad: func(lv *vm.VM, err error) { v, liveErr = lv, err }}, pools)
+	out.Findings = res.Findings
+	if v == nil {
+		// Not loaded: a config that does not parse (config-invalid) or
+		// cannot be read.
+		return out, []Source{SourceConfig}
+	}
+	out.Running = v.Running
+	if !v.Running {
+		return out, nil
+	}
+	if liveErr != nil {
+		return out, []Source{SourceQMP}
+	}
+	l, err := readLive(ctx, v, n.Timeout)
+	if err != nil {
+		return out, []Source{SourceQMP}
+	}
+	out.Live = true
+	out.Disks = disks(v, l)
+	var errs []Source
+	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
+		out.CPU = cpu
+	} else {
+		errs = append(errs, SourceThreads)
+	}
+	return out, errs
+}
+
+// live is what the second exchange reads.
+type live struct {
+	stats   map[string]qmp.BlockStats // by disk id
+	nodes   map[string]qmp.BlockStats // by node name
+	threads threads.Map
+}
+
+// readLive is the second exchange: the devices' and the block nodes'
+// counters and the thread ids, four commands whatever the number of disks.
+func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
+	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}}
+	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		if err != nil {
+			return err
+		}
+		for _, b := range qmp.ParseBlockstats(ret) {
+			l.stats[b.ID] = b
+		}
+		if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
+			return err
+		}
+		for _, b := range qmp.ParseBlockstats(ret) {
+			l.nodes[b.NodeName] = b
+		}
+		io, err := s.Exec("query-iothreads", nil)
+		if err != nil {
+			return err
+		}
+		cpus, err := s.Exec("query-cpus-fast", nil)
+		if err != nil {
+			return err
+		}
+		l.threads = threads.New(v.Pid, io, cpus)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// disks builds the running disks from cache's view of the VM (the
+// effective modes), the command line (aio, discard), the thread map
+// (which iothread serves each disk) and the counters.
+func disks(v *vm.VM, l *live) []Disk {
+	view := cache.Build(v, v.Disks, nil)
+	var ids []string
+	for _, c := range view.Disks {
+		ids = append(ids, c.ID)
+	}
+	iothreads := l.threads.DiskIOThreads(v.Cmdline, ids)
+	out := []Disk{}
+	for _, c := range view.Disks {
+		d := v.Disk(c.ID)
+		if c.Cache.Effective == nil || d == nil || d.Running == nil {
+			continue // not attached to the running VM
+		}
+		run := d.RunningNow()
+		disk := Disk{ID: c.ID, Controller: c.Controller, Storage: c.Storage, CacheConfigured: c.Cache.Configured,
+			CacheEffective: *c.Cache.Effective, AIO: c.AIO, IOThread: iothreads[c.ID], Discard: run.Discard}
+		if st, ok := l.stats[c.ID]; ok {
+			disk.Stats = &st
+		}
+		if d.Live != nil {
+			if st, ok := l.nodes[d.Live.Protocol.Name]; ok && d.Live.Protocol.Name != "" && st.HasDriverSpecific {
+				disk.Protocol = &st
+			}
+			if d.Live.Limits != nil {
+				disk.Limits = d.Live.Limits
+				disk.ConfigLimits = qemuserver.Limits{}
+				if d.Drive != nil {
+					disk.ConfigLimits = d.Drive.Limits()
+				}
+			}
+		}
+		out = append(out, disk)
+	}
+	return out
+}
+
+// cpuOf reads the CPU time of the mapped threads; false when the main
+// thread's counters cannot be read (the process has gone, or procfs
+// refuses).
+func cpuOf(n node.Node, pid int, m threads.Map) (*CPU, bool) {
+	r, err := threads.NewReader(n.Paths.Proc)
+	if err != nil {
+		return nil, false
+	}
+	c := r.Read(pid, m.TIDs())
+	main, ok := c[pid]
+	if !ok {
+		return nil, false
+	}
+	cpu := &CPU{MainLoop: main.CPUSeconds(), IOThreads: map[string]float64{}}
+	for _, t := range m.VCPUs {
+		cpu.VCPUs += c[t.TID].CPUSeconds() // a vCPU gone since the query adds nothing
+	}
+	for _, t := range m.IOThreads {
+		if tc, ok := c[t.TID]; ok {
+			cpu.IOThreads[t.ID] = tc.CPUSeconds()
+		}
+	}
+	return cpu, true
+}
+
+// sortedIOThreads lists the iothread ids of c in order.
+func (c *CPU) sortedIOThreads() []string {
+	ids := make([]string, 0, len(c.IOThreads))
+	for id := range c.IOThreads {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

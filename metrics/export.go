@@ -1,0 +1,226 @@
+package metrics
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "pvediskcheck"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+}
+
+var diskLabels = []string{"vmid", "disk"}
+
+// counter is one per-disk counter of query-blockstats.
+type counter struct {
+	desc  *prometheus.Desc
+	value func(b *qmp.BlockStats) float64
+}
+
+func seconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// deviceCounters are the device's counters: what the guest asked of the
+// disk, as QEMU accounts it on the device (BlockBackend).
+var deviceCounters = []counter{
+	{desc("disk_read_bytes_total", "Bytes read by the guest from the disk (query-blockstats rd_bytes).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.RdBytes) }},
+	{desc("disk_write_bytes_total", "Bytes written by the guest to the disk (wr_bytes).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.WrBytes) }},
+	{desc("disk_read_operations_total", "Read requests completed (rd_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.RdOps) }},
+	{desc("disk_write_operations_total", "Write requests completed (wr_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.WrOps) }},
+	{desc("disk_flush_operations_total", "Flush requests completed (flush_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.FlushOps) }},
+	{desc("disk_read_seconds_total", "Time read requests took, summed over requests (rd_total_time_ns).", diskLabels...), func(b *qmp.BlockStats) float64 { return seconds(b.RdTotalTimeNs) }},
+	{desc("disk_write_seconds_total", "Time write requests took, summed over requests (wr_total_time_ns).", diskLabels...), func(b *qmp.BlockStats) float64 { return seconds(b.WrTotalTimeNs) }},
+	{desc("disk_flush_seconds_total", "Time flush requests took, summed over requests (flush_total_time_ns).", diskLabels...), func(b *qmp.BlockStats) float64 { return seconds(b.FlushTotalTimeNs) }},
+	{desc("disk_discard_operations_total", "Discard (unmap) requests of the guest completed (unmap_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.UnmapOps) }},
+	{desc("disk_discard_bytes_total", "Bytes the guest discarded (unmap_bytes).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.UnmapBytes) }},
+	{desc("disk_discard_seconds_total", "Time discard requests took, summed over requests (unmap_total_time_ns).", diskLabels...), func(b *qmp.BlockStats) float64 { return seconds(b.UnmapTotalTimeNs) }},
+	{desc("disk_failed_operations_total", "Requests that ended in an error: read, write, flush and discard (failed_*_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.FailedOps) }},
+	{desc("disk_invalid_operations_total", "Requests QEMU refused before submitting them: out of range, misaligned (invalid_*_operations).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.InvalidOps) }},
+}
+
+// protocolCounters are the protocol node's counters: what reached the
+// storage (driver-specific of the file and host_device drivers).
+var protocolCounters = []counter{
+	{desc("disk_storage_discard_operations_total", "Discards the storage accepted (the protocol node's discard-nb-ok).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.DiscardNbOK) }},
+	{desc("disk_storage_discard_bytes_total", "Bytes the storage accepted to discard (the protocol node's discard-bytes-ok).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.DiscardBytesOK) }},
+	{desc("disk_storage_discard_failed_operations_total", "Discards the storage refused (the protocol node's discard-nb-failed).", diskLabels...), func(b *qmp.BlockStats) float64 { return float64(b.DiscardNbFailed) }},
+}
+
+var (
+	diskInfo = desc("disk_info", "A running disk, labelled with what it runs with as read from QEMU (always 1).",
+		"vmid", "disk", "controller", "storage", "cache_configured", "cache_effective", "aio", "iothread", "discard")
+
+	limitBytes       = desc("disk_limit_bytes_per_second", "Running I/O limit in bytes per second, by direction (total, read, write).", "vmid", "disk", "direction")
+	limitOps         = desc("disk_limit_operations_per_second", "Running I/O limit in operations per second, by direction.", "vmid", "disk", "direction")
+	limitBurstBytes  = desc("disk_limit_burst_bytes_per_second", "Running burst limit in bytes per second, by direction.", "vmid", "disk", "direction")
+	limitBurstOps    = desc("disk_limit_burst_operations_per_second", "Running burst limit in operations per second, by direction.", "vmid", "disk", "direction")
+	limitBurstLength = desc("disk_limit_burst_length_seconds", "How long a burst may last, by direction and limit (bytes, operations).", "vmid", "disk", "direction", "limit")
+	limitsDiffer     = desc("disk_limits_differ_from_config", "1 when the running I/O limits differ from the config's (a live change not saved, or a config change not applied), else 0.", diskLabels...)
+
+	findings = desc("check_findings", "Findings of `pvediskcheck check`, counted by code and severity.", "vmid", "code", "severity")
+
+	vmCPU       = desc("vm_cpu_seconds_total", "CPU time of the VM's QEMU threads by role: main-loop, iothread (all iothreads), vcpu (all vCPUs).", "vmid", "role")
+	iothreadCPU = desc("iothread_cpu_seconds_total", "CPU time of one iothread of the VM (its id as pvediskcheck_disk_info's iothread label).", "vmid", "iothread")
+
+	poolInfo        = desc("thinpool_info", "A thin pool of the node (always 1): its storage, type (lvmthin, zfspool) and pool.", "storage", "type", "pool")
+	poolSize        = desc("thinpool_size_bytes", "Size of the thin pool.", "storage")
+	poolAllocated   = desc("thinpool_allocated_bytes", "Space of the thin pool its volumes use.", "storage")
+	poolDataUsed    = desc("thinpool_data_used_ratio", "Share of the thin pool's data space in use, 0 to 1.", "storage")
+	poolMetaSize    = desc("thinpool_metadata_size_bytes", "Size of the LVM thin pool's metadata.", "storage")
+	poolMetaUsed    = desc("thinpool_metadata_used_ratio", "Share of the LVM thin pool's metadata in use, 0 to 1.", "storage")
+	poolVirtual     = desc("thinpool_virtual_bytes", "Sum of the virtual sizes of the pool's thin volumes, snapshots included.", "storage")
+	poolSnapVirtual = desc("thinpool_snapshot_virtual_bytes", "The thin snapshots' share of pvediskcheck_thinpool_virtual_bytes.", "storage")
+	poolOvercommit  = desc("thinpool_overcommit_ratio", "Virtual sizes over pool size: above 1 the pool can fill before its volumes do.", "storage")
+
+	collectDuration = desc("collect_duration_seconds", "How long the collection took.")
+	collectErrors   = desc("collect_errors", "Errors of the collection by source (node, config, qmp, threads, thinpool); a VM whose socket stayed busy counts here and has no live series.", "source")
+)
+
+// limitDescs is the metric of each burst-less QEMU limit name kind.
+var limitDescs = map[[2]string]*prometheus.Desc{
+	{"bps", ""}: limitBytes, {"iops", ""}: limitOps, {"bps", "max"}: limitBurstBytes, {"iops", "max"}: limitBurstOps,
+}
+
+// Describe sends every metric's description: the set is fixed.
+func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range deviceCounters {
+		ch <- c.desc
+	}
+	for _, c := range protocolCounters {
+		ch <- c.desc
+	}
+	for _, d := range []*prometheus.Desc{diskInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
+		findings, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+		poolVirtual, poolSnapVirtual, poolOvercommit, collectDuration, collectErrors} {
+		ch <- d
+	}
+}
+
+// Collect sends the collection's metrics.
+func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	count := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, v := range s.VMs {
+		vmid := strconv.Itoa(v.VMID)
+		for _, d := range v.Disks {
+			gauge(diskInfo, 1, vmid, d.ID, d.Controller, d.Storage, d.CacheConfigured, d.CacheEffective, d.AIO, d.IOThread, d.Discard)
+			if d.Stats != nil {
+				for _, c := range deviceCounters {
+					count(c.desc, c.value(d.Stats), vmid, d.ID)
+				}
+			}
+			if d.Protocol != nil {
+				for _, c := range protocolCounters {
+					count(c.desc, c.value(d.Protocol), vmid, d.ID)
+				}
+			}
+			if d.Limits != nil {
+				collectLimits(gauge, vmid, d)
+			}
+		}
+		collectFindings(gauge, vmid, v.Findings)
+		if c := v.CPU; c != nil {
+			count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
+			count(vmCPU, c.VCPUs, vmid, string(threads.VCPU))
+			if len(c.IOThreads) > 0 {
+				sum := 0.0
+				for _, id := range c.sortedIOThreads() {
+					sum += c.IOThreads[id]
+					count(iothreadCPU, c.IOThreads[id], vmid, id)
+				}
+				count(vmCPU, sum, vmid, string(threads.IOThread))
+			}
+		}
+	}
+	for _, p := range s.Pools {
+		collectPool(gauge, p)
+	}
+	gauge(collectDuration, s.Duration.Seconds())
+	for _, src := range Sources {
+		gauge(collectErrors, float64(s.Errors[src]), string(src))
+	}
+}
+
+// collectLimits sends a disk's running limits: a limit that is not set has
+// no series (QEMU's 0), a burst length only where a burst is set.
+func collectLimits(gauge func(*prometheus.Desc, float64, ...string), vmid string, d Disk) {
+	run := d.Limits.Normal()
+	for _, k := range qemuserver.LimitKeys {
+		v, ok := run[k.QEMU]
+		if !ok {
+			continue
+		}
+		kind, rest, _ := strings.Cut(k.QEMU, "-") // bps, iops
+		dir, suffix, _ := strings.Cut(rest, "-")  // total, read, write; "", max, max-length
+		if suffix == "max-length" {
+			what := "bytes"
+			if kind == "iops" {
+				what = "operations"
+			}
+			gauge(limitBurstLength, float64(v), vmid, d.ID, dir, what)
+			continue
+		}
+		gauge(limitDescs[[2]string{kind, suffix}], float64(v), vmid, d.ID, dir)
+	}
+	differ := 0.0
+	if d.LimitsDiffer() {
+		differ = 1
+	}
+	gauge(limitsDiffer, differ, vmid, d.ID)
+}
+
+// collectFindings counts a VM's findings by code and severity.
+func collectFindings(gauge func(*prometheus.Desc, float64, ...string), vmid string, fs []check.Finding) {
+	type key struct {
+		code check.Code
+		sev  check.Severity
+	}
+	counts := map[key]int{}
+	var order []key
+	for _, f := range fs {
+		k := key{f.Code, f.Severity}
+		if counts[k] == 0 {
+			order = append(order, k)
+		}
+		counts[k]++
+	}
+	for _, k := range order {
+		gauge(findings, float64(counts[k]), vmid, string(k.code), string(k.sev))
+	}
+}
+
+// collectPool sends one thin pool's figures; a figure the pool's tool does
+// not report (ZFS has no metadata percentage) has no series.
+func collectPool(gauge func(*prometheus.Desc, float64, ...string), p thinpool.Pool) {
+	gauge(poolInfo, 1, p.Storage, p.Type, p.Pool)
+	gauge(poolSize, float64(p.SizeBytes), p.Storage)
+	if p.AllocatedBytes != nil {
+		gauge(poolAllocated, float64(*p.AllocatedBytes), p.Storage)
+	}
+	if p.DataPercent != nil {
+		gauge(poolDataUsed, *p.DataPercent/100, p.Storage)
+	}
+	if p.MetadataSizeBytes > 0 {
+		gauge(poolMetaSize, float64(p.MetadataSizeBytes), p.Storage)
+	}
+	if p.MetadataPercent != nil {
+		gauge(poolMetaUsed, *p.MetadataPercent/100, p.Storage)
+	}
+	gauge(poolVirtual, float64(p.VirtualSumBytes), p.Storage)
+	gauge(poolSnapVirtual, float64(p.SnapshotVirtualBytes), p.Storage)
+	gauge(poolOvercommit, p.OvercommitRatio, p.Storage)
+}

@@ -1,0 +1,117 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+)
+
+// only is the series of text whose name starts with prefix.
+func only(text, prefix string) string {
+	var out []string
+	for _, l := range series(text) {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Every kind of series of a small snapshot, exactly; the names and help
+// texts are the README's.
+func TestExportSample(t *testing.T) {
+	golden(t, "sample.prom", exposition(t, sample(7)))
+}
+
+// Running limits in base units, by direction; a burst length only where a
+// burst is set; 0 and QEMU's default length of 1 are no limit.
+func TestExportLimits(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		run, config qemuserver.Limits
+		want        string
+	}{
+		{"none", qemuserver.Limits{}, nil, `pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 0`},
+		{"unset fields as QEMU reports them", qemuserver.Limits{"bps-total": 0, "iops-read-max-length": 1, "bps-write-max-length": 1}, qemuserver.Limits{},
+			`pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 0`},
+		{"every kind", qemuserver.Limits{"bps-total": 1 << 20, "bps-read-max": 2 << 20, "bps-read": 1 << 20, "bps-read-max-length": 5, "iops-write": 100, "iops-write-max": 200, "iops-write-max-length": 3, "iops-total": 0},
+			qemuserver.Limits{"bps-total": 1 << 20, "bps-read-max": 2 << 20, "bps-read": 1 << 20, "bps-read-max-length": 5, "iops-write": 100, "iops-write-max": 200, "iops-write-max-length": 3}, `pvediskcheck_disk_limit_burst_bytes_per_second{direction="read",disk="scsi0",vmid="100"} 2.097152e+06
+pvediskcheck_disk_limit_burst_length_seconds{direction="read",disk="scsi0",limit="bytes",vmid="100"} 5
+pvediskcheck_disk_limit_burst_length_seconds{direction="write",disk="scsi0",limit="operations",vmid="100"} 3
+pvediskcheck_disk_limit_burst_operations_per_second{direction="write",disk="scsi0",vmid="100"} 200
+pvediskcheck_disk_limit_bytes_per_second{direction="read",disk="scsi0",vmid="100"} 1.048576e+06
+pvediskcheck_disk_limit_bytes_per_second{direction="total",disk="scsi0",vmid="100"} 1.048576e+06
+pvediskcheck_disk_limit_operations_per_second{direction="write",disk="scsi0",vmid="100"} 100
+pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 0`},
+		{"set live, not in the config", qemuserver.Limits{"iops-total": 500}, qemuserver.Limits{},
+			`pvediskcheck_disk_limit_operations_per_second{direction="total",disk="scsi0",vmid="100"} 500
+pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 1`},
+		{"configured, not in effect", qemuserver.Limits{}, qemuserver.Limits{"bps-write": 1 << 20},
+			`pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 1`},
+		{"other value", qemuserver.Limits{"bps-write": 2 << 20}, qemuserver.Limits{"bps-write": 1 << 20},
+			`pvediskcheck_disk_limit_bytes_per_second{direction="write",disk="scsi0",vmid="100"} 2.097152e+06
+pvediskcheck_disk_limits_differ_from_config{disk="scsi0",vmid="100"} 1`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Snapshot{VMs: []VM{{VMID: 100, Live: true, Disks: []Disk{{ID: "scsi0", Limits: c.run, ConfigLimits: c.config}}}}}
+			if got := only(exposition(t, s), "pvediskcheck_disk_limit"); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+	// No limits read (scsi-block, a disk without a group): no series at all.
+	s := &Snapshot{VMs: []VM{{VMID: 100, Live: true, Disks: []Disk{{ID: "scsi0", ConfigLimits: qemuserver.Limits{"bps-write": 1}}}}}}
+	if got := only(exposition(t, s), "pvediskcheck_disk_limit"); got != "" {
+		t.Errorf("limits of a disk whose limits were not read:\n%s", got)
+	}
+}
+
+// Findings are counted per code and severity, in the order they came;
+// none is no series.
+func TestExportFindings(t *testing.T) {
+	s := &Snapshot{VMs: []VM{{VMID: 100, Findings: []check.Finding{
+		{Code: check.CodeDrift, Severity: check.Warning, Disk: "scsi0"}, {Code: check.CodeIOError, Severity: check.Info},
+		{Code: check.CodeDrift, Severity: check.Warning, Disk: "scsi1"}, {Code: check.CodeIOError, Severity: check.Error},
+	}}, {VMID: 101}}}
+	want := `pvediskcheck_check_findings{code="drift",severity="warning",vmid="100"} 2
+pvediskcheck_check_findings{code="io-error",severity="error",vmid="100"} 1
+pvediskcheck_check_findings{code="io-error",severity="info",vmid="100"} 1`
+	if got := only(exposition(t, s), "pvediskcheck_check"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A VM without iothreads has no iothread series (not a zero sum); a disk
+// without counters or protocol counters has its info alone.
+func TestExportPartial(t *testing.T) {
+	s := &Snapshot{VMs: []VM{{VMID: 100, Live: true, Disks: []Disk{{ID: "ide0", Controller: "ide"}}, CPU: &CPU{MainLoop: 2, VCPUs: 1, IOThreads: map[string]float64{}}}}}
+	want := `pvediskcheck_collect_duration_seconds 0
+pvediskcheck_collect_errors{source="config"} 0
+pvediskcheck_collect_errors{source="node"} 0
+pvediskcheck_collect_errors{source="qmp"} 0
+pvediskcheck_collect_errors{source="thinpool"} 0
+pvediskcheck_collect_errors{source="threads"} 0
+pvediskcheck_disk_info{aio="",cache_configured="",cache_effective="",controller="ide",discard="",disk="ide0",iothread="",storage="",vmid="100"} 1
+pvediskcheck_vm_cpu_seconds_total{role="main-loop",vmid="100"} 2
+pvediskcheck_vm_cpu_seconds_total{role="vcpu",vmid="100"} 1`
+	if got := strings.Join(series(exposition(t, s)), "\n"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A ZFS pool: no metadata, allocation unknown; an LVM pool with every
+// figure is in sample.prom.
+func TestExportPools(t *testing.T) {
+	s := &Snapshot{Pools: []thinpool.Pool{{Storage: "local-zfs", Type: thinpool.TypeZFSPool, Pool: "rpool/data", SizeBytes: 100, VirtualSumBytes: 250, OvercommitRatio: 2.5}}}
+	want := `pvediskcheck_thinpool_info{pool="rpool/data",storage="local-zfs",type="zfspool"} 1
+pvediskcheck_thinpool_overcommit_ratio{storage="local-zfs"} 2.5
+pvediskcheck_thinpool_size_bytes{storage="local-zfs"} 100
+pvediskcheck_thinpool_snapshot_virtual_bytes{storage="local-zfs"} 0
+pvediskcheck_thinpool_virtual_bytes{storage="local-zfs"} 250`
+	if got := only(exposition(t, s), "pvediskcheck_thinpool"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
