@@ -6,6 +6,7 @@ package qmp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,6 +166,9 @@ func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
 				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), m.Timeout)
 			}
 			return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue // a blank line is no reply
 		}
 		if !gjson.ValidBytes(line) {
 			return nil, fmt.Errorf("QMP %s: malformed reply to %s: %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Clip(string(line), 80))
