@@ -104,10 +104,10 @@ func TestGoldenQEMU72(t *testing.T) {
 	}{
 		// 7.2 has no qom-list-get: FetchLive reads the write cache of
 		// the VirtIO Block disk and each throttle group's limits one by one.
-		{"blockdev", []string{"query-status", "query-block", "query-named-block-nodes", "x-debug-query-block-graph", "x-query-virtio-status",
+		{"blockdev", []string{"query-status", "query-block", "query-named-block-nodes", "x-debug-query-block-graph",
 			"qom-get", "qom-get", "qom-get", "qom-get", "qom-get", "qom-get", "qom-get",
 			"query-blockstats", "query-blockstats", "query-iothreads", "query-cpus-fast"}},
-		{"drive", []string{"query-status", "query-block", "query-named-block-nodes", "x-debug-query-block-graph", "x-query-virtio-status",
+		{"drive", []string{"query-status", "query-block", "query-named-block-nodes", "x-debug-query-block-graph",
 			"qom-get", "query-blockstats", "query-blockstats", "query-iothreads", "query-cpus-fast"}},
 	} {
 		t.Run(c.gen, func(t *testing.T) {
