@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -136,10 +135,10 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := os.Getpid()
-	a := r.Read(pid, []int{tid})
+	a := r.Read(pid, []int{pid, tid})
 	t0 := time.Now()
 	time.Sleep(time.Second)
-	b := r.Read(pid, []int{tid})
+	b := r.Read(pid, []int{pid, tid})
 	u, ok := UsageOf(a[tid], b[tid], time.Since(t0).Seconds())
 	if !ok {
 		t.Fatalf("thread %d not read: %v %v", tid, a, b)
@@ -148,8 +147,14 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 	if sum := u.CPUPct + *u.WaitPct; sum < 95 || sum > 105 {
 		t.Errorf("run + wait = %.1f %% of the second, want ~100 %%", sum)
 	}
-	if a[tid].Comm == "" || strconv.Itoa(tid) == "" {
-		t.Error("no thread name")
+	// stat (the name) is read for the main thread only: a thread with
+	// schedstat needs no more for its usage.
+	if a[pid].Comm == "" || a[pid].Start == 0 {
+		t.Errorf("main thread %d: no name or start time read: %+v", pid, a[pid])
+	}
+	// The spinning goroutine may have locked the main thread itself.
+	if tid != pid && (a[tid].Comm != "" || a[tid].Ticks != 0) {
+		t.Errorf("thread %d: stat read although schedstat was there: %+v", tid, a[tid])
 	}
 }
 
