@@ -17,43 +17,10 @@ func init() { commands = append(commands, cacheCommand) }
 
 func cacheCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "cache",
-		Usage:     "show the cache mode each disk really runs with, and what a host crash loses",
-		ArgsUsage: "VMID [DISK...]",
-		Description: `For each disk of the VM: the controller, the storage and volume, the cache mode
-in the config (and whether it is Proxmox's default), the mode the running QEMU
-really uses (read from the format and protocol block nodes over QMP, not from
-query-block's throttle node, plus the device's write-cache), the mode the next
-start applies when [PENDING] changes it, aio and iothread as running, where a
-write sits when the guest gets its acknowledgement and what a host crash loses.
-A disk whose running mode differs from its config is marked DRIFT.
-
-Where a write sits depends on the storage as much as on the mode: ZFS keeps
-writes in node RAM in its open transaction group even with cache=none; with
-Ceph through librbd, cache=writeback turns on librbd's cache inside the QEMU
-process (cache=none turns it off); QEMU's libiscsi (iscsidirect) uses no node
-page cache at all; a qcow2 image keeps new clusters' mapping in QEMU's memory
-until the guest flushes. What the node cannot measure is said per disk.
-
-When a VirtIO Block device's write cache is off at runtime, it says whether the
-guest turned it off or the driver that set the device up (firmware such as
-SeaBIOS, before a guest OS loads its driver) did not negotiate flushes
-(x-query-virtio-status, QEMU 7.2 and later).
-
-With --verify, disks whose acknowledged writes can wait in volatile memory of
-this node (writeback, unsafe; cache=none on ZFS or qcow2) are watched for the
-flush window (see 'pvediskcheck flush') and the verdict is added.
-
-Changes nothing on the VM. Reads /etc/pve/qemu-server/VMID.conf, storage.cfg,
-/proc/PID/cmdline and the QMP socket (one short exchange).
-
-EXAMPLES
-   pvediskcheck cache 370
-   pvediskcheck cache 370 scsi1 --json
-
-` + exitcode.Help + `
-   A stopped VM prints its configured values and exits 3; with --verify, a disk
-   whose flushes are ignored makes the exit code 1.`,
+		Name:        "cache",
+		Usage:       "show the cache mode each disk really runs with, and what a host crash loses",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("cache"),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (disks whose writes can wait in node RAM; takes --for)"},
 			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window for --verify"},

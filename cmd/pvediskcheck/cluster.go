@@ -55,35 +55,6 @@ var forwarded = map[string]func(c *cli.Context) bool{
 	},
 }
 
-const vmClusterHelp = `CLUSTER
-   A VMID that lives on another node of the cluster (/etc/pve/.vmlist) is
-   answered by that node: the same command runs there over root SSH, the way
-   Proxmox's own tools reach other nodes, and its answer is printed here,
-   headed "VM 370 on pve2" ("node" in JSON). A run that changes something
-   changes it on that node and says so.
-`
-
-const checkClusterHelp = `CLUSTER
-   --all --cluster checks every VM of the cluster: every online node of
-   /etc/pve/.members checks its own VMs at the same time (this node in
-   process, the others over root SSH as Proxmox's tools reach them), each
-   within its own deadline, and the results are merged: each VM carries its
-   node ("node" in JSON, "VM 370 on pve2" in text), and a table lists every
-   node with its counts. A node that is offline or does not answer is named,
-   the others are still reported and the exit code is 3; the config rules
-   still run for its VMs from their configs in /etc/pve/nodes/NODE/qemu-server,
-   marked config-only. VMIDs that live on other nodes are checked there
-   without --cluster.
-`
-
-const thinClusterHelp = `CLUSTER
-   --cluster reports the pools of every online node of /etc/pve/.members,
-   asked at the same time (this node in process, the others over root SSH),
-   each within its own deadline: one table with a NODE column ("node" in
-   JSON). A node that is offline or does not answer is named, the others are
-   still reported and the exit code is 3.
-`
-
 // wireCluster adds cluster mode to the app's commands (called by newApp).
 func wireCluster(app *cli.App) {
 	app.Flags = append(app.Flags,
@@ -94,15 +65,15 @@ func wireCluster(app *cli.App) {
 		switch {
 		case forwarded[c.Name] != nil:
 			c.Action = forwardVM(c.Action)
-			c.Description = withHelp(c.Description, vmClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-vm"))
 		case c.Name == "check":
 			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "with --all: check every VM of the cluster, every node at the same time"})
 			c.Action = clusterCheck(c.Action)
-			c.Description = withHelp(c.Description, checkClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-check"))
 		case c.Name == "thin":
 			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "report the pools of every node of the cluster"})
 			c.Action = clusterThin(c.Action)
-			c.Description = withHelp(c.Description, thinClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-thin"))
 		}
 	}
 }
@@ -112,10 +83,10 @@ func wireCluster(app *cli.App) {
 func withHelp(desc, section string) string {
 	for _, at := range []string{"EXAMPLES\n", "EXIT CODES\n"} {
 		if i := strings.Index(desc, at); i >= 0 {
-			return desc[:i] + section + "\n" + desc[i:]
+			return desc[:i] + section + "\n\n" + desc[i:]
 		}
 	}
-	return desc + "\n\n" + section
+	return desc + "\n\n" + section + "\n"
 }
 
 // askedByNode: this run answers another node; it never asks further.

@@ -27,81 +27,15 @@ func fioCommand() *cli.Command {
 	csvFlag := &cli.BoolFlag{Name: "csv", Usage: "print CSV (raw numbers, units in the column names) instead of a table"}
 	wide := &cli.BoolFlag{Name: "wide", Usage: "add min-max and the coefficient of variation to every table cell"}
 	return &cli.Command{
-		Name:  "fio",
-		Usage: "summarise and compare fio results with their run-to-run spread, or print Lab 19's job set",
-		Description: `Reads the files fio writes with --output-format=json (or json+), such as the
-ones Lab 19's bench.sh leaves in ~/res, and says how much each number can be
-trusted: the spread between repeated runs, and the benchmark pitfalls that make
-a number describe a cache instead of the disk.
-
-Changes nothing: it only reads the files named and, for the cache check,
-PROC/meminfo.
-
-EXAMPLES
-   pvediskcheck fio summary ~/res
-   pvediskcheck fio compare --dir ~/res native io_uring
-   pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
-
-EXIT CODES
-   see each subcommand ('pvediskcheck fio summary --help').`,
+		Name:        "fio",
+		Usage:       "summarise and compare fio results with their run-to-run spread, or print Lab 19's job set",
+		Description: helpText("fio"),
 		Subcommands: []*cli.Command{
 			{
-				Name:      "summary",
-				Usage:     "one row per test: mean and spread of IOPS, MiB/s, latency and fsync latency",
-				ArgsUsage: "DIR|FILE...",
-				Description: `Reads every *.json file in each DIR (not below it) and every FILE, groups the
-runs of the same test and prints, per group, the number of runs and for each
-metric the mean with the spread between runs, as Lab 19 prints it:
-"44,289 (±3%)" is the mean, and the gap between the slowest and the fastest
-run is 3% of it. --wide adds min-max and, with 3 or more runs, the coefficient
-of variation (standard deviation / mean).
-
-Metrics: IOPS; bandwidth in MiB/s (fio's bw in KiB/s / 1024, as the labs
-print it); CLAT MEAN, fio's mean completion latency (clat: from submission to
-completion, without the submission time; total latency "lat" is in --json);
-P99, the 99th percentile of clat (of lat when the job set lat_percentiles=1:
-the header then says so); FSYNC MEAN, the mean time of each fsync for jobs run
-with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's script left out).
-Jobs named fill (Lab 19's precondition pass) are not summarised.
-
-Grouping (--group-by):
-   auto  Lab 19 names, <label>-<job>-<run>.json, when <job> is the jobname in
-         the file; otherwise the file's directory is the label. Runs group by
-         label, jobname and the job options that shape the load (rw, bs,
-         iodepth, ioengine, filename, size...; runtime and ramp_time aside).
-   name  label and job from the file name alone, even when fio's jobname
-         differs.
-   job   jobname and options only; file names and directories ignored.
-   dir   the directory is the label; jobname and options as above.
-
-Warnings, per file, from Lab 19's pitfalls:
-   buffered        direct=0: the page cache of the machine fio ran on answered
-   area-below-ram  a read test area smaller than the host's RAM (this node's
-                   MemTotal from PROC/meminfo, or --host-ram): page cache or
-                   ZFS ARC can serve the reads
-   short-runtime   measured for under 20 s
-   no-ramp         no ramp_time: start-up counted
-   no-fill         a read of an area that no fill job (a sequential write of
-                   at least the area, on the same label and filename, before
-                   it) was seen writing: thin storage returns zeros for blocks
-                   never written, without reading the disk
-   single-run      one run: no spread, so nothing can be compared against it
-   job-error       fio reported an error for the job
-A file that is empty, truncated or not fio JSON gets one warning and the rest
-is still summarised. fio's notes printed before the JSON are skipped.
-
-Changes nothing: reads the files named and PROC/meminfo (--proc).
-
-EXAMPLES
-   pvediskcheck fio summary ~/res
-   pvediskcheck fio summary --wide res/local-zfs-*.json
-   pvediskcheck --json fio summary ~/res
-   pvediskcheck fio summary --csv --group-by dir aio-native/ aio-io_uring/ > table.csv
-
-EXIT CODES
-   0  summarised every file
-   1  some files could not be read (each is named); the others are summarised
-   2  bad input: no such path, no *.json file, bad flag`,
+				Name:        "summary",
+				Usage:       "one row per test: mean and spread of IOPS, MiB/s, latency and fsync latency",
+				ArgsUsage:   "DIR|FILE...",
+				Description: helpText("fio-summary"),
 				Flags: []cli.Flag{
 					groupBy, csvFlag, wide,
 					&cli.StringFlag{Name: "host-ram", Usage: "RAM of the host whose caches can serve the reads, e.g. 64G (default: this node's MemTotal; 0 skips the check)"},
@@ -109,39 +43,10 @@ EXIT CODES
 				Action: fioSummaryAction,
 			},
 			{
-				Name:      "compare",
-				Usage:     "A vs B per job and metric: difference, spread of each side, and whether it is more than noise",
-				ArgsUsage: "A B",
-				Description: `A and B are directories of fio JSON files (one configuration each), or with
---dir DIR, two labels among DIR's files (Lab 19 names: local-zfs, nas-nfs...).
-Jobs are matched by jobname and direction; the target file name and the label
-may differ, any other option that differs is listed under the table.
-
-For each job and metric: both means with their spread (gap between slowest
-and fastest run, in % of the mean), the difference of B from A in %, and:
-   different     the runs of A and B do not overlap and the difference is
-                 larger than the spread of both sides
-   within-noise  otherwise: repeat the runs before believing the difference
-   insufficient  fewer than 2 runs on a side
-With 3 or more runs on both sides, the P column is the p-value of Welch's
-t-test on the means (a small p says the means differ; it does not replace the
-verdict, which needs the ranges apart).
-
-Metrics (--metric, comma-separated; all by default): iops, bw (MiB/s), clat
-(mean completion latency), lat (mean total latency), p99 (of clat), fsync
-(mean fsync latency).
-
-Changes nothing; reads the files only.
-
-EXAMPLES
-   pvediskcheck fio compare res-io_uring/ res-native/
-   pvediskcheck fio compare --dir ~/res --metric iops local-zfs local-lvm
-   pvediskcheck --json fio compare a/ b/
-
-EXIT CODES
-   0  no metric of interest is different (or could not be judged)
-   1  at least one metric of interest (--metric) is different: scripts can gate on it
-   2  bad input: A or B not found, a directory holding several labels, bad --metric`,
+				Name:        "compare",
+				Usage:       "A vs B per job and metric: difference, spread of each side, and whether it is more than noise",
+				ArgsUsage:   "A B",
+				Description: helpText("fio-compare"),
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "dir", Usage: "directory whose files hold labels A and B (Lab 19's ~/res)"},
 					&cli.StringSliceFlag{Name: "metric", Usage: "metrics of interest: iops, bw, clat, lat, p99, fsync (default all)"},
@@ -150,30 +55,10 @@ EXIT CODES
 				Action: fioCompareAction,
 			},
 			{
-				Name:      "jobs",
-				Usage:     "print Lab 19's job set as a fio job file for one VM disk",
-				ArgsUsage: "/dev/disk/by-id/DEVICE",
-				Description: `Prints a fio job file with Lab 19's method for the disk DEVICE, as the VM
-sees it: a precondition pass (fill: the whole test area written once with 1M
-sequential writes), then rr4k (4k random reads, QD32), rw4k (4k random writes,
-QD32), rw4kqd1 (the same at QD1), sr1m and sw1m (1M sequential reads and
-writes, QD16) and sync (4k random writes at QD1 with an fsync after each), all
-with direct=1 and libaio. Its comments give the loop that runs every job
---runs times into <label>-<job>-<run>.json, the names fio summary expects.
-
-The path must be a /dev/disk/by-id/ name: sdX names change order between
-boots (Lab 19 saw scsi1 as sda and the system disk as sdb).
-
-This command changes nothing; the job file it prints, once run with fio,
-OVERWRITES the test area of DEVICE. Use a disk added for the test.
-
-EXAMPLES
-   pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
-   pvediskcheck fio jobs --label local-zfs --runs 5 --runtime 60 /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1
-
-EXIT CODES
-   0  printed the job file
-   2  bad input (not a /dev/disk/by-id/ path, a bad flag)`,
+				Name:        "jobs",
+				Usage:       "print Lab 19's job set as a fio job file for one VM disk",
+				ArgsUsage:   "/dev/disk/by-id/DEVICE",
+				Description: helpText("fio-jobs"),
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},

@@ -14,51 +14,10 @@ func init() { commands = append(commands, flushCommand) }
 
 func flushCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "flush",
-		Usage:     "verify by measurement whether guest flushes are honoured or ignored",
-		ArgsUsage: "VMID [DISK...]",
-		Description: `Samples, over a window, each disk's bytes written, flush count and flush time
-(QMP query-blockstats, one short exchange per sample), the node's Dirty and
-Writeback memory, the QEMU process's write_bytes (/proc/PID/io: real data it
-sent toward storage; zeroes turned into write-zeroes do not count) and, for
-block-device volumes, the device's own write and flush counters. Verdict per
-disk:
-   honored         guest flushes took time: the data went to storage
-   ignored         flushes counted but took ~0 time while the disk's data
-                   stayed dirty in node RAM (cache=unsafe): exit 1, with what a
-                   host crash would lose
-   no-flushes      the guest did not flush in the window (try --trigger)
-   zero-data       the guest wrote only zeroes: Proxmox's detect-zeroes turns
-                   them into write-zeroes, nothing reached node RAM to judge
-   not-applicable  the mode and storage keep nothing acknowledged waiting on
-                   this node (none/writethrough/directsync on a plain volume,
-                   librbd with its cache off, an iSCSI target)
-   inconclusive    flushes reached a layer the node cannot see (a ZFS zvol, an
-                   iSCSI target) and completed too fast to have written
-                   anything: nothing was waiting, or that layer ignores them
-
-A guest flush is counted in every cache mode; under unsafe it takes no time.
-Dirty is node-wide and other writers move it, so the verdict rests on the
-flush timing and on this QEMU's own write_bytes. Where the storage holds
-acknowledged writes out of the node page cache's sight (librbd's cache in the
-QEMU process, ZFS's open transaction group, an iSCSI target, QEMU's qcow2
-metadata cache), the verdict rests on QEMU's flags and the flush timing alone
-and says so (timing_only in JSON).
-
-If QMP stops answering during the window (QEMU stopped, or another client
-holds the socket), the gap is shown and each verdict says how much of the
-window it stands on; if QEMU goes away, the samples taken are printed and the
-exit code is 3.
-
---trigger runs 'sync' (and an fsync of each disk device) in the guest through
-the guest agent at the start of the window: harmless, and the only change made.
-The agent must answer before the window starts (within --timeout).
-
-EXAMPLES
-   pvediskcheck flush 370                 # watch 15 s while the guest works
-   pvediskcheck flush 370 scsi1 --trigger --for 10s --json
-
-` + exitcode.Help,
+		Name:        "flush",
+		Usage:       "verify by measurement whether guest flushes are honoured or ignored",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("flush"),
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window"},
 			&cli.Float64Flag{Name: "hz", Value: flush.DefaultHz, Usage: "samples per second (2-10)"},

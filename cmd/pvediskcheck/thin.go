@@ -15,43 +15,11 @@ func init() { commands = append(commands, thinCommand) }
 
 func thinCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "thin",
-		Usage:     "report thin pools: use, overcommit, and which volumes hold the space",
-		ArgsUsage: "[STORAGE...]",
-		Description: `For each LVM-thin storage of storage.cfg (and each zfspool storage), or the
-ones named: the pool's size, data and metadata use, the sum of its thin
-volumes' virtual sizes and the overcommit ratio (what 'qm create' warns about:
-"Sum of all thin volume sizes exceeds the size of thin pool"), and per volume:
-the VM or container and disk that use it, virtual size, allocated bytes, discard
-on or off, and its snapshots; sorted by allocated bytes, biggest first.
-
-Thin snapshots count toward overcommit, as lvm2 counts them: each can come to
-hold its full size once it or its origin is rewritten. Their share is shown
-on its own. 'pvediskcheck check' judges a VM's pools with the same figures.
-
-Warnings: data or metadata use at 80 % or more (at 100 % data a thin pool stops
-writes; at 100 % metadata it can be damaged), virtual sizes above the pool's
-size, a pool that ignores discards, and volumes of at least 1 GiB (or 10 % of
-the pool) with discard off, whose trimmed space never comes back (see
-'pvediskcheck discard').
-
-Volumes are matched to VMs through /etc/pve/qemu-server/*.conf and
-/etc/pve/lxc/*.conf on this node; a volume no config names is "unreferenced"
-(a leftover, or a guest of another node on shared storage).
-
-Changes nothing. Runs lvs (LVM-thin) and zfs list/get (zfspool) once each,
-with --timeout.
-
-EXAMPLES
-   pvediskcheck thin
-   pvediskcheck thin local-lvm --json
-
-` + exitcode.Help + `
-   1 when a pool's data or metadata use is at or above 90 %.
-   2 when the root has no storage.cfg (not a Proxmox VE node), or a named
-     storage is unknown or not a thin pool.
-   3 when lvs or zfs fails or times out, or a pool is missing from its report.`,
-		Action: thinAction,
+		Name:        "thin",
+		Usage:       "report thin pools: use, overcommit, and which volumes hold the space",
+		ArgsUsage:   "[STORAGE...]",
+		Description: helpText("thin"),
+		Action:      thinAction,
 	}
 }
 
