@@ -2,7 +2,10 @@ package fio
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // JobSet is Lab 19's method for one disk of a VM.
@@ -13,6 +16,39 @@ type JobSet struct {
 	RuntimeS int    // per timed job
 	RampS    int    // ramp_time per timed job
 	Runs     int    // repetitions the printed loop makes
+}
+
+// ByIDPrefix is where a disk's stable names are: sdX names change order
+// between boots (Lab 19 saw scsi1 as sda and the system disk as sdb).
+const ByIDPrefix = "/dev/disk/by-id/"
+
+// DefaultLabel is the label of a device's results when none is given: the
+// drive name Proxmox's by-id names end with (scsi1), else the by-id name.
+func DefaultLabel(device string) string {
+	label := filepath.Base(device)
+	if i := strings.LastIndex(label, "drive-"); i >= 0 {
+		label = label[i+len("drive-"):]
+	}
+	return label
+}
+
+// Validate refuses a set that is not safe to print: a device that is not a
+// by-id path (the job file overwrites it), a label that cannot be part of
+// a file name, a size fio does not read, or no time to measure.
+func (s JobSet) Validate() error {
+	if !strings.HasPrefix(s.Device, ByIDPrefix) || len(s.Device) == len(ByIDPrefix) {
+		return exitcode.Usagef("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", s.Device)
+	}
+	if strings.ContainsAny(s.Label, "/ \t") {
+		return exitcode.Usagef("fio jobs: --label %q: no slashes or spaces (it goes into file names)", s.Label)
+	}
+	if _, ok := ParseSize(s.Size); !ok {
+		return exitcode.Usagef("fio jobs: --size %q: expected a size such as 2G or 512M", s.Size)
+	}
+	if s.RuntimeS < 1 || s.RampS < 0 || s.Runs < 1 {
+		return exitcode.Usagef("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
+	}
+	return nil
 }
 
 // LabJobs are Lab 19's timed jobs, in the order its bench.sh runs them:

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 func TestJobFileText(t *testing.T) {
@@ -77,6 +79,47 @@ func TestJobFileRunsWithFio(t *testing.T) {
 		}
 		if (g.FsyncMeanNs != nil) != (g.Job == "sync") {
 			t.Errorf("%s: fsync %v", g.Name(), g.FsyncMeanNs)
+		}
+	}
+}
+
+func TestDefaultLabel(t *testing.T) {
+	for dev, want := range map[string]string{
+		"/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1": "scsi1",
+		"/dev/disk/by-id/virtio-drive-virtio1":                 "virtio1",
+		"/dev/disk/by-id/ata-QEMU_HARDDISK_QM00005":            "ata-QEMU_HARDDISK_QM00005",
+		"/dev/disk/by-id/x-drive-a-drive-b":                    "b",
+	} {
+		if got := DefaultLabel(dev); got != want {
+			t.Errorf("%s: %q, want %q", dev, got, want)
+		}
+	}
+}
+
+func TestJobSetValidate(t *testing.T) {
+	ok := JobSet{Device: "/dev/disk/by-id/virtio-x", Label: "local-zfs", Size: "2G", RuntimeS: 1, RampS: 0, Runs: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("%v", err)
+	}
+	for _, c := range []struct {
+		change func(*JobSet)
+		msg    string
+	}{
+		{func(s *JobSet) { s.Device = "/dev/sdb" }, `"/dev/sdb" is not a /dev/disk/by-id/ path`},
+		{func(s *JobSet) { s.Device = "/dev/disk/by-id/" }, "is not a /dev/disk/by-id/ path"},
+		{func(s *JobSet) { s.Device = "disk/by-id/x" }, "is not a /dev/disk/by-id/ path"},
+		{func(s *JobSet) { s.Label = "a/b" }, `--label "a/b": no slashes or spaces`},
+		{func(s *JobSet) { s.Label = "a b" }, "no slashes or spaces"},
+		{func(s *JobSet) { s.Label = "a\tb" }, "no slashes or spaces"},
+		{func(s *JobSet) { s.Size = "big" }, `--size "big": expected a size`},
+		{func(s *JobSet) { s.RuntimeS = 0 }, "--runtime and --runs must be at least 1, --ramp at least 0"},
+		{func(s *JobSet) { s.RampS = -1 }, "--ramp at least 0"},
+		{func(s *JobSet) { s.Runs = 0 }, "--runs must be at least 1"},
+	} {
+		s := ok
+		c.change(&s)
+		if err := s.Validate(); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: %v, want exit 2 and %q", s, err, c.msg)
 		}
 	}
 }

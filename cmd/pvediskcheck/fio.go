@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +90,7 @@ func fioSummaryAction(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return exitcode.Usagef("fio summary: name a directory or files (usage: pvediskcheck fio summary %s)", c.Command.ArgsUsage)
 	}
-	mode, err := groupByFlag(c)
+	mode, err := fio.ParseGroupBy(c.String("group-by"))
 	if err != nil {
 		return err
 	}
@@ -104,7 +101,7 @@ func fioSummaryAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := loadSummary(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
+	sum, err := fio.Load(c.Args().Slice(), fio.Options{GroupBy: mode, HostRAMBytes: ram})
 	if err != nil {
 		return err
 	}
@@ -112,7 +109,7 @@ func fioSummaryAction(c *cli.Context) error {
 	case e.json:
 		err = e.printJSON(fioSummaryJSON{ram, sum})
 	case c.Bool("csv"):
-		err = summaryCSV(e.out, sum)
+		err = sum.WriteCSV(e.out)
 		printUnreadable(e.errOut, sum.Unreadable)
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
@@ -131,42 +128,22 @@ func fioCompareAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return exitcode.Usagef("fio compare: needs A and B (usage: pvediskcheck fio compare %s)", c.Command.ArgsUsage)
 	}
-	mode, err := groupByFlag(c)
+	mode, err := fio.ParseGroupBy(c.String("group-by"))
 	if err != nil {
 		return err
 	}
 	if e.json && c.Bool("csv") {
 		return exitcode.Usagef("fio compare: --json and --csv exclude each other")
 	}
-	var metrics []string
-	for _, m := range c.StringSlice("metric") {
-		for _, k := range strings.Split(m, ",") {
-			if k = strings.TrimSpace(k); k == "" {
-				continue
-			}
-			if _, ok := fio.MetricByKey(k); !ok {
-				return exitcode.Usagef("fio compare: unknown --metric %q (iops, bw, clat, lat, p99, fsync)", k)
-			}
-			metrics = append(metrics, k)
-		}
-	}
-	opt := fio.Options{GroupBy: mode}
-	var inDir *fio.Summary // --dir, loaded once for both labels
-	a, ua, err := compareSide(c.Args().Get(0), c.String("dir"), opt, &inDir)
+	metrics, err := fio.ParseMetrics(c.StringSlice("metric"))
 	if err != nil {
 		return err
 	}
-	b, ub, err := compareSide(c.Args().Get(1), c.String("dir"), opt, &inDir)
+	sides, err := fio.LoadSides(c.Args().Get(0), c.Args().Get(1), c.String("dir"), fio.Options{GroupBy: mode})
 	if err != nil {
 		return err
 	}
-	unreadable := slices.Clone(ua)
-	for _, w := range ub { // labels from one --dir share its list
-		if !slices.Contains(unreadable, w) {
-			unreadable = append(unreadable, w)
-		}
-	}
-	cmp := fio.Compare(a, b, metrics)
+	cmp := fio.Compare(sides.A, sides.B, metrics)
 	different := cmp.AnyDifferent(metrics)
 	nameA, nameB := c.Args().Get(0), c.Args().Get(1)
 	switch {
@@ -174,12 +151,12 @@ func fioCompareAction(c *cli.Context) error {
 		if metrics == nil {
 			metrics = []string{}
 		}
-		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, unreadable, cmp})
+		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, sides.Unreadable, cmp})
 	case c.Bool("csv"):
-		err = compareCSV(e.out, cmp)
-		printUnreadable(e.errOut, unreadable)
+		err = cmp.WriteCSV(e.out)
+		printUnreadable(e.errOut, sides.Unreadable)
 	default:
-		compareTable(e, nameA, nameB, cmp, unreadable, c.Bool("wide"), different)
+		compareTable(e, nameA, nameB, cmp, sides.Unreadable, c.Bool("wide"), different)
 	}
 	if err != nil {
 		return err
@@ -190,80 +167,21 @@ func fioCompareAction(c *cli.Context) error {
 	return nil
 }
 
-// compareSide resolves A or B: a directory holding one label, or a label
-// among the files of dir (loaded once into *inDir).
-func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.Group, []fio.Warning, error) {
-	if st, err := os.Stat(arg); err == nil && st.IsDir() {
-		sum, err := loadSummary([]string{arg}, opt)
-		if err != nil {
-			return nil, nil, err
-		}
-		if l := labels(sum.Groups); len(l) > 1 {
-			return nil, nil, exitcode.Usagef("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
-				arg, len(l), strings.Join(l, ", "), arg)
-		}
-		return sum.Groups, sum.Unreadable, nil
-	}
-	if dir == "" {
-		return nil, nil, exitcode.Usagef("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
-	}
-	if *inDir == nil {
-		sum, err := loadSummary([]string{dir}, opt)
-		if err != nil {
-			return nil, nil, err
-		}
-		*inDir = sum
-	}
-	var gs []fio.Group
-	for _, g := range (*inDir).Groups {
-		if g.Label == arg {
-			gs = append(gs, g)
-		}
-	}
-	if len(gs) == 0 {
-		return nil, nil, exitcode.Usagef("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
-	}
-	return gs, (*inDir).Unreadable, nil
-}
-
 func fioJobsAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() != 1 {
 		return exitcode.Usagef("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
 	}
-	dev := c.Args().First()
-	const byID = "/dev/disk/by-id/"
-	if !strings.HasPrefix(dev, byID) || len(dev) == len(byID) {
-		return exitcode.Usagef("fio jobs: %q is not a /dev/disk/by-id/ path: sdX names change order between boots, and the job file overwrites the disk", dev)
-	}
-	label := c.String("label")
-	if label == "" {
-		label = filepath.Base(dev)
-		if i := strings.LastIndex(label, "drive-"); i >= 0 {
-			label = label[i+len("drive-"):]
-		}
-	}
-	if strings.ContainsAny(label, "/ \t") {
-		return exitcode.Usagef("fio jobs: --label %q: no slashes or spaces (it goes into file names)", label)
-	}
-	if _, ok := fio.ParseSize(c.String("size")); !ok {
-		return exitcode.Usagef("fio jobs: --size %q: expected a size such as 2G or 512M", c.String("size"))
-	}
-	if c.Int("runtime") < 1 || c.Int("ramp") < 0 || c.Int("runs") < 1 {
-		return exitcode.Usagef("fio jobs: --runtime and --runs must be at least 1, --ramp at least 0")
-	}
-	js := fio.JobSet{Device: dev, Label: label, Size: c.String("size"),
+	js := fio.JobSet{Device: c.Args().First(), Label: c.String("label"), Size: c.String("size"),
 		RuntimeS: c.Int("runtime"), RampS: c.Int("ramp"), Runs: c.Int("runs")}
+	if js.Label == "" {
+		js.Label = fio.DefaultLabel(js.Device)
+	}
+	if err := js.Validate(); err != nil {
+		return err
+	}
 	_, err := io.WriteString(e.out, js.JobFile())
 	return err
-}
-
-func groupByFlag(c *cli.Context) (fio.GroupBy, error) {
-	g := fio.GroupBy(c.String("group-by"))
-	if !slices.Contains(fio.GroupBys, g) {
-		return "", exitcode.Usagef("--group-by %q: expected auto, name, job or dir", g)
-	}
-	return g, nil
 }
 
 // hostRAM is --host-ram, else MemTotal from PROC/meminfo; 0 when unknown.
@@ -283,30 +201,6 @@ func hostRAM(e *env, flag string) (int64, error) {
 	}
 	fmt.Fprintf(e.errOut, "pvediskcheck: host RAM unknown (no MemTotal in %s/meminfo): area-below-ram not checked; give --host-ram\n", e.paths.Proc)
 	return 0, nil
-}
-
-func loadSummary(args []string, opt fio.Options) (*fio.Summary, error) {
-	files, err := fio.ListFiles(args)
-	if err != nil {
-		return nil, exitcode.Usagef("%v", err)
-	}
-	if len(files) == 0 {
-		return nil, exitcode.Usagef("no *.json file in %s", strings.Join(args, " "))
-	}
-	results, unreadable := fio.ReadFiles(files)
-	sum := fio.Summarize(results, opt)
-	sum.Unreadable = append(sum.Unreadable, unreadable...)
-	return sum, nil
-}
-
-func labels(gs []fio.Group) []string {
-	var l []string
-	for _, g := range gs {
-		if !slices.Contains(l, g.Label) {
-			l = append(l, g.Label)
-		}
-	}
-	return l
 }
 
 // cell is "44,289 (±3%)"; wide adds "43,625-44,953 cv 2.1%". scale divides
@@ -469,80 +363,4 @@ func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable 
 	} else {
 		fmt.Fprintln(e.out, "\nNo metric differs by more than the spread between runs.")
 	}
-}
-
-var csvMetrics = []struct {
-	prefix string
-	of     func(*fio.Group) *fio.Stat
-}{
-	{"iops", func(g *fio.Group) *fio.Stat { return &g.IOPS }},
-	{"bw_mibps", func(g *fio.Group) *fio.Stat { return &g.BandwidthMiBps }},
-	{"clat_mean_ns", func(g *fio.Group) *fio.Stat { return g.ClatMeanNs }},
-	{"lat_mean_ns", func(g *fio.Group) *fio.Stat { return g.LatMeanNs }},
-	{"p99_ns", func(g *fio.Group) *fio.Stat { return g.P99Ns }},
-	{"fsync_mean_ns", func(g *fio.Group) *fio.Stat { return g.FsyncMeanNs }},
-}
-
-func statFields(s *fio.Stat) []string {
-	if s == nil || s.N == 0 {
-		return []string{"", "", "", "", ""}
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	cv := ""
-	if s.CVPct != nil {
-		cv = f(*s.CVPct)
-	}
-	return []string{f(s.Mean), f(s.Min), f(s.Max), f(s.SpreadPct), cv}
-}
-
-var statSuffixes = []string{"mean", "min", "max", "spread_pct", "cv_pct"}
-
-func summaryCSV(w io.Writer, sum *fio.Summary) error {
-	cw := csv.NewWriter(w)
-	head := []string{"label", "job", "workload", "direction", "runs", "p99_of"}
-	for _, m := range csvMetrics {
-		for _, s := range statSuffixes {
-			head = append(head, m.prefix+"_"+s)
-		}
-	}
-	cw.Write(append(head, "warnings"))
-	for i := range sum.Groups {
-		g := &sum.Groups[i]
-		row := []string{g.Label, g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()), g.P99Of}
-		for _, m := range csvMetrics {
-			row = append(row, statFields(m.of(g))...)
-		}
-		var codes []string
-		for _, w := range g.Warnings {
-			if !slices.Contains(codes, w.Code) {
-				codes = append(codes, w.Code)
-			}
-		}
-		cw.Write(append(row, strings.Join(codes, ";")))
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func compareCSV(w io.Writer, cmp *fio.Comparisons) error {
-	cw := csv.NewWriter(w)
-	head := []string{"job", "direction", "workload", "metric", "latency_of", "a_runs", "b_runs"}
-	for _, side := range []string{"a", "b"} {
-		for _, s := range statSuffixes {
-			head = append(head, side+"_"+s)
-		}
-	}
-	cw.Write(append(head, "diff_pct", "verdict", "p_value", "better"))
-	for _, r := range cmp.Rows {
-		row := []string{r.Job, r.Dir, r.Workload, r.Metric, r.Of, strconv.Itoa(r.A.N), strconv.Itoa(r.B.N)}
-		ra, rb := r.A, r.B
-		row = append(append(row, statFields(&ra)...), statFields(&rb)...)
-		p := ""
-		if r.PValue != nil {
-			p = strconv.FormatFloat(*r.PValue, 'g', -1, 64)
-		}
-		cw.Write(append(row, strconv.FormatFloat(r.DiffPct, 'f', -1, 64), string(r.Verdict), p, r.Better))
-	}
-	cw.Flush()
-	return cw.Error()
 }
