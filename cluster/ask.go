@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,6 +94,25 @@ func Exit(answers []Answer) exitcode.Code {
 		}
 	}
 	return code
+}
+
+// Err is the error of a run over the cluster, as Exit decides: exit 3
+// naming every node that did not answer and why, else ErrProblem when a
+// node found a problem, else nil.
+func Err(answers []Answer) error {
+	switch Exit(answers) {
+	case exitcode.OK:
+		return nil
+	case exitcode.Problem:
+		return exitcode.ErrProblem
+	}
+	var parts []string
+	for _, a := range answers {
+		if a.Status != Answered {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Node.Name, a.Status, a.Err.Msg))
+		}
+	}
+	return exitcode.Unreachablef("node(s) that did not answer: %s", strings.Join(parts, "; "))
 }
 
 // DeadlineTimeouts is how many --timeout a node's answer may take beyond

@@ -115,3 +115,28 @@ func TestDeadline(t *testing.T) {
 		t.Errorf("Deadline(1s, 10s, 2m) = %s", d)
 	}
 }
+
+// Err: nil, ErrProblem, or exit 3 naming every node that did not answer
+// with its status and why, in order, and none that did.
+func TestErr(t *testing.T) {
+	ok := func(name string, exit int) Answer {
+		return Answer{Node: Member{Name: name}, Status: Answered, Reply: &Reply{Exit: exit}}
+	}
+	failed := func(name string, st Status, msg string) Answer {
+		return Answer{Node: Member{Name: name}, Status: st, Err: &NodeError{Node: name, Status: st, Msg: msg}}
+	}
+	if err := Err([]Answer{ok("pve1", 0), ok("pve2", 0)}); err != nil {
+		t.Errorf("all answered, nothing found: %v", err)
+	}
+	if err := Err(nil); err != nil {
+		t.Errorf("no nodes: %v", err)
+	}
+	if err := Err([]Answer{ok("pve1", 0), ok("pve2", 1)}); err != exitcode.ErrProblem {
+		t.Errorf("a problem: %v", err)
+	}
+	err := Err([]Answer{ok("pve1", 1), failed("pve2", Offline, "offline in .members: not asked"), ok("pve3", 0), failed("pve4", BadReply, "printed garbage")})
+	want := "node(s) that did not answer: pve2 offline (offline in .members: not asked); pve4 bad-reply (printed garbage)"
+	if exitcode.Of(err) != exitcode.Unreachable || exitcode.Message(err) != want {
+		t.Errorf("%v (exit %d), want %q", err, exitcode.Of(err), want)
+	}
+}

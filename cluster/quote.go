@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -108,4 +109,27 @@ func ValidateValue(s string) error {
 
 func errValue(s string) error {
 	return fmt.Errorf("%s is neither a number nor a word", units.Clip(s, 40))
+}
+
+// ValidateArgs checks the positional arguments of a command sent to
+// another node, each as what it is: check's are VMIDs, thin's storage IDs,
+// a VM command's a VMID and then disk keys.
+func ValidateArgs(command string, pos []string) error {
+	for i, a := range pos {
+		var err error
+		switch {
+		case command == "check":
+			err = ValidateVMID(a)
+		case command == "thin":
+			err = ValidateStorageID(a)
+		case i == 0:
+			err = ValidateVMID(a)
+		default:
+			err = ValidateDisk(a)
+		}
+		if err != nil {
+			return exitcode.Usagef("%v", err)
+		}
+	}
+	return nil
 }

@@ -57,42 +57,47 @@ func checkAction(c *cli.Context) error {
 }
 
 func printCheck(e *env, rep *check.Report) {
-	for _, v := range rep.VMs {
-		state := "stopped"
-		if v.Running {
-			state = "running"
-		}
-		fmt.Fprintf(e.out, "VM %d (%s): %d finding(s)\n", v.VMID, state, len(v.Findings))
-		lastFix := ""
-		for _, f := range v.Findings {
-			color := ""
-			switch f.Severity {
-			case check.Error:
-				color = red
-			case check.Warning:
-				color = yellow
-			}
-			fmt.Fprintf(e.out, "  %s %s %s: %s\n", e.paint(color, strings.ToUpper(string(f.Severity))), f.Code, units.OrDash(f.Disk), f.Message)
-			switch {
-			case f.Fix == "":
-			case f.Fix == lastFix && f.Command != nil:
-				fmt.Fprintf(e.out, "      fix: the same command as above\n")
-			default:
-				fmt.Fprintf(e.out, "      fix: %s\n", f.Fix)
-			}
-			lastFix = f.Fix
-		}
-		if len(v.NotChecked) > 0 {
-			names := make([]string, len(v.NotChecked))
-			for i, c := range v.NotChecked {
-				names[i] = string(c)
-			}
-			fmt.Fprintf(e.out, "  not checked: %s\n", strings.Join(names, ", "))
-		}
-		for _, n := range v.Notes {
-			fmt.Fprintf(e.out, "  note: %s\n", n)
-		}
+	for i := range rep.VMs {
+		printCheckVM(e, &rep.VMs[i], "", runState(rep.VMs[i].Running))
 	}
 	s := rep.Summary
 	fmt.Fprintf(e.out, "%d VM(s) checked: %d error(s), %d warning(s), %d info\n", s.VMs, s.Errors, s.Warnings, s.Infos)
+}
+
+// printCheckVM prints one VM's findings, the checks that did not run and
+// its notes; on is the node it was checked on (--cluster), else "".
+func printCheckVM(e *env, v *check.VMResult, on, state string) {
+	if on != "" {
+		on = " on " + on
+	}
+	fmt.Fprintf(e.out, "VM %d%s (%s): %d finding(s)\n", v.VMID, on, state, len(v.Findings))
+	lastFix := ""
+	for _, f := range v.Findings {
+		color := ""
+		switch f.Severity {
+		case check.Error:
+			color = red
+		case check.Warning:
+			color = yellow
+		}
+		fmt.Fprintf(e.out, "  %s %s %s: %s\n", e.paint(color, strings.ToUpper(string(f.Severity))), f.Code, units.OrDash(f.Disk), f.Message)
+		switch {
+		case f.Fix == "":
+		case f.Fix == lastFix && f.Command != nil:
+			fmt.Fprintf(e.out, "      fix: the same command as above\n")
+		default:
+			fmt.Fprintf(e.out, "      fix: %s\n", f.Fix)
+		}
+		lastFix = f.Fix
+	}
+	if len(v.NotChecked) > 0 {
+		names := make([]string, len(v.NotChecked))
+		for i, c := range v.NotChecked {
+			names[i] = string(c)
+		}
+		fmt.Fprintf(e.out, "  not checked: %s\n", strings.Join(names, ", "))
+	}
+	for _, n := range v.Notes {
+		fmt.Fprintf(e.out, "  note: %s\n", n)
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +15,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -163,16 +164,7 @@ func printForwarded(e *env, g cluster.Guest, m cluster.Member, r *cluster.Reply,
 		}
 		io.WriteString(e.out, r.Stdout)
 	}
-	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
-	switch {
-	case r.Exit == 0:
-		return nil
-	case msg == "" && r.Exit == int(exitcode.Problem):
-		return exitcode.ErrProblem
-	case msg == "":
-		msg = "exited with status " + strconv.Itoa(r.Exit)
-	}
-	return &exitcode.Error{Code: exitcode.Code(r.Exit), Msg: g.String() + ": " + msg}
+	return r.Err(g)
 }
 
 // sshTo is how this node reaches the others.
@@ -232,21 +224,8 @@ func remoteArgs(c *cli.Context, e *env, nodeName string, asJSON bool, pos []stri
 		}
 		args = append(args, "--"+name+"="+v)
 	}
-	for i, a := range pos {
-		var err error
-		switch {
-		case c.Command.Name == "check":
-			err = cluster.ValidateVMID(a)
-		case c.Command.Name == "thin":
-			err = cluster.ValidateStorageID(a)
-		case i == 0:
-			err = cluster.ValidateVMID(a)
-		default:
-			err = cluster.ValidateDisk(a)
-		}
-		if err != nil {
-			return nil, exitcode.Usagef("%v", err)
-		}
+	if err := cluster.ValidateArgs(c.Command.Name, pos); err != nil {
+		return nil, err
 	}
 	return append(args, pos...), nil
 }
@@ -392,128 +371,61 @@ func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Memb
 		}
 	}
 	doc := cluster.Merge(answers, version)
+	var err error
 	if e.json {
-		if err := e.printJSON(doc); err != nil {
-			return err
-		}
+		err = e.printJSON(doc)
 	} else {
-		b, _ := json.Marshal(doc)
-		var d clusterDoc
-		if err := json.Unmarshal(b, &d); err != nil {
+		err = printClusterText(e, c.Command.Name, doc)
+	}
+	if err != nil {
+		return err
+	}
+	return cluster.Err(answers)
+}
+
+// printClusterText prints a merged document with check's and thin's own
+// views, each VM or pool marked with its node, and a table of the nodes.
+func printClusterText(e *env, command string, doc *cluster.Object) error {
+	if command == "thin" {
+		var d struct {
+			Pools []cluster.Tagged[thinpool.Pool] `json:"pools"`
+			Notes []string                        `json:"notes"`
+			Nodes []cluster.NodeReport            `json:"nodes"`
+		}
+		if err := cluster.Decode(doc, &d); err != nil {
 			return exitcode.Unreachablef("cluster: %v", err)
 		}
-		if c.Command.Name == "thin" {
-			printClusterThin(e, d)
-		} else {
-			printClusterCheck(e, d)
+		printThinCluster(e, d.Pools, d.Notes)
+		t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
+		for _, n := range d.Nodes {
+			t.row(n.Node, string(n.Status), nodeVersion(n), nodeTime(n), nodeNote(n))
 		}
-	}
-	return clusterErr(answers)
-}
-
-// clusterErr is the error of a merged run: exit 3 naming every node that
-// did not answer, else 1 when a node found a problem.
-func clusterErr(answers []cluster.Answer) error {
-	code := cluster.Exit(answers)
-	if code != exitcode.Unreachable {
-		if code == exitcode.Problem {
-			return exitcode.ErrProblem
-		}
+		t.flush()
 		return nil
 	}
-	var parts []string
-	for _, a := range answers {
-		if a.Status != cluster.Answered {
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Node.Name, a.Status, a.Err.Msg))
-		}
+	var d struct {
+		VMs     []cluster.Tagged[check.VMResult] `json:"vms"`
+		Summary check.Summary                    `json:"summary"` // the nodes' own, added up
+		Nodes   []struct {
+			cluster.NodeReport
+			Summary *check.Summary `json:"summary"`
+		} `json:"nodes"`
 	}
-	return exitcode.Unreachablef("node(s) that did not answer: %s", strings.Join(parts, "; "))
-}
-
-// clusterDoc is what the text views read of a merged document.
-type clusterDoc struct {
-	VMs []struct {
-		Node       string `json:"node"`
-		ConfigOnly bool   `json:"config_only"`
-		VMID       int    `json:"vmid"`
-		Running    bool   `json:"running"`
-		Findings   []struct {
-			Severity, Code, Disk, Message, Fix string
-		} `json:"findings"`
-		Notes []string `json:"notes"`
-	} `json:"vms"`
-	Pools []struct {
-		Node            string   `json:"node"`
-		Storage         string   `json:"storage"`
-		Type            string   `json:"type"`
-		Pool            string   `json:"pool"`
-		SizeBytes       int64    `json:"size_bytes"`
-		AllocatedBytes  *int64   `json:"allocated_bytes"`
-		DataPercent     *float64 `json:"data_percent"`
-		MetadataPercent *float64 `json:"metadata_percent"`
-		VirtualSumBytes int64    `json:"virtual_sum_bytes"`
-		OvercommitRatio float64  `json:"overcommit_ratio"`
-		Volumes         []struct {
-			Name           string   `json:"name"`
-			VMID           int      `json:"vmid"`
-			Guest          string   `json:"guest"`
-			Disk           string   `json:"disk"`
-			VirtualBytes   int64    `json:"virtual_bytes"`
-			AllocatedBytes *int64   `json:"allocated_bytes"`
-			DataPercent    *float64 `json:"data_percent"`
-			Discard        string   `json:"discard"`
-		} `json:"volumes"`
-		Warnings []struct {
-			Text string `json:"text"`
-			Fix  string `json:"fix"`
-		} `json:"warnings"`
-	} `json:"pools"`
-	Notes []string `json:"notes"`
-	Nodes []struct {
-		cluster.NodeReport
-		Summary *struct {
-			VMs      int `json:"vms"`
-			Errors   int `json:"errors"`
-			Warnings int `json:"warnings"`
-			Infos    int `json:"infos"`
-		} `json:"summary"`
-	} `json:"nodes"`
-}
-
-func printClusterCheck(e *env, d clusterDoc) {
-	status := map[string]string{}
+	if err := cluster.Decode(doc, &d); err != nil {
+		return exitcode.Unreachablef("cluster: %v", err)
+	}
+	status := map[string]cluster.Status{}
 	for _, n := range d.Nodes {
-		status[n.Node] = string(n.Status)
+		status[n.Node] = n.Status
 	}
-	var vms, errs, warns, infos int
-	for _, v := range d.VMs {
-		state := "stopped"
-		if v.Running {
-			state = "running"
-		}
+	for i := range d.VMs {
+		v := &d.VMs[i]
+		state := runState(v.Item.Running)
 		if v.ConfigOnly {
-			state = "config only: " + v.Node + " " + status[v.Node]
+			state = "config only: " + v.Node + " " + string(status[v.Node])
 		}
-		fmt.Fprintf(e.out, "VM %d on %s (%s): %d finding(s)\n", v.VMID, v.Node, state, len(v.Findings))
-		for _, f := range v.Findings {
-			color := ""
-			switch f.Severity {
-			case "error":
-				color, errs = red, errs+1
-			case "warning":
-				color, warns = yellow, warns+1
-			default:
-				infos++
-			}
-			fmt.Fprintf(e.out, "  %s %s %s: %s\n", e.paint(color, strings.ToUpper(f.Severity)), f.Code, units.OrDash(f.Disk), f.Message)
-			if f.Fix != "" {
-				fmt.Fprintf(e.out, "      fix: %s\n", f.Fix)
-			}
-		}
-		for _, n := range v.Notes {
-			fmt.Fprintf(e.out, "  note: %s\n", n)
-		}
-		vms++
+		v.Item.NotChecked = nil // not listed in this view (yet)
+		printCheckVM(e, &v.Item, v.Node, state)
 	}
 	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")
 	for _, n := range d.Nodes {
@@ -524,50 +436,9 @@ func printClusterCheck(e *env, d clusterDoc) {
 		t.row(append(append([]string{n.Node, string(n.Status)}, c...), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))...)
 	}
 	t.flush()
-	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), vms, errs, warns, infos)
-}
-
-func printClusterThin(e *env, d clusterDoc) {
-	if len(d.Pools) > 0 {
-		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
-		volumes := 0
-		for _, p := range d.Pools {
-			t.row(p.Node, p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent),
-				units.PercentPtr(p.MetadataPercent), units.Bytes(p.VirtualSumBytes), fmt.Sprintf("%.2fx", p.OvercommitRatio))
-			volumes += len(p.Volumes)
-		}
-		t.flush()
-		if volumes > 0 {
-			fmt.Fprintln(e.out)
-			t = newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
-			for _, p := range d.Pools {
-				for _, v := range p.Volumes {
-					guest := v.Guest
-					if v.VMID != 0 {
-						guest += " " + strconv.Itoa(v.VMID)
-					}
-					t.row(p.Node, p.Storage, v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard)
-				}
-			}
-			t.flush()
-		}
-	}
-	for _, p := range d.Pools {
-		for _, w := range p.Warnings {
-			fmt.Fprintf(e.out, "%s %s %s: %s\n", e.paint(yellow, "warning:"), p.Node, p.Storage, w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
-		}
-	}
-	for _, n := range d.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
-	t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
-	for _, n := range d.Nodes {
-		t.row(n.Node, string(n.Status), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))
-	}
-	t.flush()
+	s := d.Summary
+	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), s.VMs, s.Errors, s.Warnings, s.Infos)
+	return nil
 }
 
 func nodeVersion(n cluster.NodeReport) string {

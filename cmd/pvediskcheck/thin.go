@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -71,28 +73,66 @@ func printThin(e *env, rep *thinpool.Report) {
 		fmt.Fprintf(e.out, "\n  thin volumes: %d, virtual sizes %s%s, overcommit %.2fx\n", len(p.Volumes), units.Bytes(p.VirtualSumBytes), snaps, p.OvercommitRatio)
 		t := newTable(e.out, "  VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD", "SNAPSHOTS")
 		for _, v := range p.Volumes {
-			guest := v.Guest
-			if v.VMID != 0 {
-				guest = fmt.Sprintf("%s %d", v.Guest, v.VMID)
-				if v.Guest == thinpool.GuestUnreferenced {
-					guest = fmt.Sprintf("unreferenced (%d?)", v.VMID)
-				}
-			}
 			snaps := "-"
 			if len(v.Snapshots) > 0 {
 				snaps = strings.Join(v.Snapshots, ",")
 			}
-			t.row("  "+v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard, snaps)
+			t.row(append(append([]string{"  " + v.Name}, thinVolumeCells(v)...), snaps)...)
 		}
 		t.flush()
 		for _, w := range p.Warnings {
-			fmt.Fprintf(e.out, "  %s %s\n", e.paint(yellow, "warning:"), w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
+			e.warning("  ", w.Text, w.Fix)
 		}
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
+	e.notes(rep.Notes)
+}
+
+// thinVolumeCells are a volume's GUEST, DISK, VIRTUAL, ALLOCATED, USE and
+// DISCARD.
+func thinVolumeCells(v thinpool.Volume) []string {
+	guest := v.Guest
+	if v.VMID != 0 {
+		guest = fmt.Sprintf("%s %d", v.Guest, v.VMID)
+		if v.Guest == thinpool.GuestUnreferenced {
+			guest = fmt.Sprintf("unreferenced (%d?)", v.VMID)
+		}
 	}
+	return []string{guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard}
+}
+
+// printThinCluster is thin --cluster's view: one table of every node's
+// pools and one of their volumes, each row with its node, then the pools'
+// warnings and the notes.
+func printThinCluster(e *env, pools []cluster.Tagged[thinpool.Pool], notes []string) {
+	volumes := 0
+	if len(pools) > 0 {
+		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
+		for _, tp := range pools {
+			p := &tp.Item
+			t.row(tp.Node, p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent),
+				units.PercentPtr(p.MetadataPercent), units.Bytes(p.VirtualSumBytes), fmt.Sprintf("%.2fx", p.OvercommitRatio))
+			volumes += len(p.Volumes)
+		}
+		t.flush()
+	}
+	if volumes > 0 {
+		fmt.Fprintln(e.out)
+		t := newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
+		for _, tp := range pools {
+			for _, v := range tp.Item.Volumes {
+				cells := thinVolumeCells(v)
+				if v.VMID != 0 { // this view's own way (yet)
+					cells[0] = v.Guest + " " + strconv.Itoa(v.VMID)
+				}
+				t.row(append([]string{tp.Node, tp.Item.Storage, v.Name}, cells...)...)
+			}
+		}
+		t.flush()
+	}
+	for _, tp := range pools {
+		for _, w := range tp.Item.Warnings {
+			e.warning("", tp.Node+" "+tp.Item.Storage+": "+w.Text, w.Fix)
+		}
+	}
+	e.notes(notes)
 }
