@@ -424,7 +424,6 @@ func printClusterText(e *env, command string, doc *cluster.Object) error {
 		if v.ConfigOnly {
 			state = "config only: " + v.Node + " " + string(status[v.Node])
 		}
-		v.Item.NotChecked = nil // not listed in this view (yet)
 		printCheckVM(e, &v.Item, v.Node, state)
 	}
 	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")

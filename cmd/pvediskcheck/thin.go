@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -120,11 +119,7 @@ func printThinCluster(e *env, pools []cluster.Tagged[thinpool.Pool], notes []str
 		t := newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
 		for _, tp := range pools {
 			for _, v := range tp.Item.Volumes {
-				cells := thinVolumeCells(v)
-				if v.VMID != 0 { // this view's own way (yet)
-					cells[0] = v.Guest + " " + strconv.Itoa(v.VMID)
-				}
-				t.row(append([]string{tp.Node, tp.Item.Storage, v.Name}, cells...)...)
+				t.row(append([]string{tp.Node, tp.Item.Storage, v.Name}, thinVolumeCells(v)...)...)
 			}
 		}
 		t.flush()
