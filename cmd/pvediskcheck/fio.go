@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/procfs"
 	"github.com/urfave/cli/v2"
@@ -69,22 +67,6 @@ func fioCommand() *cli.Command {
 	}
 }
 
-// fioSummaryJSON is the --json schema of `fio summary`.
-type fioSummaryJSON struct {
-	HostRAMBytes int64 `json:"host_ram_bytes"` // 0: unknown, area-below-ram not checked
-	*fio.Summary
-}
-
-// fioCompareJSON is the --json schema of `fio compare`.
-type fioCompareJSON struct {
-	A          string        `json:"a"`
-	B          string        `json:"b"`
-	Metrics    []string      `json:"metrics_of_interest"`
-	Different  bool          `json:"different"` // any metric of interest is different: exit 1
-	Unreadable []fio.Warning `json:"unreadable"`
-	*fio.Comparisons
-}
-
 func fioSummaryAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() == 0 {
@@ -107,7 +89,7 @@ func fioSummaryAction(c *cli.Context) error {
 	}
 	switch {
 	case e.json:
-		err = e.printJSON(fioSummaryJSON{ram, sum})
+		err = e.printJSON(fio.SummaryReport{HostRAMBytes: ram, Summary: sum})
 	case c.Bool("csv"):
 		err = sum.WriteCSV(e.out)
 		printUnreadable(e.errOut, sum.Unreadable)
@@ -143,25 +125,20 @@ func fioCompareAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cmp := fio.Compare(sides.A, sides.B, metrics)
-	different := cmp.AnyDifferent(metrics)
-	nameA, nameB := c.Args().Get(0), c.Args().Get(1)
+	rep := fio.CompareSides(c.Args().Get(0), c.Args().Get(1), sides, metrics)
 	switch {
 	case e.json:
-		if metrics == nil {
-			metrics = []string{}
-		}
-		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, sides.Unreadable, cmp})
+		err = e.printJSON(rep)
 	case c.Bool("csv"):
-		err = cmp.WriteCSV(e.out)
-		printUnreadable(e.errOut, sides.Unreadable)
+		err = rep.WriteCSV(e.out)
+		printUnreadable(e.errOut, rep.Unreadable)
 	default:
-		compareTable(e, nameA, nameB, cmp, sides.Unreadable, c.Bool("wide"), different)
+		compareTable(e, rep, c.Bool("wide"))
 	}
 	if err != nil {
 		return err
 	}
-	if different {
+	if rep.Different {
 		return exitcode.ErrProblem
 	}
 	return nil
@@ -222,7 +199,7 @@ func cell(s *fio.Stat, scale float64, wide bool) string {
 	return out
 }
 
-func p99Title(gs []*fio.Group) string {
+func p99Title(gs []fio.Group) string {
 	for _, g := range gs {
 		if g.P99Of == "lat" {
 			return "P99 µs"
@@ -240,83 +217,26 @@ func p99Cell(g *fio.Group, title string, wide bool) string {
 }
 
 func summaryTable(e *env, sum *fio.Summary, wide bool) {
-	gs := make([]*fio.Group, len(sum.Groups))
-	for i := range sum.Groups {
-		gs[i] = &sum.Groups[i]
-	}
-	p99 := p99Title(gs)
+	p99 := p99Title(sum.Groups)
 	t := newTable(e.out, "LABEL", "JOB", "WORKLOAD", "I/O", "RUNS", "IOPS", "MiB/s", "CLAT MEAN µs", p99, "FSYNC MEAN µs")
-	for _, g := range gs {
+	for i := range sum.Groups {
+		g := &sum.Groups[i]
 		t.row(units.OrDash(g.Label), g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()),
 			cell(&g.IOPS, 1, wide), cell(&g.BandwidthMiBps, 1, wide), cell(g.ClatMeanNs, 1000, wide),
 			p99Cell(g, p99, wide), cell(g.FsyncMeanNs, 1000, wide))
 	}
 	t.flush()
-	if len(gs) > 0 {
+	if len(sum.Groups) > 0 {
 		fmt.Fprintln(e.out, "(±N%: gap between the slowest and the fastest run, in % of the mean)")
 	}
-	printWarnings(e, gs)
+	// Each distinct warning once, with where it applies.
+	if ws := sum.WarningUses(); len(ws) > 0 {
+		fmt.Fprintln(e.out, "\nWarnings (Lab 19's pitfalls):")
+		for _, w := range ws {
+			fmt.Fprintf(e.out, "  %s: %s\n      %s\n", w.Code, w.Message, w.Where)
+		}
+	}
 	printUnreadable(e.out, sum.Unreadable)
-}
-
-// printWarnings prints each distinct warning once, with the groups it
-// applies to ("all runs" when it applies to every run shown).
-func printWarnings(e *env, gs []*fio.Group) {
-	type entry struct {
-		code, msg string
-		groups    []*fio.Group
-		files     map[*fio.Group]map[string]bool
-	}
-	var entries []*entry
-	at := map[string]*entry{}
-	dirs := map[string]int{} // a job with both directions gets "(read)"/"(write)"
-	total := 0
-	for _, g := range gs {
-		dirs[g.Name()]++
-		total += g.Runs()
-	}
-	for _, g := range gs {
-		for _, w := range g.Warnings {
-			k := w.Code + "\x00" + w.Message
-			en := at[k]
-			if en == nil {
-				en = &entry{code: w.Code, msg: w.Message, files: map[*fio.Group]map[string]bool{}}
-				at[k] = en
-				entries = append(entries, en)
-			}
-			if en.files[g] == nil {
-				en.files[g] = map[string]bool{}
-				en.groups = append(en.groups, g)
-			}
-			en.files[g][w.File] = true
-		}
-	}
-	if len(entries) == 0 {
-		return
-	}
-	slices.SortStableFunc(entries, func(a, b *entry) int { return strings.Compare(a.code, b.code) })
-	fmt.Fprintln(e.out, "\nWarnings (Lab 19's pitfalls):")
-	for _, en := range entries {
-		covered := 0
-		var where []string
-		for _, g := range en.groups {
-			covered += len(en.files[g])
-			n := units.OrDash(g.Name())
-			if dirs[g.Name()] > 1 {
-				n += " (" + g.Dir + ")"
-			}
-			if len(en.files[g]) < g.Runs() {
-				n += fmt.Sprintf(" (%d of %d runs)", len(en.files[g]), g.Runs())
-			}
-			where = append(where, n)
-		}
-		fmt.Fprintf(e.out, "  %s: %s\n", en.code, en.msg)
-		if covered == total && len(gs) > 1 {
-			fmt.Fprintf(e.out, "      all runs\n")
-		} else {
-			fmt.Fprintf(e.out, "      %s\n", strings.Join(where, ", "))
-		}
-	}
 }
 
 func printUnreadable(w io.Writer, ws []fio.Warning) {
@@ -329,10 +249,10 @@ func printUnreadable(w io.Writer, ws []fio.Warning) {
 	}
 }
 
-func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable []fio.Warning, wide, different bool) {
-	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", nameA, nameB)
+func compareTable(e *env, rep *fio.CompareReport, wide bool) {
+	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", rep.A, rep.B)
 	t := newTable(e.out, "JOB", "I/O", "METRIC", "A", "B", "B vs A", "VERDICT", "P (Welch)")
-	for _, r := range cmp.Rows {
+	for _, r := range rep.Rows {
 		m, _ := fio.MetricByKey(r.Metric)
 		title, scale := m.Title, 1.0
 		if r.Metric != "iops" && r.Metric != "bw" {
@@ -354,11 +274,9 @@ func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable 
 			fmt.Sprintf("%s n=%d", cell(&rb, scale, wide), r.B.N), fmt.Sprintf("%+.1f%%", r.DiffPct), verdict, p)
 	}
 	t.flush()
-	for _, n := range cmp.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
-	printUnreadable(e.out, unreadable)
-	if different {
+	e.notes(rep.Notes)
+	printUnreadable(e.out, rep.Unreadable)
+	if rep.Different {
 		fmt.Fprintln(e.out, "\nAt least one metric differs by more than the spread between runs.")
 	} else {
 		fmt.Fprintln(e.out, "\nNo metric differs by more than the spread between runs.")
