@@ -88,10 +88,7 @@ func cacheAction(c *cli.Context) error {
 }
 
 func printCache(e *env, out cache.View) {
-	state := e.paint(green, "running")
-	if !out.Running {
-		state = e.paint(yellow, "not running")
-	}
+	state := e.liveState(out.Running)
 	gen := "-blockdev"
 	if !out.Blockdev {
 		gen = "-drive (machine < 10.0)"
@@ -168,7 +165,5 @@ func printCache(e *env, out cache.View) {
 			printFlushVerdictLine(e, d.Flush)
 		}
 	}
-	for _, n := range out.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(out.Notes)
 }

@@ -58,7 +58,7 @@ func checkAction(c *cli.Context) error {
 
 func printCheck(e *env, rep *check.Report) {
 	for i := range rep.VMs {
-		printCheckVM(e, &rep.VMs[i], "", runState(rep.VMs[i].Running))
+		printCheckVM(e, &rep.VMs[i], "", vmState(rep.VMs[i].Running))
 	}
 	s := rep.Summary
 	fmt.Fprintf(e.out, "%d VM(s) checked: %d error(s), %d warning(s), %d info\n", s.VMs, s.Errors, s.Warnings, s.Infos)

@@ -420,7 +420,7 @@ func printClusterText(e *env, command string, doc *cluster.Object) error {
 	}
 	for i := range d.VMs {
 		v := &d.VMs[i]
-		state := runState(v.Item.Running)
+		state := vmState(v.Item.Running)
 		if v.ConfigOnly {
 			state = "config only: " + v.Node + " " + string(status[v.Node])
 		}

@@ -115,10 +115,7 @@ func discardTrimProgress(e *env, timeout time.Duration) func() {
 }
 
 func printDiscard(e *env, out *discard.Report) {
-	state := e.paint(green, "running")
-	if !out.Running {
-		state = e.paint(yellow, "not running")
-	}
+	state := e.liveState(out.Running)
 	switch out.Mode {
 	case discard.Trim:
 		fmt.Fprintf(e.out, "VM %d: %s; guest-fstrim took %.1f s\n", out.VMID, state, *out.WindowSeconds)
@@ -220,15 +217,10 @@ func printDiscard(e *env, out *discard.Report) {
 			fmt.Fprintf(e.out, "  allocation not measurable: %s\n", d.Allocation.Unmeasured)
 		}
 		for _, w := range d.Warnings {
-			fmt.Fprintf(e.out, "  %s %s\n", e.paint(yellow, "warning:"), w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
+			e.warning("  ", w.Text, w.Fix)
 		}
 	}
-	for _, n := range out.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(out.Notes)
 }
 
 func allocText(r alloc.Result) string {

@@ -232,9 +232,7 @@ func printLimit(e *env, o *limit.Result) {
 	if vj := o.Verify; vj != nil {
 		printLimitVerify(e, vj)
 	}
-	for _, n := range o.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(o.Notes)
 }
 
 func printLimitVerify(e *env, vj *limit.Verification) {

@@ -38,12 +38,20 @@ func (e *env) paint(color, s string) string {
 	return color + s + reset
 }
 
-// runState is a VM's state in a heading.
-func runState(running bool) string {
+// vmState is a VM's state as check heads it.
+func vmState(running bool) string {
 	if running {
 		return "running"
 	}
 	return "stopped"
+}
+
+// liveState is a VM's state at the head of a report, coloured.
+func (e *env) liveState(running bool) string {
+	if running {
+		return e.paint(green, "running")
+	}
+	return e.paint(yellow, "not running")
 }
 
 // warning prints a warning and, under it, its fix.
