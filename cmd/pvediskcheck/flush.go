@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/urfave/cli/v2"
 
@@ -77,51 +76,22 @@ func flushAction(c *cli.Context) error {
 	return nil
 }
 
-// printFlushSeries prints one row per second of the window (the deltas
-// since the previous row), the last sample before each stretch without
-// samples, that stretch, and the sample that closes the window.
+// printFlushSeries prints the series' rows (flush.Result.Rows): a stretch
+// without samples has dashes in the columns (so they stay aligned) and
+// says what happened.
 func printFlushSeries(e *env, r *flush.Result) {
 	t := newTable(e.out, "T(s)", "GUEST MiB W", "FLUSHES", "FLUSH ms", "DIRTY MiB", "WRITEBACK MiB")
-	gaps := r.Gaps
-	if len(r.Samples) > 0 {
-		prev := r.Samples[0]
-		lastRow := 0.0 // the second of the previous row
-		for i, s := range r.Samples[1:] {
-			for len(gaps) > 0 && gaps[0].ToS <= s.TimeS+0.05 {
-				gapRow(t, gaps[0])
-				gaps = gaps[1:]
-			}
-			// A sample read up to 50 ms early still stands for its second.
-			sec := math.Floor(s.TimeS + 0.05)
-			beforeGap := len(gaps) > 0 && math.Abs(gaps[0].FromS-s.TimeS) < 0.05
-			closing := i == len(r.Samples)-2
-			if sec <= lastRow && !beforeGap && !closing {
-				continue // one row per second
-			}
-			label := fmt.Sprintf("%.0f", sec)
-			if (beforeGap || closing) && s.TimeS-sec > 0.05 {
-				label = fmt.Sprintf("%.1f", s.TimeS) // off the whole second: a gap or the end is next
-			}
-			var wr, fl, ft int64
-			for id, d := range s.Disks {
-				p := prev.Disks[id]
-				wr += d.WrBytes - p.WrBytes
-				fl += d.FlushOps - p.FlushOps
-				ft += d.FlushTotalTimeNs - p.FlushTotalTimeNs
-			}
-			t.row(label, fmt.Sprintf("%.1f", float64(wr)/(1<<20)), fmt.Sprint(fl), fmt.Sprintf("%.2f", float64(ft)/1e6),
-				fmt.Sprintf("%.1f", float64(s.DirtyBytes)/(1<<20)), fmt.Sprintf("%.1f", float64(s.WritebackBytes)/(1<<20)))
-			prev, lastRow = s, math.Max(sec, lastRow)
+	for _, row := range r.Rows() {
+		if g := row.Gap; g != nil {
+			t.row("gap", "-", "-", "-", "-", "-", fmt.Sprintf("no samples from %.1f to %.1f s (%d missed): %s", g.FromS, g.ToS, g.Missed, g.Why))
+			continue
 		}
-	}
-	for _, g := range gaps {
-		gapRow(t, g)
+		at := fmt.Sprintf("%.0f", row.TimeS)
+		if !row.Whole {
+			at = fmt.Sprintf("%.1f", row.TimeS)
+		}
+		t.row(at, fmt.Sprintf("%.1f", float64(row.WrittenBytes)/(1<<20)), fmt.Sprint(row.Flushes), fmt.Sprintf("%.2f", float64(row.FlushTimeNs)/1e6),
+			fmt.Sprintf("%.1f", float64(row.DirtyBytes)/(1<<20)), fmt.Sprintf("%.1f", float64(row.WritebackBytes)/(1<<20)))
 	}
 	t.flush()
-}
-
-// gapRow is a table row for a stretch without samples: dashes in the
-// columns (so they stay aligned) and what happened after them.
-func gapRow(t *table, g flush.Gap) {
-	t.row("gap", "-", "-", "-", "-", "-", fmt.Sprintf("no samples from %.1f to %.1f s (%d missed): %s", g.FromS, g.ToS, g.Missed, g.Why))
 }
