@@ -7,9 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
-	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -50,41 +48,21 @@ func cacheAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var liveErr error
-	if v.Running {
-		liveErr = v.FetchLive(e.ctx(), e.timeout)
-	}
-	out := cache.Build(v, disks, liveErr)
-	cache.GuestNames(e.ctx(), v, e.timeout, &out)
-	var verifyErr error
-	if ids := cache.ToVerify(out); c.Bool("verify") && v.Running && liveErr == nil && len(ids) > 0 {
-		sel, err := v.Select(ids)
-		if err != nil {
-			return err
-		}
-		res, err := flush.Measure(e.ctx(), e.node, v, sel, flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+	out, err := cache.Run(e.ctx(), e.node, v, disks, c.Bool("verify"), flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+	if c.Bool("verify") {
 		endProgress(e)
-		out.Attach(res)
-		verifyErr = err
+	}
+	if out == nil {
+		return err
 	}
 	if e.json {
 		if err := e.printJSON(out); err != nil {
 			return err
 		}
 	} else {
-		printCache(e, out)
+		printCache(e, *out)
 	}
-	switch {
-	case !v.Running:
-		return exitcode.Unreachablef("VM %d is not running", vmid)
-	case liveErr != nil:
-		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
-	case verifyErr != nil:
-		return verifyErr
-	case out.Ignored():
-		return exitcode.ErrProblem
-	}
-	return nil
+	return err
 }
 
 func printCache(e *env, out cache.View) {
@@ -116,34 +94,11 @@ func printCache(e *env, out cache.View) {
 	t.flush()
 	fmt.Fprintln(e.out)
 	// The two sentences once per heading, then what is particular to a disk.
-	type group struct {
-		mode, kind, acked, loses string
-		ids                      []string
-	}
-	var order []string
-	groups := map[string]*group{}
-	for _, d := range out.Disks {
-		g := groups[d.Heading]
-		if g == nil {
-			g = &group{mode: d.Shown, kind: d.Kind, acked: d.AckedDataIn, loses: d.CrashLoses}
-			groups[d.Heading] = g
-			order = append(order, d.Heading)
-		}
-		g.ids = append(g.ids, d.ID)
-	}
-	for _, h := range order {
-		g := groups[h]
-		color := ""
-		switch {
-		case g.kind != qemuserver.KindDisk.String(): // CD-ROMs, EFI vars, TPM state
-		case g.mode == "unsafe" || g.mode == "custom":
-			color = red
-		case g.mode == "writeback":
-			color = yellow
-		}
-		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h), strings.Join(g.ids, ", "))
-		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", g.acked)
-		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", g.loses)
+	for _, h := range out.Headings() {
+		color := map[cache.Risk]string{cache.RiskFlushed: red, cache.RiskUnflushed: yellow}[h.Risk]
+		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h.Title), strings.Join(h.Disks, ", "))
+		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", h.AckedDataIn)
+		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", h.CrashLoses)
 	}
 	for _, d := range out.Disks {
 		guest := d.GuestLine()
