@@ -80,6 +80,25 @@ func (a *Answer) settle(r *Reply, err error, late bool) {
 
 func (a *Answer) fail(e *NodeError) { a.Status, a.Err = e.Status, e }
 
+// FromConfigs fills in, for each node that did not answer (local aside),
+// what this node answers for it from that node's configs (ask, each within
+// deadline): check's config rules for its VMs. An answer that did not come
+// from a run that judged them (exit 2 or 3) is left out.
+func FromConfigs(ctx context.Context, answers []Answer, local string, deadline time.Duration, ask AskFunc) {
+	for i := range answers {
+		a := &answers[i]
+		if a.Status == Answered || a.Node.Name == local {
+			continue
+		}
+		nctx, cancel := context.WithTimeout(ctx, deadline)
+		r, err := ask(nctx, a.Node)
+		cancel()
+		if err == nil && r.Exit <= int(exitcode.Problem) {
+			a.ConfigOnly = r
+		}
+	}
+}
+
 // Exit is the exit code of a run over the cluster: 3 when any node did not
 // answer (the others are still reported), else 1 when any node found a
 // problem, else 0.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -264,38 +263,9 @@ func clusterCheck(next cli.ActionFunc) cli.ActionFunc {
 			return next(c)
 		}
 		e := newEnv(c)
-		var view *cluster.View
-		groups := map[string][]string{}
-		remote := false
-		for _, a := range c.Args().Slice() {
-			id, err := qemuserver.ParseVMID(a)
-			if err != nil {
-				return next(c)
-			}
-			if _, err := os.Stat(e.paths.VMConfig(id)); !errors.Is(err, os.ErrNotExist) {
-				groups[""] = append(groups[""], a)
-				continue
-			}
-			if view == nil {
-				view, _ = cluster.Load(e.ctx(), e.node)
-			}
-			g, ok := view.Locate(id)
-			if !ok || g.Type != cluster.QEMU || g.Node == view.Local {
-				return next(c) // check says what is wrong with it
-			}
-			groups[g.Node] = append(groups[g.Node], a)
-			remote = true
-		}
-		if !remote {
-			return next(c)
-		}
-		if here := groups[""]; len(here) > 0 {
-			groups[view.Local] = append(groups[view.Local], here...)
-		}
-		delete(groups, "")
-		var nodes []cluster.Member
-		for _, name := range sortedKeys(groups) {
-			nodes = append(nodes, view.Member(name))
+		view, nodes, groups, ok := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+		if !ok {
+			return next(c) // all here, or check says what is wrong with one
 		}
 		return askCluster(c, e, view, nodes, func(n string) []string { return groups[n] }, true)
 	}
@@ -327,15 +297,6 @@ func loadCluster(e *env) (*cluster.View, error) {
 	return view, nil
 }
 
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // askCluster asks nodes (each its own positional arguments from pos) at
 // the same time, runs the config rules for the VMs of nodes that did not
 // answer when configOnly, merges and prints.
@@ -356,19 +317,10 @@ func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Memb
 		return sshTo(e, view).Call(ctx, m, args[m.Name], limit)
 	})
 	if configOnly {
-		for i := range answers {
-			a := &answers[i]
-			if a.Status == cluster.Answered || a.Node.Name == view.Local {
-				continue
-			}
-			own, _ := remoteArgs(c, e, view.Local, true, pos(a.Node.Name))
-			ctx, cancel := context.WithTimeout(e.ctx(), limit)
-			r, err := runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + a.Node.Name}, own...))
-			cancel()
-			if err == nil && r.Exit <= int(exitcode.Problem) {
-				a.ConfigOnly = r
-			}
-		}
+		cluster.FromConfigs(e.ctx(), answers, view.Local, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
+			own, _ := remoteArgs(c, e, view.Local, true, pos(m.Name))
+			return runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + m.Name}, own...))
+		})
 	}
 	doc := cluster.Merge(answers, version)
 	var err error
@@ -520,11 +472,8 @@ func (r *replyCapture) finish(stdout io.Writer, err error) int {
 // (--cluster-config-only NODE): its VM configs from pmxcfs, and no command
 // run here, since nothing this node runs (lvs, qm) describes that node.
 func configOnlyView(c *cli.Context, e *env) {
-	n := c.String(configOnlyFlag)
-	if n == "" {
-		return
+	if n := c.String(configOnlyFlag); n != "" {
+		e.node = cluster.ForConfigsOf(e.node, n)
+		e.paths = e.node.Paths
 	}
-	e.paths.Configs = cluster.ConfigDir(e.paths, n)
-	e.node.Paths = e.paths
-	e.node.Runner.Off = fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", n, n)
 }
