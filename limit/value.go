@@ -43,6 +43,25 @@ func Key(proxmox string) (qemuserver.LimitKey, bool) {
 func isMiB(k qemuserver.LimitKey) bool    { return k.Scale == qemuserver.MiB }
 func isLength(k qemuserver.LimitKey) bool { return strings.HasSuffix(k.Proxmox, "_length") }
 
+// Describe says what a key takes, as its flag's help says it: the unit,
+// the key it needs, and how it is removed (0; a burst length cannot be
+// removed, it is at least 1, the default).
+func Describe(k qemuserver.LimitKey) string {
+	unit := "ops/s"
+	switch {
+	case isMiB(k):
+		unit = "MiB/s (1 MiB = 1048576 bytes), fractions allowed"
+	case isLength(k):
+		unit = "seconds the burst may last (needs its _max)"
+	case strings.HasSuffix(k.Proxmox, "_max"):
+		unit = "ops/s burst (needs its rate)"
+	}
+	if isLength(k) {
+		return unit + "; at least 1 (the default)"
+	}
+	return unit + "; 0 removes it"
+}
+
 // Proxmox's grammar for a number and an integer (PVE::JSONSchema), ASCII
 // digits only. A value is parsed as what it is; nothing else a user types
 // gets near a qm argument or a QMP command.

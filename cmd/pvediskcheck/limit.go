@@ -24,20 +24,7 @@ func limitFlagName(proxmoxKey string) string { return strings.ReplaceAll(proxmox
 func limitCommand() *cli.Command {
 	flags := []cli.Flag{}
 	for _, k := range qemuserver.LimitKeys {
-		unit := "ops/s"
-		switch {
-		case k.Scale == qemuserver.MiB:
-			unit = "MiB/s (1 MiB = 1048576 bytes), fractions allowed"
-		case strings.HasSuffix(k.Proxmox, "_length"):
-			unit = "seconds the burst may last (needs its _max)"
-		case strings.HasSuffix(k.Proxmox, "_max"):
-			unit = "ops/s burst (needs its rate)"
-		}
-		remove := "; 0 removes it"
-		if strings.HasSuffix(k.Proxmox, "_length") {
-			remove = "; at least 1 (the default)"
-		}
-		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + unit + remove, Category: "LIMITS (Proxmox keys and units)"})
+		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + limit.Describe(k), Category: "LIMITS (Proxmox keys and units)"})
 	}
 	flags = append(flags,
 		&cli.BoolFlag{Name: "clear", Usage: "remove every limit of the disk (flags given with it are then the only limits)"},

@@ -28,19 +28,11 @@ func topCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"},
 			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
-			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + sortKeyNames()},
+			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + top.SortKeyNames()},
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 		},
 		Action: topAction,
 	}
-}
-
-func sortKeyNames() string {
-	names := make([]string, len(top.SortKeys))
-	for i, k := range top.SortKeys {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // topKeys maps a key pressed on the terminal to a sort order.
@@ -166,7 +158,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 			fmt.Sprintf("%.1f", d.ReadBps/units.MiB), fmt.Sprintf("%.1f", d.WriteBps/units.MiB),
 			units.Grouped(d.ReadLatencyMs), units.Grouped(d.WriteLatencyMs), units.Grouped(d.FlushLatencyMs),
 			units.Grouped(d.QueueDepth), fmt.Sprint(d.FailedOps), topLimit(d), topOrDash(d.BlockJob),
-			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), topGuest(d))
+			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), d.Guest())
 	}
 	t.flush()
 	b.WriteString("\n")
@@ -216,16 +208,4 @@ func topOrDash(s *string) string {
 		return "-"
 	}
 	return *s
-}
-
-// topGuest names the disk as the guest sees it: the agent's device and
-// mount points, else the by-id name.
-func topGuest(d top.Disk) string {
-	if d.GuestDevice != nil {
-		return strings.TrimSpace(*d.GuestDevice + " " + strings.Join(d.GuestMounts, ","))
-	}
-	if d.GuestByID != nil {
-		return strings.TrimPrefix(*d.GuestByID, "/dev/disk/by-id/")
-	}
-	return "-"
 }
