@@ -32,14 +32,16 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 		out.Attach(res)
 		verifyErr = err
 	}
-	switch {
-	case !v.Running:
+	if !v.Running {
 		return &out, exitcode.Unreachablef("VM %d is not running", v.VMID)
-	case liveErr != nil:
+	}
+	if liveErr != nil {
 		return &out, exitcode.Unreachablef("%s", vm.QMPError(v.VMID, liveErr).Error())
-	case verifyErr != nil:
+	}
+	if verifyErr != nil {
 		return &out, verifyErr
-	case out.Ignored():
+	}
+	if out.Ignored() {
 		return &out, exitcode.ErrProblem
 	}
 	return &out, nil

@@ -119,10 +119,11 @@ func Exit(answers []Answer) exitcode.Code {
 // naming every node that did not answer and why, else ErrProblem when a
 // node found a problem, else nil.
 func Err(answers []Answer) error {
-	switch Exit(answers) {
-	case exitcode.OK:
+	code := Exit(answers)
+	if code == exitcode.OK {
 		return nil
-	case exitcode.Problem:
+	}
+	if code == exitcode.Problem {
 		return exitcode.ErrProblem
 	}
 	var parts []string

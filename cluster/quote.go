@@ -116,18 +116,13 @@ func errValue(s string) error {
 // a VM command's a VMID and then disk keys.
 func ValidateArgs(command string, pos []string) error {
 	for i, a := range pos {
-		var err error
-		switch {
-		case command == "check":
-			err = ValidateVMID(a)
-		case command == "thin":
-			err = ValidateStorageID(a)
-		case i == 0:
-			err = ValidateVMID(a)
-		default:
-			err = ValidateDisk(a)
+		validate := ValidateDisk // a VM command's disks
+		if command == "thin" {
+			validate = ValidateStorageID
+		} else if command == "check" || i == 0 {
+			validate = ValidateVMID
 		}
-		if err != nil {
+		if err := validate(a); err != nil {
 			return exitcode.Usagef("%v", err)
 		}
 	}

@@ -50,13 +50,14 @@ func (r Reply) Message() string {
 // replaced by g's "VM 370 on pve2: "), or what its exit status says
 // (ErrProblem for a problem it did not explain).
 func (r Reply) Err(g Guest) error {
-	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
-	switch {
-	case r.Exit == 0:
+	if r.Exit == 0 {
 		return nil
-	case msg == "" && r.Exit == int(exitcode.Problem):
+	}
+	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
+	if msg == "" && r.Exit == int(exitcode.Problem) {
 		return exitcode.ErrProblem
-	case msg == "":
+	}
+	if msg == "" {
 		msg = "exited with status " + strconv.Itoa(r.Exit)
 	}
 	return &exitcode.Error{Code: exitcode.Code(r.Exit), Msg: g.String() + ": " + msg}
