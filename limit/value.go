@@ -47,19 +47,16 @@ func isLength(k qemuserver.LimitKey) bool { return strings.HasSuffix(k.Proxmox, 
 // the key it needs, and how it is removed (0; a burst length cannot be
 // removed, it is at least 1, the default).
 func Describe(k qemuserver.LimitKey) string {
-	unit := "ops/s"
-	switch {
-	case isMiB(k):
-		unit = "MiB/s (1 MiB = 1048576 bytes), fractions allowed"
-	case isLength(k):
-		unit = "seconds the burst may last (needs its _max)"
-	case strings.HasSuffix(k.Proxmox, "_max"):
-		unit = "ops/s burst (needs its rate)"
+	if isMiB(k) {
+		return "MiB/s (1 MiB = 1048576 bytes), fractions allowed; 0 removes it"
 	}
 	if isLength(k) {
-		return unit + "; at least 1 (the default)"
+		return "seconds the burst may last (needs its _max); at least 1 (the default)"
 	}
-	return unit + "; 0 removes it"
+	if strings.HasSuffix(k.Proxmox, "_max") {
+		return "ops/s burst (needs its rate); 0 removes it"
+	}
+	return "ops/s; 0 removes it"
 }
 
 // Proxmox's grammar for a number and an integer (PVE::JSONSchema), ASCII
