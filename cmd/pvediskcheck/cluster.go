@@ -26,8 +26,9 @@ import (
 // Cluster mode, wired around the commands without changing them: a VMID
 // that lives on another node is answered by that node; --cluster on check
 // and thin asks every node; a node asked by another answers with one
-// cluster.Reply. What is decided (pmxcfs, validation, quoting, SSH, the
-// merge) is package cluster's; this file reads flags and renders.
+// cluster.Reply. What is decided (pmxcfs, which node answers, validation,
+// quoting, SSH, the merge and reading it back, the exit codes) is package
+// cluster's; this file reads flags, wires and renders.
 
 // configOnlyFlag makes this node answer for another node that did not
 // answer, from that node's configs in pmxcfs (hidden, as --cluster-reply).
