@@ -106,6 +106,15 @@ func TestRows(t *testing.T) {
 		// A gap ending 50 ms after a sample is shown before it.
 		{"gap just before", Result{Samples: []Sample{s(0, 0, 0, 0, 0), s(1, 10, 0, 0, 0), s(3.0, 20, 0, 0, 0)}, Gaps: []Gap{{FromS: 1, ToS: 3.04}}},
 			"1:30/0/0/0/0 gap 1-3.04 3:30/0/0/0/0"},
+		// The 50 ms edges, where they are exact in floating point (0.05 +
+		// 0.05 is 0.1): a gap ending 50 ms after a sample comes before it; a
+		// sample 50 ms before a gap is not "the last before it"; a closing
+		// sample 50 ms past its second stands for the second.
+		{"gap ends 50 ms after", Result{Samples: []Sample{s(0, 0, 0, 0, 0), s(0.05, 10, 0, 0, 0)}, Gaps: []Gap{{FromS: 0, ToS: 0.1}}},
+			"gap 0-0.1 0:30/0/0/0/0"},
+		{"gap starts 50 ms after", Result{Samples: []Sample{s(0, 0, 0, 0, 0), s(0.05, 10, 0, 0, 0), s(2, 20, 0, 0, 0)}, Gaps: []Gap{{FromS: 0.1, ToS: 2}}},
+			"gap 0.1-2 2:60/0/0/0/0"},
+		{"closing 50 ms past", Result{Samples: []Sample{s(0, 0, 0, 0, 0), s(0.05, 10, 0, 0, 0)}}, "0:30/0/0/0/0"},
 		// The closing sample on the second keeps it whole.
 		{"closing on the second", Result{Samples: []Sample{s(0, 0, 0, 0, 0), s(0.5, 10, 0, 0, 0), s(1.02, 20, 0, 0, 0)}}, "1:60/0/0/0/0"},
 	}
