@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +80,25 @@ func (a *Answer) settle(r *Reply, err error, late bool) {
 
 func (a *Answer) fail(e *NodeError) { a.Status, a.Err = e.Status, e }
 
+// FromConfigs fills in, for each node that did not answer (local aside),
+// what this node answers for it from that node's configs (ask, each within
+// deadline): check's config rules for its VMs. An answer that did not come
+// from a run that judged them (exit 2 or 3) is left out.
+func FromConfigs(ctx context.Context, answers []Answer, local string, deadline time.Duration, ask AskFunc) {
+	for i := range answers {
+		a := &answers[i]
+		if a.Status == Answered || a.Node.Name == local {
+			continue
+		}
+		nctx, cancel := context.WithTimeout(ctx, deadline)
+		r, err := ask(nctx, a.Node)
+		cancel()
+		if err == nil && r.Exit <= int(exitcode.Problem) {
+			a.ConfigOnly = r
+		}
+	}
+}
+
 // Exit is the exit code of a run over the cluster: 3 when any node did not
 // answer (the others are still reported), else 1 when any node found a
 // problem, else 0.
@@ -92,6 +113,26 @@ func Exit(answers []Answer) exitcode.Code {
 		}
 	}
 	return code
+}
+
+// Err is the error of a run over the cluster, as Exit decides: exit 3
+// naming every node that did not answer and why, else ErrProblem when a
+// node found a problem, else nil.
+func Err(answers []Answer) error {
+	code := Exit(answers)
+	if code == exitcode.OK {
+		return nil
+	}
+	if code == exitcode.Problem {
+		return exitcode.ErrProblem
+	}
+	var parts []string
+	for _, a := range answers {
+		if a.Status != Answered {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Node.Name, a.Status, a.Err.Msg))
+		}
+	}
+	return exitcode.Unreachablef("node(s) that did not answer: %s", strings.Join(parts, "; "))
 }
 
 // DeadlineTimeouts is how many --timeout a node's answer may take beyond

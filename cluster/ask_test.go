@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +114,65 @@ func TestDeadline(t *testing.T) {
 	}
 	if d := Deadline(time.Second, 10*time.Second, 2*time.Minute); d != 136*time.Second {
 		t.Errorf("Deadline(1s, 10s, 2m) = %s", d)
+	}
+}
+
+// Err: nil, ErrProblem, or exit 3 naming every node that did not answer
+// with its status and why, in order, and none that did.
+func TestErr(t *testing.T) {
+	ok := func(name string, exit int) Answer {
+		return Answer{Node: Member{Name: name}, Status: Answered, Reply: &Reply{Exit: exit}}
+	}
+	failed := func(name string, st Status, msg string) Answer {
+		return Answer{Node: Member{Name: name}, Status: st, Err: &NodeError{Node: name, Status: st, Msg: msg}}
+	}
+	if err := Err([]Answer{ok("pve1", 0), ok("pve2", 0)}); err != nil {
+		t.Errorf("all answered, nothing found: %v", err)
+	}
+	if err := Err(nil); err != nil {
+		t.Errorf("no nodes: %v", err)
+	}
+	if err := Err([]Answer{ok("pve1", 0), ok("pve2", 1)}); err != exitcode.ErrProblem {
+		t.Errorf("a problem: %v", err)
+	}
+	err := Err([]Answer{ok("pve1", 1), failed("pve2", Offline, "offline in .members: not asked"), ok("pve3", 0), failed("pve4", BadReply, "printed garbage")})
+	want := "node(s) that did not answer: pve2 offline (offline in .members: not asked); pve4 bad-reply (printed garbage)"
+	if exitcode.Of(err) != exitcode.Unreachable || exitcode.Message(err) != want {
+		t.Errorf("%v (exit %d), want %q", err, exitcode.Of(err), want)
+	}
+}
+
+// FromConfigs asks this node for every node that did not answer (not for
+// itself), each within the deadline, and keeps what a run that judged the
+// configs answered (exit 0 or 1).
+func TestFromConfigs(t *testing.T) {
+	down := func(name string, st Status) Answer {
+		return Answer{Node: Member{Name: name}, Status: st, Err: &NodeError{Node: name, Status: st}}
+	}
+	answers := []Answer{down("pve1", Unreachable), {Node: Member{Name: "pve2"}, Status: Answered, Reply: &Reply{}},
+		down("pve3", Unreachable), down("pve4", Offline), down("pve5", BadReply), down("pve6", Failed), down("pve7", OtherVersion)}
+	replies := map[string]*Reply{"pve3": {Exit: 1, Stdout: "3"}, "pve4": {Exit: 3}, "pve6": {Exit: 2}, "pve7": {Exit: 0, Stdout: "7"}}
+	var asked []string
+	FromConfigs(context.Background(), answers, "pve1", time.Minute, func(ctx context.Context, m Member) (*Reply, error) {
+		asked = append(asked, m.Name)
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > time.Minute {
+			t.Errorf("%s: deadline %v %v", m.Name, d, ok)
+		}
+		if m.Name == "pve5" {
+			return nil, errors.New("boom")
+		}
+		return replies[m.Name], nil
+	})
+	if strings.Join(asked, " ") != "pve3 pve4 pve5 pve6 pve7" {
+		t.Errorf("asked %v", asked)
+	}
+	var kept []string
+	for _, a := range answers {
+		if a.ConfigOnly != nil {
+			kept = append(kept, a.Node.Name+":"+a.ConfigOnly.Stdout)
+		}
+	}
+	if strings.Join(kept, " ") != "pve3:3 pve7:7" {
+		t.Errorf("kept %v", kept)
 	}
 }

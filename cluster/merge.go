@@ -271,3 +271,36 @@ func TagDocument(b []byte, node, nodeVersion string) (json.RawMessage, error) {
 	}
 	return nil, errors.New("not a JSON object or list")
 }
+
+// Decode reads a merged document back into v, the shape a text view needs:
+// its lists as []Tagged[T] of the nodes' own result types, "nodes" as
+// NodeReport with the objects of numbers each node answered with.
+func Decode(doc *Object, v any) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Tagged is one object of a merged list read back (check's vms[], thin's
+// pools[]): the node's own object as T, and what Merge marked it with.
+type Tagged[T any] struct {
+	Node       string
+	ConfigOnly bool // judged from the node's configs by this node
+	Item       T
+}
+
+// UnmarshalJSON reads "node" and "config_only" into the tag and the whole
+// object into Item.
+func (t *Tagged[T]) UnmarshalJSON(b []byte) error {
+	var tag struct {
+		Node       string `json:"node"`
+		ConfigOnly bool   `json:"config_only"`
+	}
+	if err := json.Unmarshal(b, &tag); err != nil {
+		return err
+	}
+	t.Node, t.ConfigOnly = tag.Node, tag.ConfigOnly
+	return json.Unmarshal(b, &t.Item)
+}

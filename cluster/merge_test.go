@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -156,6 +157,58 @@ func TestTagDocument(t *testing.T) {
 	for _, bad := range []string{`[1]`, `"x"`, `{"a": `, `[{"a": 1}`, ``, `null`} {
 		if got, err := TagDocument([]byte(bad), "pve2", ""); err == nil {
 			t.Errorf("TagDocument(%q) = %s", bad, got)
+		}
+	}
+}
+
+// A merged document read back: each object with its node and whether it
+// was judged from configs only, its own fields as the node's type, and the
+// nodes with their counts.
+func TestDecode(t *testing.T) {
+	type vm struct {
+		VMID     int `json:"vmid"`
+		Findings []struct {
+			Code string `json:"code"`
+		} `json:"findings"`
+	}
+	type counts struct{ VMs, Errors int }
+	answers := []Answer{
+		answered("pve1", "10.0.0.1", "0.1", 1, `{"vms": [{"vmid": 370, "findings": [{"code": "drift"}]}, {"vmid": 371}], "summary": {"vms": 2, "errors": 1}}`),
+		{Node: Member{Name: "pve3"}, Status: Unreachable, Err: &NodeError{Node: "pve3", Status: Unreachable, Msg: "refused"},
+			ConfigOnly: &Reply{Stdout: `{"vms": [{"vmid": 390}], "summary": {"vms": 1, "errors": 0}}`}},
+	}
+	var d struct {
+		VMs     []Tagged[vm] `json:"vms"`
+		Summary counts       `json:"summary"`
+		Nodes   []struct {
+			NodeReport
+			Summary *counts `json:"summary"`
+		} `json:"nodes"`
+	}
+	if err := Decode(Merge(answers, "0.1"), &d); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	for _, v := range d.VMs {
+		got += fmt.Sprintf("%d@%s config-only=%v findings=%d; ", v.Item.VMID, v.Node, v.ConfigOnly, len(v.Item.Findings))
+	}
+	if want := "370@pve1 config-only=false findings=1; 371@pve1 config-only=false findings=0; 390@pve3 config-only=true findings=0; "; got != want {
+		t.Errorf("VMs:\n got %s\nwant %s", got, want)
+	}
+	if d.Summary != (counts{3, 1}) || len(d.Nodes) != 2 || d.Nodes[0].Node != "pve1" || *d.Nodes[0].Summary != (counts{2, 1}) ||
+		d.Nodes[1].Status != Unreachable || !d.Nodes[1].ConfigOnly || *d.Nodes[1].Summary != (counts{1, 0}) {
+		t.Errorf("summary %+v, nodes %+v", d.Summary, d.Nodes)
+	}
+	var bad struct {
+		VMs []Tagged[vm] `json:"vms"`
+	}
+	for _, doc := range []string{`{"vms": [{"vmid": "370"}]}`, `{"vms": [{"node": 1, "vmid": 370}]}`, `{"vms": [7]}`} {
+		o, err := ParseObject([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Decode(o, &bad); err == nil {
+			t.Errorf("%s: decoded %+v", doc, bad)
 		}
 	}
 }

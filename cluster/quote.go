@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -108,4 +109,22 @@ func ValidateValue(s string) error {
 
 func errValue(s string) error {
 	return fmt.Errorf("%s is neither a number nor a word", units.Clip(s, 40))
+}
+
+// ValidateArgs checks the positional arguments of a command sent to
+// another node, each as what it is: check's are VMIDs, thin's storage IDs,
+// a VM command's a VMID and then disk keys.
+func ValidateArgs(command string, pos []string) error {
+	for i, a := range pos {
+		validate := ValidateDisk // a VM command's disks
+		if command == "thin" {
+			validate = ValidateStorageID
+		} else if command == "check" || i == 0 {
+			validate = ValidateVMID
+		}
+		if err := validate(a); err != nil {
+			return exitcode.Usagef("%v", err)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package cluster
 import (
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 func TestQuote(t *testing.T) {
@@ -74,4 +76,35 @@ func TestValidators(t *testing.T) {
 		{strings.Repeat("a", 33), false}, {"", false}, {"inf", true}, {"Inf", false}, {"NaN", false}, {"1e400", false}, {"Error", false},
 		{"a;b", false}, {"$(x)", false}, {"9a", false}, {" 5", false}, {"-a", false},
 	})
+}
+
+// The arguments sent to another node, each validated as what it is.
+func TestValidateArgs(t *testing.T) {
+	cases := []struct {
+		command string
+		pos     []string
+		ok      bool
+	}{
+		{"check", nil, true},
+		{"check", []string{"370", "100", "999999999"}, true},
+		{"check", []string{"370", "scsi0"}, false},
+		{"thin", []string{"local-lvm", "local-zfs"}, true},
+		{"thin", []string{"local;reboot"}, false},
+		{"thin", []string{"370"}, false},
+		{"cache", []string{"370"}, true},
+		{"cache", []string{"370", "scsi0", "virtio15", "efidisk0"}, true},
+		{"cache", []string{"scsi0"}, false},
+		{"cache", []string{"370", "370"}, false},
+		{"limit", []string{"370", "sata0;touch x"}, false},
+		{"discard", []string{"abc"}, false},
+	}
+	for _, c := range cases {
+		err := ValidateArgs(c.command, c.pos)
+		if (err == nil) != c.ok || err != nil && exitcode.Of(err) != exitcode.Usage {
+			t.Errorf("%s %q: %v (exit %d), want ok=%v", c.command, c.pos, err, exitcode.Of(err), c.ok)
+		}
+	}
+	if err := ValidateArgs("thin", []string{"local-lvm", "x"}); err == nil || !strings.Contains(err.Error(), `storage "x" is not a valid storage ID`) {
+		t.Errorf("the error names the argument: %v", err)
+	}
 }

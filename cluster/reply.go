@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
@@ -42,6 +43,24 @@ func (r Reply) Encode() []byte {
 // Message is the reply's error line without the program's prefix.
 func (r Reply) Message() string {
 	return strings.TrimPrefix(strings.TrimSpace(r.Stderr), "pvediskcheck: ")
+}
+
+// Err is what the reply of a forwarded command stands for, with its exit
+// code: nil for 0; the node's error line (its own "VM 370: " prefix
+// replaced by g's "VM 370 on pve2: "), or what its exit status says
+// (ErrProblem for a problem it did not explain).
+func (r Reply) Err(g Guest) error {
+	if r.Exit == 0 {
+		return nil
+	}
+	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
+	if msg == "" && r.Exit == int(exitcode.Problem) {
+		return exitcode.ErrProblem
+	}
+	if msg == "" {
+		msg = "exited with status " + strconv.Itoa(r.Exit)
+	}
+	return &exitcode.Error{Code: exitcode.Code(r.Exit), Msg: g.String() + ": " + msg}
 }
 
 // Status is how a node took part in a cluster run.

@@ -94,3 +94,34 @@ func TestParseVersion(t *testing.T) {
 		}
 	}
 }
+
+// A forwarded command's reply: its exit code kept, its message named for
+// the VM where it runs.
+func TestReplyErr(t *testing.T) {
+	g := Guest{VMID: 380, Node: "pve2", Type: QEMU}
+	cases := []struct {
+		r    Reply
+		code exitcode.Code
+		msg  string
+	}{
+		{Reply{Exit: 0, Stderr: "pvediskcheck: ignored\n"}, exitcode.OK, ""},
+		{Reply{Exit: 1}, exitcode.Problem, ""},
+		{Reply{Exit: 1, Stderr: "pvediskcheck: VM 380: flushes ignored\n"}, exitcode.Problem, "VM 380 on pve2: flushes ignored"},
+		{Reply{Exit: 2, Stderr: "pvediskcheck: VM 380: no such disk scsi9\n"}, exitcode.Usage, "VM 380 on pve2: no such disk scsi9"},
+		{Reply{Exit: 3, Stderr: "pvediskcheck: VM 381: not running\n"}, exitcode.Unreachable, "VM 380 on pve2: VM 381: not running"},
+		{Reply{Exit: 3, Stderr: "  \n"}, exitcode.Unreachable, "VM 380 on pve2: exited with status 3"},
+		{Reply{Exit: 2}, exitcode.Usage, "VM 380 on pve2: exited with status 2"},
+	}
+	for _, c := range cases {
+		err := c.r.Err(g)
+		if exitcode.Of(err) != c.code || exitcode.Message(err) != c.msg {
+			t.Errorf("%+v: %v (exit %d, %q), want exit %d %q", c.r, err, exitcode.Of(err), exitcode.Message(err), c.code, c.msg)
+		}
+		if c.code == exitcode.OK && err != nil {
+			t.Errorf("%+v: %v, want nil", c.r, err)
+		}
+	}
+	if err := (Reply{Exit: 1}).Err(g); err != exitcode.ErrProblem {
+		t.Errorf("a bare exit 1 is ErrProblem: %v", err)
+	}
+}

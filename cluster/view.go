@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
 // Files of pmxcfs that describe the cluster (pve-cluster src/pmxcfs/pmxcfs.c,
@@ -158,4 +160,58 @@ func readFile(ctx context.Context, p string, timeout time.Duration) ([]byte, err
 	case <-ctx.Done():
 		return nil, exitcode.Unreachablef("%s: no answer within %s (pmxcfs without quorum?)", p, timeout)
 	}
+}
+
+// ForConfigsOf is n as a view of another node's configs, for judging that
+// node's VMs when it did not answer: its VM configs from pmxcfs, and no
+// command run, since nothing this node runs (lvs, qm) describes that node.
+func ForConfigsOf(n node.Node, nodeName string) node.Node {
+	n.Paths.Configs = ConfigDir(n.Paths, nodeName)
+	n.Runner.Off = fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", nodeName, nodeName)
+	return n
+}
+
+// Route groups VMIDs typed on this node, as typed, by the node that
+// answers for them: those whose config is on this node by this node, the
+// others by the node .vmlist places them on; nodes are sorted by name. ok
+// is false when one is not a VMID, or is neither here nor a QEMU VM of
+// another node, or when every one is here: this node then answers for all
+// of them (and says what is wrong with one). .vmlist is read only when a
+// VMID's config is not here.
+func Route(ctx context.Context, n node.Node, vmids []string) (view *View, nodes []Member, byNode map[string][]string, ok bool) {
+	byNode = map[string][]string{}
+	var here []string
+	for _, a := range vmids {
+		id, err := qemuserver.ParseVMID(a)
+		if err != nil {
+			return nil, nil, nil, false
+		}
+		if _, err := os.Stat(n.Paths.VMConfig(id)); !errors.Is(err, os.ErrNotExist) {
+			here = append(here, a)
+			continue
+		}
+		if view == nil {
+			view, _ = Load(ctx, n)
+		}
+		g, ok := view.Locate(id)
+		if !ok || g.Type != QEMU || g.Node == view.Local {
+			return nil, nil, nil, false
+		}
+		byNode[g.Node] = append(byNode[g.Node], a)
+	}
+	if len(byNode) == 0 {
+		return nil, nil, nil, false
+	}
+	if len(here) > 0 {
+		byNode[view.Local] = append(byNode[view.Local], here...)
+	}
+	names := make([]string, 0, len(byNode))
+	for name := range byNode {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		nodes = append(nodes, view.Member(name))
+	}
+	return view, nodes, byNode, true
 }

@@ -176,3 +176,63 @@ func TestReadFileBound(t *testing.T) {
 		}
 	}
 }
+
+// Route: VMIDs by the node that answers for them, .vmlist read only when
+// one's config is not here, and this node answering for all when one is
+// not a QEMU VM of another node.
+func TestRoute(t *testing.T) {
+	vmlist := `{"version": 1, "ids": {"370": {"node": "pve1", "type": "qemu"}, "371": {"node": "pve1", "type": "qemu"},
+		"380": {"node": "pve2", "type": "qemu"}, "200": {"node": "pve2", "type": "qemu"}, "101": {"node": "pve2", "type": "lxc"},
+		"390": {"node": "pve3", "type": "qemu"}}}`
+	n := tree(t, map[string]string{".members": string(fixture(t, "members-3nodes.json")), ".vmlist": vmlist, "qemu-server/370.conf": "memory: 512\n"})
+	ctx := context.Background()
+	view, nodes, byNode, ok := Route(ctx, n, []string{"390", "370", "380", "200"})
+	var got []string
+	for _, m := range nodes {
+		got = append(got, m.Name+"="+strings.Join(byNode[m.Name], ","))
+	}
+	if !ok || view == nil || view.Local != "pve1" || strings.Join(got, " ") != "pve1=370 pve2=380,200 pve3=390" || len(byNode) != 3 {
+		t.Errorf("three nodes: %v %q %v", ok, got, byNode)
+	}
+	if nodes[1] != (Member{"pve2", 2, true, "192.168.1.12"}) || nodes[2].Online {
+		t.Errorf("members: %+v", nodes)
+	}
+	if _, nodes, byNode, ok := Route(ctx, n, []string{"380"}); !ok || len(nodes) != 1 || nodes[0].Name != "pve2" || len(byNode) != 1 {
+		t.Errorf("one remote VM: %v %+v %v", ok, nodes, byNode)
+	}
+	for _, ids := range [][]string{
+		{"370"},        // here
+		{"380", "abc"}, // not a VMID
+		{"380", "999"}, // nowhere
+		{"380", "101"}, // a container
+		{"380", "371"}, // .vmlist says here, no config here
+		nil,
+	} {
+		if view, nodes, byNode, ok := Route(ctx, n, ids); ok || view != nil || nodes != nil || byNode != nil {
+			t.Errorf("%q: routed %v %+v %v", ids, ok, nodes, byNode)
+		}
+	}
+	// Every VMID here: pmxcfs is not read (an unreadable .vmlist is not
+	// even noticed).
+	n = tree(t, map[string]string{".vmlist": "{", "qemu-server/370.conf": "memory: 512\n", "qemu-server/371.conf": "memory: 512\n"})
+	if view, _, _, ok := Route(ctx, n, []string{"370", "371"}); ok || view != nil {
+		t.Errorf("all here: %v %+v", ok, view)
+	}
+}
+
+// A view of another node's configs: its configs from pmxcfs, and nothing
+// run here in its name.
+func TestForConfigsOf(t *testing.T) {
+	n := tree(t, nil)
+	v := ForConfigsOf(n, "pve3")
+	if v.Paths.Configs != ConfigDir(n.Paths, "pve3") || v.Paths.VMConfig(390) != n.Paths.Root+"/etc/pve/nodes/pve3/qemu-server/390.conf" {
+		t.Errorf("configs %s", v.Paths.Configs)
+	}
+	_, err := v.Runner.Run(context.Background(), "lvs")
+	if err == nil || err.Error() != "lvs not run: node pve3 did not answer: its VMs are read from their configs on this node, where nothing run describes pve3" {
+		t.Errorf("runner: %v", err)
+	}
+	if n.Runner.Off != nil || n.Paths.Configs == v.Paths.Configs {
+		t.Error("the node itself changed")
+	}
+}

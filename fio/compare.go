@@ -12,18 +12,19 @@ import (
 type Metric struct {
 	Key            string // --metric name: iops, bw, clat, lat, p99, fsync
 	Title          string // column title
+	Column         string // CSV column prefix, with the unit
 	HigherIsBetter bool
 	Of             func(*Group) *Stat // nil when the group does not have it
 }
 
 // Metrics in the order tables print them.
 var Metrics = []Metric{
-	{"iops", "IOPS", true, func(g *Group) *Stat { return &g.IOPS }},
-	{"bw", "MiB/s", true, func(g *Group) *Stat { return &g.BandwidthMiBps }},
-	{"clat", "clat mean", false, func(g *Group) *Stat { return g.ClatMeanNs }},
-	{"lat", "lat mean", false, func(g *Group) *Stat { return g.LatMeanNs }},
-	{"p99", "p99", false, func(g *Group) *Stat { return g.P99Ns }},
-	{"fsync", "fsync mean", false, func(g *Group) *Stat { return g.FsyncMeanNs }},
+	{"iops", "IOPS", "iops", true, func(g *Group) *Stat { return &g.IOPS }},
+	{"bw", "MiB/s", "bw_mibps", true, func(g *Group) *Stat { return &g.BandwidthMiBps }},
+	{"clat", "clat mean", "clat_mean_ns", false, func(g *Group) *Stat { return g.ClatMeanNs }},
+	{"lat", "lat mean", "lat_mean_ns", false, func(g *Group) *Stat { return g.LatMeanNs }},
+	{"p99", "p99", "p99_ns", false, func(g *Group) *Stat { return g.P99Ns }},
+	{"fsync", "fsync mean", "fsync_mean_ns", false, func(g *Group) *Stat { return g.FsyncMeanNs }},
 }
 
 // MetricByKey finds a metric by its --metric name.

@@ -43,6 +43,22 @@ func Key(proxmox string) (qemuserver.LimitKey, bool) {
 func isMiB(k qemuserver.LimitKey) bool    { return k.Scale == qemuserver.MiB }
 func isLength(k qemuserver.LimitKey) bool { return strings.HasSuffix(k.Proxmox, "_length") }
 
+// Describe says what a key takes, as its flag's help says it: the unit,
+// the key it needs, and how it is removed (0; a burst length cannot be
+// removed, it is at least 1, the default).
+func Describe(k qemuserver.LimitKey) string {
+	if isMiB(k) {
+		return "MiB/s (1 MiB = 1048576 bytes), fractions allowed; 0 removes it"
+	}
+	if isLength(k) {
+		return "seconds the burst may last (needs its _max); at least 1 (the default)"
+	}
+	if strings.HasSuffix(k.Proxmox, "_max") {
+		return "ops/s burst (needs its rate); 0 removes it"
+	}
+	return "ops/s; 0 removes it"
+}
+
 // Proxmox's grammar for a number and an integer (PVE::JSONSchema), ASCII
 // digits only. A value is parsed as what it is; nothing else a user types
 // gets near a qm argument or a QMP command.

@@ -260,3 +260,31 @@ func TestKeyAndFormat(t *testing.T) {
 		t.Errorf("QEMU's ceiling is 1e15 (953674316 MiB/s)")
 	}
 }
+
+// Every key's help: its unit, what it needs, how it is removed.
+func TestDescribe(t *testing.T) {
+	want := map[string]string{
+		"mbps":               "MiB/s (1 MiB = 1048576 bytes), fractions allowed; 0 removes it",
+		"mbps_wr_max":        "MiB/s (1 MiB = 1048576 bytes), fractions allowed; 0 removes it",
+		"iops_rd":            "ops/s; 0 removes it",
+		"iops_max":           "ops/s burst (needs its rate); 0 removes it",
+		"iops_wr_max_length": "seconds the burst may last (needs its _max); at least 1 (the default)",
+		"bps_rd_max_length":  "seconds the burst may last (needs its _max); at least 1 (the default)",
+	}
+	seen := 0
+	for _, k := range qemuserver.LimitKeys {
+		got := Describe(k)
+		if w, ok := want[k.Proxmox]; ok {
+			seen++
+			if got != w {
+				t.Errorf("%s: %q, want %q", k.Proxmox, got, w)
+			}
+		}
+		if !strings.HasSuffix(got, "; 0 removes it") && !strings.HasSuffix(k.Proxmox, "_length") {
+			t.Errorf("%s: %q says no way to remove it", k.Proxmox, got)
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d of the %d keys checked are limit keys", seen, len(want))
+	}
+}

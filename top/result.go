@@ -1,6 +1,9 @@
 package top
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Sample is one refresh: every disk's activity over the last interval and
 // what the QEMU threads did meanwhile (README "JSON schemas", top --json).
@@ -67,6 +70,18 @@ type Disk struct {
 	GuestMounts []string `json:"guest_mounts"`
 
 	order int // the disk's place in its VM's config order (Proxmox's)
+}
+
+// Guest names the disk as the guest sees it: the agent's device and mount
+// points, else its /dev/disk/by-id name, else "-".
+func (d Disk) Guest() string {
+	if d.GuestDevice != nil {
+		return strings.TrimSpace(*d.GuestDevice + " " + strings.Join(d.GuestMounts, ","))
+	}
+	if d.GuestByID != nil {
+		return strings.TrimPrefix(*d.GuestByID, "/dev/disk/by-id/")
+	}
+	return "-"
 }
 
 // Status says whether a VM could be sampled.

@@ -39,11 +39,16 @@ func ParseSortKey(s string) (SortKey, error) {
 			return k, nil
 		}
 	}
+	return "", exitcode.Usagef("--sort %s: not a sort key (one of %s)", units.Clip(s, 20), SortKeyNames())
+}
+
+// SortKeyNames lists the keys for help texts: "busy, iops, ...".
+func SortKeyNames() string {
 	names := make([]string, len(SortKeys))
 	for i, k := range SortKeys {
 		names[i] = string(k)
 	}
-	return "", exitcode.Usagef("--sort %s: not a sort key (one of %s)", units.Clip(s, 20), strings.Join(names, ", "))
+	return strings.Join(names, ", ")
 }
 
 // Sort orders rows by key, largest first; ties (and SortVMID) go by VMID

@@ -19,41 +19,10 @@ var commands []func() *cli.Command
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
-		Name:    "pvediskcheck",
-		Usage:   "what a Proxmox VE VM's disks really run with, proven by measurement",
-		Version: version,
-		Description: `pvediskcheck answers from the node, for one VM or all of them: which cache mode
-each disk really runs with (cache), which settings will fail at the next start, are
-silently ignored or differ from what runs (check), whether the guest's flushes are
-honoured (flush), whether space the guest trims goes back to the storage (discard),
-whether I/O limits hold (limit), how full and overcommitted thin pools are (thin), how
-far fio results can be trusted (fio), live, which VM disk is busy, how slow it is and
-which QEMU thread serves it (top), and all of it as Prometheus metrics for the
-monitoring a fleet already runs (metrics).
-
-It reads the VM config, the running QEMU's command line, its QMP and guest agent
-sockets (one short exchange at a time: Proxmox's daemons share them), lvs/qm, and host
-counters. No API token is needed. Nothing is changed on a VM unless the command's job
-is to change it (limit with values, discard --trim, flush --trigger), and such a
-command says what it changed. JSON schemas: /usr/share/doc/pvediskcheck/README.md.gz.
-
-In a cluster, a VM of another node (/etc/pve/.vmlist) is answered by that node,
-and check --all --cluster and thin --cluster ask every node at once. Nodes are
-reached the way Proxmox's own tools reach them: /usr/bin/ssh -e none -o
-BatchMode=yes -o HostKeyAlias=NODE root@IP (the IP from /etc/pve/.members), with
-every argument validated and quoted; PVEDISKCHECK_SSH names another program that
-takes the same arguments. Every node needs the same pvediskcheck.
-
-EXAMPLES
-   pvediskcheck cache 370
-   pvediskcheck check --all
-   pvediskcheck check --all --cluster
-   pvediskcheck limit 370 scsi1 --mbps-wr 20 --verify
-   pvediskcheck flush 370 --trigger
-   pvediskcheck top
-   pvediskcheck metrics --listen 127.0.0.1:9732
-
-` + exitcode.Help,
+		Name:                 "pvediskcheck",
+		Usage:                "what a Proxmox VE VM's disks really run with, proven by measurement",
+		Version:              version,
+		Description:          helpText("pvediskcheck"),
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,

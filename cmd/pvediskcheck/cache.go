@@ -7,9 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
-	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -17,43 +15,10 @@ func init() { commands = append(commands, cacheCommand) }
 
 func cacheCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "cache",
-		Usage:     "show the cache mode each disk really runs with, and what a host crash loses",
-		ArgsUsage: "VMID [DISK...]",
-		Description: `For each disk of the VM: the controller, the storage and volume, the cache mode
-in the config (and whether it is Proxmox's default), the mode the running QEMU
-really uses (read from the format and protocol block nodes over QMP, not from
-query-block's throttle node, plus the device's write-cache), the mode the next
-start applies when [PENDING] changes it, aio and iothread as running, where a
-write sits when the guest gets its acknowledgement and what a host crash loses.
-A disk whose running mode differs from its config is marked DRIFT.
-
-Where a write sits depends on the storage as much as on the mode: ZFS keeps
-writes in node RAM in its open transaction group even with cache=none; with
-Ceph through librbd, cache=writeback turns on librbd's cache inside the QEMU
-process (cache=none turns it off); QEMU's libiscsi (iscsidirect) uses no node
-page cache at all; a qcow2 image keeps new clusters' mapping in QEMU's memory
-until the guest flushes. What the node cannot measure is said per disk.
-
-When a VirtIO Block device's write cache is off at runtime, it says whether the
-guest turned it off or the driver that set the device up (firmware such as
-SeaBIOS, before a guest OS loads its driver) did not negotiate flushes
-(x-query-virtio-status, QEMU 7.2 and later).
-
-With --verify, disks whose acknowledged writes can wait in volatile memory of
-this node (writeback, unsafe; cache=none on ZFS or qcow2) are watched for the
-flush window (see 'pvediskcheck flush') and the verdict is added.
-
-Changes nothing on the VM. Reads /etc/pve/qemu-server/VMID.conf, storage.cfg,
-/proc/PID/cmdline and the QMP socket (one short exchange).
-
-EXAMPLES
-   pvediskcheck cache 370
-   pvediskcheck cache 370 scsi1 --json
-
-` + exitcode.Help + `
-   A stopped VM prints its configured values and exits 3; with --verify, a disk
-   whose flushes are ignored makes the exit code 1.`,
+		Name:        "cache",
+		Usage:       "show the cache mode each disk really runs with, and what a host crash loses",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("cache"),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (disks whose writes can wait in node RAM; takes --for)"},
 			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window for --verify"},
@@ -83,48 +48,25 @@ func cacheAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var liveErr error
-	if v.Running {
-		liveErr = v.FetchLive(e.ctx(), e.timeout)
-	}
-	out := cache.Build(v, disks, liveErr)
-	cache.GuestNames(e.ctx(), v, e.timeout, &out)
-	var verifyErr error
-	if ids := cache.ToVerify(out); c.Bool("verify") && v.Running && liveErr == nil && len(ids) > 0 {
-		sel, err := v.Select(ids)
-		if err != nil {
-			return err
-		}
-		res, err := flush.Measure(e.ctx(), e.node, v, sel, flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+	out, err := cache.Run(e.ctx(), e.node, v, disks, c.Bool("verify"), flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+	if c.Bool("verify") {
 		endProgress(e)
-		out.Attach(res)
-		verifyErr = err
+	}
+	if out == nil {
+		return err
 	}
 	if e.json {
 		if err := e.printJSON(out); err != nil {
 			return err
 		}
 	} else {
-		printCache(e, out)
+		printCache(e, *out)
 	}
-	switch {
-	case !v.Running:
-		return exitcode.Unreachablef("VM %d is not running", vmid)
-	case liveErr != nil:
-		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, liveErr))
-	case verifyErr != nil:
-		return verifyErr
-	case out.Ignored():
-		return exitcode.ErrProblem
-	}
-	return nil
+	return err
 }
 
 func printCache(e *env, out cache.View) {
-	state := e.paint(green, "running")
-	if !out.Running {
-		state = e.paint(yellow, "not running")
-	}
+	state := e.liveState(out.Running)
 	gen := "-blockdev"
 	if !out.Blockdev {
 		gen = "-drive (machine < 10.0)"
@@ -152,34 +94,11 @@ func printCache(e *env, out cache.View) {
 	t.flush()
 	fmt.Fprintln(e.out)
 	// The two sentences once per heading, then what is particular to a disk.
-	type group struct {
-		mode, kind, acked, loses string
-		ids                      []string
-	}
-	var order []string
-	groups := map[string]*group{}
-	for _, d := range out.Disks {
-		g := groups[d.Heading]
-		if g == nil {
-			g = &group{mode: d.Shown, kind: d.Kind, acked: d.AckedDataIn, loses: d.CrashLoses}
-			groups[d.Heading] = g
-			order = append(order, d.Heading)
-		}
-		g.ids = append(g.ids, d.ID)
-	}
-	for _, h := range order {
-		g := groups[h]
-		color := ""
-		switch {
-		case g.kind != qemuserver.KindDisk.String(): // CD-ROMs, EFI vars, TPM state
-		case g.mode == "unsafe" || g.mode == "custom":
-			color = red
-		case g.mode == "writeback":
-			color = yellow
-		}
-		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h), strings.Join(g.ids, ", "))
-		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", g.acked)
-		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", g.loses)
+	for _, h := range out.Headings() {
+		color := map[cache.Risk]string{cache.RiskFlushed: red, cache.RiskUnflushed: yellow}[h.Risk]
+		fmt.Fprintf(e.out, "%s (%s):\n", e.paint(color, h.Title), strings.Join(h.Disks, ", "))
+		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", h.AckedDataIn)
+		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", h.CrashLoses)
 	}
 	for _, d := range out.Disks {
 		guest := d.GuestLine()
@@ -201,7 +120,5 @@ func printCache(e *env, out cache.View) {
 			printFlushVerdictLine(e, d.Flush)
 		}
 	}
-	for _, n := range out.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(out.Notes)
 }

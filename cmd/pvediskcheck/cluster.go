@@ -3,31 +3,32 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Cluster mode, wired around the commands without changing them: a VMID
 // that lives on another node is answered by that node; --cluster on check
 // and thin asks every node; a node asked by another answers with one
-// cluster.Reply. What is decided (pmxcfs, validation, quoting, SSH, the
-// merge) is package cluster's; this file reads flags and renders.
+// cluster.Reply. What is decided (pmxcfs, which node answers, validation,
+// quoting, SSH, the merge and reading it back, the exit codes) is package
+// cluster's; this file reads flags, wires and renders.
 
 // configOnlyFlag makes this node answer for another node that did not
 // answer, from that node's configs in pmxcfs (hidden, as --cluster-reply).
@@ -55,35 +56,6 @@ var forwarded = map[string]func(c *cli.Context) bool{
 	},
 }
 
-const vmClusterHelp = `CLUSTER
-   A VMID that lives on another node of the cluster (/etc/pve/.vmlist) is
-   answered by that node: the same command runs there over root SSH, the way
-   Proxmox's own tools reach other nodes, and its answer is printed here,
-   headed "VM 370 on pve2" ("node" in JSON). A run that changes something
-   changes it on that node and says so.
-`
-
-const checkClusterHelp = `CLUSTER
-   --all --cluster checks every VM of the cluster: every online node of
-   /etc/pve/.members checks its own VMs at the same time (this node in
-   process, the others over root SSH as Proxmox's tools reach them), each
-   within its own deadline, and the results are merged: each VM carries its
-   node ("node" in JSON, "VM 370 on pve2" in text), and a table lists every
-   node with its counts. A node that is offline or does not answer is named,
-   the others are still reported and the exit code is 3; the config rules
-   still run for its VMs from their configs in /etc/pve/nodes/NODE/qemu-server,
-   marked config-only. VMIDs that live on other nodes are checked there
-   without --cluster.
-`
-
-const thinClusterHelp = `CLUSTER
-   --cluster reports the pools of every online node of /etc/pve/.members,
-   asked at the same time (this node in process, the others over root SSH),
-   each within its own deadline: one table with a NODE column ("node" in
-   JSON). A node that is offline or does not answer is named, the others are
-   still reported and the exit code is 3.
-`
-
 // wireCluster adds cluster mode to the app's commands (called by newApp).
 func wireCluster(app *cli.App) {
 	app.Flags = append(app.Flags,
@@ -94,15 +66,15 @@ func wireCluster(app *cli.App) {
 		switch {
 		case forwarded[c.Name] != nil:
 			c.Action = forwardVM(c.Action)
-			c.Description = withHelp(c.Description, vmClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-vm"))
 		case c.Name == "check":
 			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "with --all: check every VM of the cluster, every node at the same time"})
 			c.Action = clusterCheck(c.Action)
-			c.Description = withHelp(c.Description, checkClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-check"))
 		case c.Name == "thin":
 			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "report the pools of every node of the cluster"})
 			c.Action = clusterThin(c.Action)
-			c.Description = withHelp(c.Description, thinClusterHelp)
+			c.Description = withHelp(c.Description, helpText("cluster-thin"))
 		}
 	}
 }
@@ -112,10 +84,10 @@ func wireCluster(app *cli.App) {
 func withHelp(desc, section string) string {
 	for _, at := range []string{"EXAMPLES\n", "EXIT CODES\n"} {
 		if i := strings.Index(desc, at); i >= 0 {
-			return desc[:i] + section + "\n" + desc[i:]
+			return desc[:i] + section + "\n\n" + desc[i:]
 		}
 	}
-	return desc + "\n\n" + section
+	return desc + "\n\n" + section + "\n"
 }
 
 // askedByNode: this run answers another node; it never asks further.
@@ -192,16 +164,7 @@ func printForwarded(e *env, g cluster.Guest, m cluster.Member, r *cluster.Reply,
 		}
 		io.WriteString(e.out, r.Stdout)
 	}
-	msg := strings.TrimPrefix(r.Message(), fmt.Sprintf("VM %d: ", g.VMID))
-	switch {
-	case r.Exit == 0:
-		return nil
-	case msg == "" && r.Exit == int(exitcode.Problem):
-		return exitcode.ErrProblem
-	case msg == "":
-		msg = "exited with status " + strconv.Itoa(r.Exit)
-	}
-	return &exitcode.Error{Code: exitcode.Code(r.Exit), Msg: g.String() + ": " + msg}
+	return r.Err(g)
 }
 
 // sshTo is how this node reaches the others.
@@ -261,21 +224,8 @@ func remoteArgs(c *cli.Context, e *env, nodeName string, asJSON bool, pos []stri
 		}
 		args = append(args, "--"+name+"="+v)
 	}
-	for i, a := range pos {
-		var err error
-		switch {
-		case c.Command.Name == "check":
-			err = cluster.ValidateVMID(a)
-		case c.Command.Name == "thin":
-			err = cluster.ValidateStorageID(a)
-		case i == 0:
-			err = cluster.ValidateVMID(a)
-		default:
-			err = cluster.ValidateDisk(a)
-		}
-		if err != nil {
-			return nil, exitcode.Usagef("%v", err)
-		}
+	if err := cluster.ValidateArgs(c.Command.Name, pos); err != nil {
+		return nil, err
 	}
 	return append(args, pos...), nil
 }
@@ -314,38 +264,9 @@ func clusterCheck(next cli.ActionFunc) cli.ActionFunc {
 			return next(c)
 		}
 		e := newEnv(c)
-		var view *cluster.View
-		groups := map[string][]string{}
-		remote := false
-		for _, a := range c.Args().Slice() {
-			id, err := qemuserver.ParseVMID(a)
-			if err != nil {
-				return next(c)
-			}
-			if _, err := os.Stat(e.paths.VMConfig(id)); !errors.Is(err, os.ErrNotExist) {
-				groups[""] = append(groups[""], a)
-				continue
-			}
-			if view == nil {
-				view, _ = cluster.Load(e.ctx(), e.node)
-			}
-			g, ok := view.Locate(id)
-			if !ok || g.Type != cluster.QEMU || g.Node == view.Local {
-				return next(c) // check says what is wrong with it
-			}
-			groups[g.Node] = append(groups[g.Node], a)
-			remote = true
-		}
-		if !remote {
-			return next(c)
-		}
-		if here := groups[""]; len(here) > 0 {
-			groups[view.Local] = append(groups[view.Local], here...)
-		}
-		delete(groups, "")
-		var nodes []cluster.Member
-		for _, name := range sortedKeys(groups) {
-			nodes = append(nodes, view.Member(name))
+		view, nodes, groups, ok := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+		if !ok {
+			return next(c) // all here, or check says what is wrong with one
 		}
 		return askCluster(c, e, view, nodes, func(n string) []string { return groups[n] }, true)
 	}
@@ -377,15 +298,6 @@ func loadCluster(e *env) (*cluster.View, error) {
 	return view, nil
 }
 
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // askCluster asks nodes (each its own positional arguments from pos) at
 // the same time, runs the config rules for the VMs of nodes that did not
 // answer when configOnly, merges and prints.
@@ -406,143 +318,66 @@ func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Memb
 		return sshTo(e, view).Call(ctx, m, args[m.Name], limit)
 	})
 	if configOnly {
-		for i := range answers {
-			a := &answers[i]
-			if a.Status == cluster.Answered || a.Node.Name == view.Local {
-				continue
-			}
-			own, _ := remoteArgs(c, e, view.Local, true, pos(a.Node.Name))
-			ctx, cancel := context.WithTimeout(e.ctx(), limit)
-			r, err := runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + a.Node.Name}, own...))
-			cancel()
-			if err == nil && r.Exit <= int(exitcode.Problem) {
-				a.ConfigOnly = r
-			}
-		}
+		cluster.FromConfigs(e.ctx(), answers, view.Local, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
+			own, _ := remoteArgs(c, e, view.Local, true, pos(m.Name))
+			return runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + m.Name}, own...))
+		})
 	}
 	doc := cluster.Merge(answers, version)
+	var err error
 	if e.json {
-		if err := e.printJSON(doc); err != nil {
-			return err
-		}
+		err = e.printJSON(doc)
 	} else {
-		b, _ := json.Marshal(doc)
-		var d clusterDoc
-		if err := json.Unmarshal(b, &d); err != nil {
+		err = printClusterText(e, c.Command.Name, doc)
+	}
+	if err != nil {
+		return err
+	}
+	return cluster.Err(answers)
+}
+
+// printClusterText prints a merged document with check's and thin's own
+// views, each VM or pool marked with its node, and a table of the nodes.
+func printClusterText(e *env, command string, doc *cluster.Object) error {
+	if command == "thin" {
+		var d struct {
+			Pools []cluster.Tagged[thinpool.Pool] `json:"pools"`
+			Notes []string                        `json:"notes"`
+			Nodes []cluster.NodeReport            `json:"nodes"`
+		}
+		if err := cluster.Decode(doc, &d); err != nil {
 			return exitcode.Unreachablef("cluster: %v", err)
 		}
-		if c.Command.Name == "thin" {
-			printClusterThin(e, d)
-		} else {
-			printClusterCheck(e, d)
+		printThinCluster(e, d.Pools, d.Notes)
+		t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
+		for _, n := range d.Nodes {
+			t.row(n.Node, string(n.Status), nodeVersion(n), nodeTime(n), nodeNote(n))
 		}
-	}
-	return clusterErr(answers)
-}
-
-// clusterErr is the error of a merged run: exit 3 naming every node that
-// did not answer, else 1 when a node found a problem.
-func clusterErr(answers []cluster.Answer) error {
-	code := cluster.Exit(answers)
-	if code != exitcode.Unreachable {
-		if code == exitcode.Problem {
-			return exitcode.ErrProblem
-		}
+		t.flush()
 		return nil
 	}
-	var parts []string
-	for _, a := range answers {
-		if a.Status != cluster.Answered {
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Node.Name, a.Status, a.Err.Msg))
-		}
+	var d struct {
+		VMs     []cluster.Tagged[check.VMResult] `json:"vms"`
+		Summary check.Summary                    `json:"summary"` // the nodes' own, added up
+		Nodes   []struct {
+			cluster.NodeReport
+			Summary *check.Summary `json:"summary"`
+		} `json:"nodes"`
 	}
-	return exitcode.Unreachablef("node(s) that did not answer: %s", strings.Join(parts, "; "))
-}
-
-// clusterDoc is what the text views read of a merged document.
-type clusterDoc struct {
-	VMs []struct {
-		Node       string `json:"node"`
-		ConfigOnly bool   `json:"config_only"`
-		VMID       int    `json:"vmid"`
-		Running    bool   `json:"running"`
-		Findings   []struct {
-			Severity, Code, Disk, Message, Fix string
-		} `json:"findings"`
-		Notes []string `json:"notes"`
-	} `json:"vms"`
-	Pools []struct {
-		Node            string   `json:"node"`
-		Storage         string   `json:"storage"`
-		Type            string   `json:"type"`
-		Pool            string   `json:"pool"`
-		SizeBytes       int64    `json:"size_bytes"`
-		AllocatedBytes  *int64   `json:"allocated_bytes"`
-		DataPercent     *float64 `json:"data_percent"`
-		MetadataPercent *float64 `json:"metadata_percent"`
-		VirtualSumBytes int64    `json:"virtual_sum_bytes"`
-		OvercommitRatio float64  `json:"overcommit_ratio"`
-		Volumes         []struct {
-			Name           string   `json:"name"`
-			VMID           int      `json:"vmid"`
-			Guest          string   `json:"guest"`
-			Disk           string   `json:"disk"`
-			VirtualBytes   int64    `json:"virtual_bytes"`
-			AllocatedBytes *int64   `json:"allocated_bytes"`
-			DataPercent    *float64 `json:"data_percent"`
-			Discard        string   `json:"discard"`
-		} `json:"volumes"`
-		Warnings []struct {
-			Text string `json:"text"`
-			Fix  string `json:"fix"`
-		} `json:"warnings"`
-	} `json:"pools"`
-	Notes []string `json:"notes"`
-	Nodes []struct {
-		cluster.NodeReport
-		Summary *struct {
-			VMs      int `json:"vms"`
-			Errors   int `json:"errors"`
-			Warnings int `json:"warnings"`
-			Infos    int `json:"infos"`
-		} `json:"summary"`
-	} `json:"nodes"`
-}
-
-func printClusterCheck(e *env, d clusterDoc) {
-	status := map[string]string{}
+	if err := cluster.Decode(doc, &d); err != nil {
+		return exitcode.Unreachablef("cluster: %v", err)
+	}
+	status := map[string]cluster.Status{}
 	for _, n := range d.Nodes {
-		status[n.Node] = string(n.Status)
+		status[n.Node] = n.Status
 	}
-	var vms, errs, warns, infos int
-	for _, v := range d.VMs {
-		state := "stopped"
-		if v.Running {
-			state = "running"
-		}
+	for i := range d.VMs {
+		v := &d.VMs[i]
+		state := vmState(v.Item.Running)
 		if v.ConfigOnly {
-			state = "config only: " + v.Node + " " + status[v.Node]
+			state = "config only: " + v.Node + " " + string(status[v.Node])
 		}
-		fmt.Fprintf(e.out, "VM %d on %s (%s): %d finding(s)\n", v.VMID, v.Node, state, len(v.Findings))
-		for _, f := range v.Findings {
-			color := ""
-			switch f.Severity {
-			case "error":
-				color, errs = red, errs+1
-			case "warning":
-				color, warns = yellow, warns+1
-			default:
-				infos++
-			}
-			fmt.Fprintf(e.out, "  %s %s %s: %s\n", e.paint(color, strings.ToUpper(f.Severity)), f.Code, units.OrDash(f.Disk), f.Message)
-			if f.Fix != "" {
-				fmt.Fprintf(e.out, "      fix: %s\n", f.Fix)
-			}
-		}
-		for _, n := range v.Notes {
-			fmt.Fprintf(e.out, "  note: %s\n", n)
-		}
-		vms++
+		printCheckVM(e, &v.Item, v.Node, state)
 	}
 	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")
 	for _, n := range d.Nodes {
@@ -553,50 +388,9 @@ func printClusterCheck(e *env, d clusterDoc) {
 		t.row(append(append([]string{n.Node, string(n.Status)}, c...), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))...)
 	}
 	t.flush()
-	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), vms, errs, warns, infos)
-}
-
-func printClusterThin(e *env, d clusterDoc) {
-	if len(d.Pools) > 0 {
-		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
-		volumes := 0
-		for _, p := range d.Pools {
-			t.row(p.Node, p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent),
-				units.PercentPtr(p.MetadataPercent), units.Bytes(p.VirtualSumBytes), fmt.Sprintf("%.2fx", p.OvercommitRatio))
-			volumes += len(p.Volumes)
-		}
-		t.flush()
-		if volumes > 0 {
-			fmt.Fprintln(e.out)
-			t = newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
-			for _, p := range d.Pools {
-				for _, v := range p.Volumes {
-					guest := v.Guest
-					if v.VMID != 0 {
-						guest += " " + strconv.Itoa(v.VMID)
-					}
-					t.row(p.Node, p.Storage, v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard)
-				}
-			}
-			t.flush()
-		}
-	}
-	for _, p := range d.Pools {
-		for _, w := range p.Warnings {
-			fmt.Fprintf(e.out, "%s %s %s: %s\n", e.paint(yellow, "warning:"), p.Node, p.Storage, w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
-		}
-	}
-	for _, n := range d.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
-	t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
-	for _, n := range d.Nodes {
-		t.row(n.Node, string(n.Status), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))
-	}
-	t.flush()
+	s := d.Summary
+	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), s.VMs, s.Errors, s.Warnings, s.Infos)
+	return nil
 }
 
 func nodeVersion(n cluster.NodeReport) string {
@@ -679,11 +473,8 @@ func (r *replyCapture) finish(stdout io.Writer, err error) int {
 // (--cluster-config-only NODE): its VM configs from pmxcfs, and no command
 // run here, since nothing this node runs (lvs, qm) describes that node.
 func configOnlyView(c *cli.Context, e *env) {
-	n := c.String(configOnlyFlag)
-	if n == "" {
-		return
+	if n := c.String(configOnlyFlag); n != "" {
+		e.node = cluster.ForConfigsOf(e.node, n)
+		e.paths = e.node.Paths
 	}
-	e.paths.Configs = cluster.ConfigDir(e.paths, n)
-	e.node.Paths = e.paths
-	e.node.Runner.Off = fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", n, n)
 }

@@ -18,87 +18,10 @@ func init() { commands = append(commands, discardCommand) }
 
 func discardCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "discard",
-		Usage:     "prove whether space the guest trims really goes back to the storage",
-		ArgsUsage: "VMID [DISK...]",
-		Description: `The guest cannot tell whether its trims free anything: every controller
-advertises discard whatever the disk's setting, and fstrim reports what the
-filesystem handed down, not what the storage freed. QEMU's device counters
-(unmap_*) count discards even when QEMU drops them. Only the node can prove it:
-the protocol block node's counters (what reached the storage) and the storage's
-own allocation figure.
-
-Without options (status), per disk: discard as configured and as the running
-QEMU has it (and at the next start when pending), ssd emulation, whether the
-controller passes discards, whether the storage is thin, the volume's virtual
-size and allocated bytes, and since-start counters: discards the guest sent
-(device unmap_*; VirtIO Block does not count them) and discards that reached
-the storage (protocol node discard-nb-ok, discard-bytes-ok, discard-nb-failed).
-
-Allocated bytes come from each storage's own tool:
-   lvmthin                 lvs: data_percent x lv_size (0.01 % resolution),
-                           plus the pool's size, use and discards mode
-   dir, nfs, cifs, btrfs   raw: the file's allocated blocks (st_blocks);
-                           qcow2: qemu-img info --force-share actual-size
-   zfspool                 zfs get: referenced (usedbysnapshots, pool used);
-                           a zfspool without sparse gives each zvol a
-                           refreservation of its full size: the pool's free
-                           space cannot grow whatever discard says (warned,
-                           with zfs set refreservation=none and sparse 1)
-   rbd                     rbd du: used_size
-Other types (thick lvm, iscsi, ...) are reported as not measurable, with why.
-
---trim asks the guest to trim, through the guest agent (agent: 1 and
-qemu-guest-agent running): everything above is measured, guest-fstrim runs
-(up to --trim-timeout, with a progress line on a terminal), and everything is
-measured again. Per disk: the guest says it trimmed X, QEMU received Y, the
-storage accepted Z, the volume went from A to B bytes (returned = A - B), the
-pool from P to Q, and a verdict:
-   returned         the volume's allocation went down
-   partly-returned  it went down, but snapshots (or a zvol's refreservation)
-                    held it back from the pool, or the storage refused some
-                    discards
-   not-returned     it did not go down (exit 1)
-   not-trimmed      the guest trimmed nothing there (no mounted filesystem on
-                    the disk, or no discards seen): nothing to prove
-   unmeasured       the storage's allocation cannot be read here
-with the reasons that apply: discard=ignore (and the qm set that fixes it,
-applied at the next full stop and start), the guest sent nothing (ext4 re-trims
-only what changed since its last trim), the storage refused the discards, the
-LVM-thin pool ignores discards, snapshots still hold the blocks, a zvol's
-refreservation, discards smaller than the pool's chunk size, ranges that held
-nothing, a guest filesystem spanning several disks.
-
---wait DURATION does the same without a guest agent: it measures, samples the
-counters every second for DURATION while you run fstrim in the guest (e.g.
-fstrim -av), and measures again. The guest's own figure is then unknown. Ticks
-QEMU did not answer (socket held, QEMU stopped) are reported as gaps; the
-counters are cumulative, so a verdict still stands on the whole window, and
-says so. When QEMU stops answering for good (killed, or still stopped at the
-window's end), what was measured until then is printed, with how much of the
-window each verdict stands on, and the exit code is 3.
-
-Changes: --trim runs guest-fstrim in the guest (it discards free space of
-every mounted filesystem; the guest's data is untouched). Nothing else is
-changed: no option, no config. Reads the config, storage.cfg, the running
-QEMU's command line, the QMP socket (short exchanges), the guest agent socket
-(--trim), and runs lvs / qemu-img / zfs / rbd with --timeout each.
-
-EXAMPLES
-   pvediskcheck discard 370
-   pvediskcheck discard 370 scsi1 --trim
-   pvediskcheck discard 370 --wait 2m        # run fstrim -av in the guest meanwhile
-   pvediskcheck --json discard 370 --trim
-
-` + exitcode.Help + `
-   --trim/--wait: 1 when a disk's verdict is not-returned.
-   2 for --wait or --trim-timeout that is not a positive duration.
-   3 also when a tool (lvs, qemu-img, zfs, rbd) times out or fails, or a volume
-   is missing from its report (checked before the guest is asked to trim), when
-   the guest agent does not answer within --timeout (before anything is
-   trimmed), guest-fstrim outlasts --trim-timeout, or QEMU stops answering
-   during --wait. A stopped VM: the status shows the allocation without
-   counters, exit 3.`,
+		Name:        "discard",
+		Usage:       "prove whether space the guest trims really goes back to the storage",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("discard"),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "trim", Usage: "ask the guest to trim (guest agent guest-fstrim) and prove what came back"},
 			&cli.DurationFlag{Name: "wait", Usage: "watch for `DURATION` while fstrim runs in the guest (no guest agent needed), then prove what came back"},
@@ -192,10 +115,7 @@ func discardTrimProgress(e *env, timeout time.Duration) func() {
 }
 
 func printDiscard(e *env, out *discard.Report) {
-	state := e.paint(green, "running")
-	if !out.Running {
-		state = e.paint(yellow, "not running")
-	}
+	state := e.liveState(out.Running)
 	switch out.Mode {
 	case discard.Trim:
 		fmt.Fprintf(e.out, "VM %d: %s; guest-fstrim took %.1f s\n", out.VMID, state, *out.WindowSeconds)
@@ -297,15 +217,10 @@ func printDiscard(e *env, out *discard.Report) {
 			fmt.Fprintf(e.out, "  allocation not measurable: %s\n", d.Allocation.Unmeasured)
 		}
 		for _, w := range d.Warnings {
-			fmt.Fprintf(e.out, "  %s %s\n", e.paint(yellow, "warning:"), w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
+			e.warning("  ", w.Text, w.Fix)
 		}
 	}
-	for _, n := range out.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(out.Notes)
 }
 
 func allocText(r alloc.Result) string {

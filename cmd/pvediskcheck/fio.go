@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -27,98 +24,15 @@ func fioCommand() *cli.Command {
 	csvFlag := &cli.BoolFlag{Name: "csv", Usage: "print CSV (raw numbers, units in the column names) instead of a table"}
 	wide := &cli.BoolFlag{Name: "wide", Usage: "add min-max and the coefficient of variation to every table cell"}
 	return &cli.Command{
-		Name:  "fio",
-		Usage: "summarise and compare fio results with their run-to-run spread, or print Lab 19's job set",
-		Description: `Reads the files fio writes with --output-format=json (or json+), such as the
-ones Lab 19's bench.sh leaves in ~/res, and says how much each number can be
-trusted: the spread between repeated runs, and the benchmark pitfalls that make
-a number describe a cache instead of the disk.
-
-Changes nothing: it only reads the files named and, for the cache check,
-PROC/meminfo.
-
-EXAMPLES
-   pvediskcheck fio summary ~/res
-   pvediskcheck fio compare --dir ~/res native io_uring
-   pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
-
-EXIT CODES
-   see each subcommand ('pvediskcheck fio summary --help').`,
+		Name:        "fio",
+		Usage:       "summarise and compare fio results with their run-to-run spread, or print Lab 19's job set",
+		Description: helpText("fio"),
 		Subcommands: []*cli.Command{
 			{
-				Name:      "summary",
-				Usage:     "one row per test: mean and spread of IOPS, MiB/s, latency and fsync latency",
-				ArgsUsage: "DIR|FILE...",
-				Description: `Reads every *.json file in each DIR (not below it) and every FILE, groups the
-runs of the same test and prints, per group, the number of runs and for each
-metric the mean with the spread between runs, as Lab 19 prints it:
-"44,289 (±3%)" is the mean, and the gap between the slowest and the fastest
-run is 3% of it. --wide adds min-max and, with 3 or more runs, the coefficient
-of variation (standard deviation / mean).
-
-Metrics: IOPS; bandwidth in MiB/s (fio's bw_bytes / 2^20; before fio 3.2,
-io_bytes / runtime); CLAT MEAN, fio's mean completion latency (clat: from
-submission to completion, without the submission time; total latency "lat" is
-in --json); P99, the 99th percentile of clat (of lat when the job set
-lat_percentiles=1: the header then says so); FSYNC MEAN, the mean time of each
-fsync for jobs run with --fsync=N (fio's jobs[].sync.lat_ns, which Lab 37's
-script left out). fio 2.x files are read in the same units: their latencies
-are in µs (clat, lat; clat_ns and lat_ns from fio 2.99) and their io_bytes in
-KiB (bytes from fio 2.21). A value fio printed as unknown (-1) is unknown, not
-a number. Jobs named fill (Lab 19's precondition pass) are not summarised.
-
-Grouping (--group-by):
-   auto  Lab 19 names, <label>-<job>-<run>.json, when <job> is the jobname in
-         the file; otherwise the file's directory is the label. Runs group by
-         label, jobname and the job options that shape the load (rw, bs,
-         iodepth, ioengine, filename, size...; runtime and ramp_time aside).
-   name  label and job from the file name alone, even when fio's jobname
-         differs.
-   job   jobname and options only; file names and directories ignored.
-   dir   the directory is the label; jobname and options as above.
-
-Warnings, per file, from Lab 19's pitfalls:
-   buffered        direct=0: the page cache of the machine fio ran on answered
-   area-below-ram  a read test area smaller than the host's RAM (this node's
-                   MemTotal from PROC/meminfo, or --host-ram): page cache or
-                   ZFS ARC can serve the reads
-   short-runtime   measured for under 20 s
-   no-ramp         no ramp_time: start-up counted
-   no-fill         a read of an area that no fill job (a sequential write of
-                   at least the area, on the same label and filename, before
-                   it) was seen writing: thin storage returns zeros for blocks
-                   never written, without reading the disk
-   single-run      one run: no spread, so nothing can be compared against it
-   job-error       fio reported an error for the job (its errno, and fio's own
-                   line when the file holds it), or I/O errors it went on past
-                   (continue_on_error): the numbers cover part of the run
-   interrupted     fio was stopped ("fio: terminating on signal 2")
-   no-options      fio before 2.3 printed no options: direct, ramp_time and
-                   the fill were not checked
-
-Not summarised, each named with its file (the rest is still summarised): a
-file that is empty, truncated or not fio JSON; a job fio reported as failed
-with no I/O measured (its errno, its name and fio's own line when the file
-holds it: with stdout redirected, fio prints it before the JSON; --output=FILE
-leaves it on the terminal); a job that measured nothing (a job --exitall
-stopped before it started); "jobs": []. fio's notes before the JSON and its
-normal report after it are skipped; a file holding several fio outputs (runs
-appended with >>) gives one run each.
-
-Changes nothing: reads the files named and PROC/meminfo (--proc).
-
-EXAMPLES
-   pvediskcheck fio summary ~/res
-   pvediskcheck fio summary --wide res/local-zfs-*.json
-   pvediskcheck --json fio summary ~/res
-   pvediskcheck fio summary --csv --group-by dir aio-native/ aio-io_uring/ > table.csv
-
-EXIT CODES
-   0  summarised every file, every run; no run failed
-   1  a file could not be read, or a run failed or measured nothing (each is
-      named; the others are summarised), or no run was usable at all (no
-      table; --json says "outcome": "nothing-usable")
-   2  bad input: no such path, no *.json file, bad flag`,
+				Name:        "summary",
+				Usage:       "one row per test: mean and spread of IOPS, MiB/s, latency and fsync latency",
+				ArgsUsage:   "DIR|FILE...",
+				Description: helpText("fio-summary"),
 				Flags: []cli.Flag{
 					groupBy, csvFlag, wide,
 					&cli.StringFlag{Name: "host-ram", Usage: "RAM of the host whose caches can serve the reads, e.g. 64G (default: this node's MemTotal; 0 skips the check)"},
@@ -126,44 +40,10 @@ EXIT CODES
 				Action: fioSummaryAction,
 			},
 			{
-				Name:      "compare",
-				Usage:     "A vs B per job and metric: difference, spread of each side, and whether it is more than noise",
-				ArgsUsage: "A B",
-				Description: `A and B are directories of fio JSON files (one configuration each), or with
---dir DIR, two labels among DIR's files (Lab 19 names: local-zfs, nas-nfs...).
-Jobs are matched by jobname and direction; the target file name and the label
-may differ, any other option that differs is listed under the table.
-
-For each job and metric: both means with their spread (gap between slowest
-and fastest run, in % of the mean), the difference of B from A in %, and:
-   different     the runs of A and B do not overlap and the difference is
-                 larger than the spread of both sides
-   within-noise  otherwise: repeat the runs before believing the difference
-   insufficient  fewer than 2 runs on a side
-With 3 or more runs on both sides, the P column is the p-value of Welch's
-t-test on the means (a small p says the means differ; it does not replace the
-verdict, which needs the ranges apart).
-
-Metrics (--metric, comma-separated; all by default): iops, bw (MiB/s), clat
-(mean completion latency), lat (mean total latency), p99 (of clat), fsync
-(mean fsync latency).
-
-Changes nothing; reads the files only.
-
-EXAMPLES
-   pvediskcheck fio compare res-io_uring/ res-native/
-   pvediskcheck fio compare --dir ~/res --metric iops local-zfs local-lvm
-   pvediskcheck --json fio compare a/ b/
-
-Files that are unreadable and runs that failed or measured nothing are listed
-under the table; a side with no usable run at all is bad input (exit 2), not a
-verdict.
-
-EXIT CODES
-   0  no metric of interest is different (or could not be judged)
-   1  at least one metric of interest (--metric) is different: scripts can gate on it
-   2  bad input: A or B not found or holding no usable run, a directory holding
-      several labels, bad --metric`,
+				Name:        "compare",
+				Usage:       "A vs B per job and metric: difference, spread of each side, and whether it is more than noise",
+				ArgsUsage:   "A B",
+				Description: helpText("fio-compare"),
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "dir", Usage: "directory whose files hold labels A and B (Lab 19's ~/res)"},
 					&cli.StringSliceFlag{Name: "metric", Usage: "metrics of interest: iops, bw, clat, lat, p99, fsync (default all)"},
@@ -172,33 +52,10 @@ EXIT CODES
 				Action: fioCompareAction,
 			},
 			{
-				Name:      "jobs",
-				Usage:     "print Lab 19's job set as a fio job file for one VM disk",
-				ArgsUsage: "/dev/disk/by-id/DEVICE",
-				Description: `Prints a fio job file with Lab 19's method for the disk DEVICE, as the VM
-sees it: a precondition pass (fill: the whole test area written once with 1M
-sequential writes), then rr4k (4k random reads, QD32), rw4k (4k random writes,
-QD32), rw4kqd1 (the same at QD1), sr1m and sw1m (1M sequential reads and
-writes, QD16) and sync (4k random writes at QD1 with an fsync after each), all
-with direct=1 and libaio. Its comments give the loop that runs every job
---runs times into <label>-<job>-<run>.json, the names fio summary expects.
-
-The path must be a /dev/disk/by-id/ name: sdX names change order between
-boots (Lab 19 saw scsi1 as sda and the system disk as sdb). The name and the
-label hold letters, digits and -_.:+ only (the name also @ and ,): they go
-into the job file and the shell commands in its comments. A colon in the name
-is written \: (fio reads "a:b" as two files).
-
-This command changes nothing; the job file it prints, once run with fio,
-OVERWRITES the test area of DEVICE. Use a disk added for the test.
-
-EXAMPLES
-   pvediskcheck fio jobs /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1 > lab19.fio
-   pvediskcheck fio jobs --label local-zfs --runs 5 --runtime 60 /dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1
-
-EXIT CODES
-   0  printed the job file
-   2  bad input (not a /dev/disk/by-id/ path, a bad flag)`,
+				Name:        "jobs",
+				Usage:       "print Lab 19's job set as a fio job file for one VM disk",
+				ArgsUsage:   "/dev/disk/by-id/DEVICE",
+				Description: helpText("fio-jobs"),
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test: letters, digits, -_.:+ (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},
@@ -212,28 +69,12 @@ EXIT CODES
 	}
 }
 
-// fioSummaryJSON is the --json schema of `fio summary`.
-type fioSummaryJSON struct {
-	HostRAMBytes int64 `json:"host_ram_bytes"` // 0: unknown, area-below-ram not checked
-	*fio.Summary
-}
-
-// fioCompareJSON is the --json schema of `fio compare`.
-type fioCompareJSON struct {
-	A          string        `json:"a"`
-	B          string        `json:"b"`
-	Metrics    []string      `json:"metrics_of_interest"`
-	Different  bool          `json:"different"`  // any metric of interest is different: exit 1
-	Unreadable []fio.Warning `json:"unreadable"` // files not read and runs not summarised (failed, no I/O)
-	*fio.Comparisons
-}
-
 func fioSummaryAction(c *cli.Context) error {
 	e := newEnv(c)
 	if c.NArg() == 0 {
 		return exitcode.Usagef("fio summary: name a directory or files (usage: pvediskcheck fio summary %s)", c.Command.ArgsUsage)
 	}
-	mode, err := groupByFlag(c)
+	mode, err := fio.ParseGroupBy(c.String("group-by"))
 	if err != nil {
 		return err
 	}
@@ -250,10 +91,10 @@ func fioSummaryAction(c *cli.Context) error {
 	}
 	switch {
 	case e.json:
-		err = e.printJSON(fioSummaryJSON{ram, sum})
+		err = e.printJSON(fio.SummaryReport{HostRAMBytes: ram, Summary: sum})
 	case c.Bool("csv"):
-		err = summaryCSV(e.out, sum)
-		printNotSummarised(e.errOut, sum)
+		err = sum.WriteCSV(e.out)
+		printWarningList(e.errOut, sum.NotSummarised())
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
 	}
@@ -275,125 +116,38 @@ func fioCompareAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return exitcode.Usagef("fio compare: needs A and B (usage: pvediskcheck fio compare %s)", c.Command.ArgsUsage)
 	}
-	mode, err := groupByFlag(c)
+	mode, err := fio.ParseGroupBy(c.String("group-by"))
 	if err != nil {
 		return err
 	}
 	if e.json && c.Bool("csv") {
 		return exitcode.Usagef("fio compare: --json and --csv exclude each other")
 	}
-	var metrics []string
-	for _, m := range c.StringSlice("metric") {
-		for _, k := range strings.Split(m, ",") {
-			if k = strings.TrimSpace(k); k == "" {
-				continue
-			}
-			if _, ok := fio.MetricByKey(k); !ok {
-				return exitcode.Usagef("fio compare: unknown --metric %q (iops, bw, clat, lat, p99, fsync)", k)
-			}
-			metrics = append(metrics, k)
-		}
-	}
-	opt := fio.Options{GroupBy: mode}
-	var inDir *fio.Summary // --dir, loaded once for both labels
-	a, ua, err := compareSide(c.Args().Get(0), c.String("dir"), opt, &inDir)
+	metrics, err := fio.ParseMetrics(c.StringSlice("metric"))
 	if err != nil {
 		return err
 	}
-	b, ub, err := compareSide(c.Args().Get(1), c.String("dir"), opt, &inDir)
+	sides, err := fio.LoadSides(c.Args().Get(0), c.Args().Get(1), c.String("dir"), fio.Options{GroupBy: mode})
 	if err != nil {
 		return err
 	}
-	unreadable := slices.Clone(ua)
-	for _, w := range ub { // labels from one --dir share its list
-		if !slices.Contains(unreadable, w) {
-			unreadable = append(unreadable, w)
-		}
-	}
-	if unreadable == nil {
-		unreadable = []fio.Warning{}
-	}
-	cmp := fio.Compare(a, b, metrics)
-	different := cmp.AnyDifferent(metrics)
-	nameA, nameB := c.Args().Get(0), c.Args().Get(1)
+	rep := fio.CompareSides(c.Args().Get(0), c.Args().Get(1), sides, metrics)
 	switch {
 	case e.json:
-		if metrics == nil {
-			metrics = []string{}
-		}
-		err = e.printJSON(fioCompareJSON{nameA, nameB, metrics, different, unreadable, cmp})
+		err = e.printJSON(rep)
 	case c.Bool("csv"):
-		err = compareCSV(e.out, cmp)
-		printWarningList(e.errOut, unreadable)
+		err = rep.WriteCSV(e.out)
+		printWarningList(e.errOut, rep.Unreadable)
 	default:
-		compareTable(e, nameA, nameB, cmp, unreadable, c.Bool("wide"), different)
+		compareTable(e, rep, c.Bool("wide"))
 	}
 	if err != nil {
 		return err
 	}
-	if different {
+	if rep.Different {
 		return exitcode.ErrProblem
 	}
 	return nil
-}
-
-// compareSide resolves A or B: a directory holding one label, or a label
-// among the files of dir (loaded once into *inDir).
-func compareSide(arg, dir string, opt fio.Options, inDir **fio.Summary) ([]fio.Group, []fio.Warning, error) {
-	if st, err := os.Stat(arg); err == nil && st.IsDir() {
-		sum, err := fio.Load([]string{arg}, opt)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(sum.Groups) == 0 {
-			return nil, nil, noUsableRun(arg, sum)
-		}
-		if l := labels(sum.Groups); len(l) > 1 {
-			return nil, nil, exitcode.Usagef("fio compare: %s holds %d labels (%s): name two of them with --dir %s LABEL-A LABEL-B",
-				arg, len(l), strings.Join(l, ", "), arg)
-		}
-		return sum.Groups, notSummarised(sum), nil
-	}
-	if dir == "" {
-		return nil, nil, exitcode.Usagef("fio compare: %s is not a directory; to compare labels, name their directory with --dir", arg)
-	}
-	if *inDir == nil {
-		sum, err := fio.Load([]string{dir}, opt)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(sum.Groups) == 0 {
-			return nil, nil, noUsableRun(dir, sum)
-		}
-		*inDir = sum
-	}
-	var gs []fio.Group
-	for _, g := range (*inDir).Groups {
-		if g.Label == arg {
-			gs = append(gs, g)
-		}
-	}
-	if len(gs) == 0 {
-		return nil, nil, exitcode.Usagef("fio compare: no label %q in %s (labels: %s)", arg, dir, strings.Join(labels((*inDir).Groups), ", "))
-	}
-	return gs, notSummarised(*inDir), nil
-}
-
-// notSummarised is a summary's unreadable files and failed runs, in that order.
-func notSummarised(sum *fio.Summary) []fio.Warning {
-	return append(slices.Clone(sum.Unreadable), sum.Failed...)
-}
-
-// noUsableRun is compare's error for a side with nothing to compare: bad
-// input (exit 2), not a verdict: exit 0 would read as "no difference", 1 as
-// "different".
-func noUsableRun(arg string, sum *fio.Summary) error {
-	ws := notSummarised(sum)
-	if len(ws) == 0 {
-		return exitcode.Usagef("fio compare: %s: no usable run (only fill passes: %d)", arg, len(sum.Preconditioning))
-	}
-	return exitcode.Usagef("fio compare: %s: no usable run (%d file(s) or run(s) not summarised; first: %s)",
-		arg, len(ws), ws[0].Message)
 }
 
 func fioJobsAction(c *cli.Context) error {
@@ -401,13 +155,11 @@ func fioJobsAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return exitcode.Usagef("fio jobs: name one disk (usage: pvediskcheck fio jobs %s)", c.Command.ArgsUsage)
 	}
-	dev := c.Args().First()
-	label := c.String("label")
-	if label == "" {
-		label = fio.DefaultLabel(dev)
-	}
-	js := fio.JobSet{Device: dev, Label: label, Size: c.String("size"),
+	js := fio.JobSet{Device: c.Args().First(), Label: c.String("label"), Size: c.String("size"),
 		RuntimeS: c.Int("runtime"), RampS: c.Int("ramp"), Runs: c.Int("runs")}
+	if js.Label == "" {
+		js.Label = fio.DefaultLabel(js.Device)
+	}
 	if err := js.Validate(); err != nil {
 		var inv *fio.InvalidError
 		if errors.As(err, &inv) && inv.Field != "device" {
@@ -417,14 +169,6 @@ func fioJobsAction(c *cli.Context) error {
 	}
 	_, err := io.WriteString(e.out, js.JobFile())
 	return err
-}
-
-func groupByFlag(c *cli.Context) (fio.GroupBy, error) {
-	g := fio.GroupBy(c.String("group-by"))
-	if !slices.Contains(fio.GroupBys, g) {
-		return "", exitcode.Usagef("--group-by %q: expected auto, name, job or dir", g)
-	}
-	return g, nil
 }
 
 // hostRAM is --host-ram, else MemTotal from PROC/meminfo; 0 when unknown.
@@ -446,16 +190,6 @@ func hostRAM(e *env, flag string) (int64, error) {
 	return 0, nil
 }
 
-func labels(gs []fio.Group) []string {
-	var l []string
-	for _, g := range gs {
-		if !slices.Contains(l, g.Label) {
-			l = append(l, g.Label)
-		}
-	}
-	return l
-}
-
 // cell is "44,289 (±3%)"; wide adds "43,625-44,953 cv 2.1%". scale divides
 // the values (1000: ns to µs).
 func cell(s *fio.Stat, scale float64, wide bool) string {
@@ -475,7 +209,7 @@ func cell(s *fio.Stat, scale float64, wide bool) string {
 	return out
 }
 
-func p99Title(gs []*fio.Group) string {
+func p99Title(gs []fio.Group) string {
 	for _, g := range gs {
 		if g.P99Of == "lat" {
 			return "P99 µs"
@@ -493,94 +227,33 @@ func p99Cell(g *fio.Group, title string, wide bool) string {
 }
 
 func summaryTable(e *env, sum *fio.Summary, wide bool) {
-	gs := make([]*fio.Group, len(sum.Groups))
-	for i := range sum.Groups {
-		gs[i] = &sum.Groups[i]
-	}
-	if len(gs) == 0 {
-		printNotSummarised(e.out, sum)
+	if len(sum.Groups) == 0 {
+		printWarningList(e.out, sum.NotSummarised())
 		return
 	}
-	p99 := p99Title(gs)
+	p99 := p99Title(sum.Groups)
 	t := newTable(e.out, "LABEL", "JOB", "WORKLOAD", "I/O", "RUNS", "IOPS", "MiB/s", "CLAT MEAN µs", p99, "FSYNC MEAN µs")
-	for _, g := range gs {
+	for i := range sum.Groups {
+		g := &sum.Groups[i]
 		t.row(units.OrDash(g.Label), g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()),
 			cell(&g.IOPS, 1, wide), cell(&g.BandwidthMiBps, 1, wide), cell(g.ClatMeanNs, 1000, wide),
 			p99Cell(g, p99, wide), cell(g.FsyncMeanNs, 1000, wide))
 	}
 	t.flush()
-	if len(gs) > 0 {
+	if len(sum.Groups) > 0 {
 		fmt.Fprintln(e.out, "(±N%: gap between the slowest and the fastest run, in % of the mean)")
 	}
-	printWarnings(e, gs)
-	printNotSummarised(e.out, sum)
-}
-
-// printWarnings prints each distinct warning once, with the groups it
-// applies to ("all runs" when it applies to every run shown).
-func printWarnings(e *env, gs []*fio.Group) {
-	type entry struct {
-		code, msg string
-		groups    []*fio.Group
-		files     map[*fio.Group]map[string]bool
-	}
-	var entries []*entry
-	at := map[string]*entry{}
-	dirs := map[string]int{} // a job with both directions gets "(read)"/"(write)"
-	total := 0
-	for _, g := range gs {
-		dirs[g.Name()]++
-		total += g.Runs()
-	}
-	for _, g := range gs {
-		for _, w := range g.Warnings {
-			k := w.Code + "\x00" + w.Message
-			en := at[k]
-			if en == nil {
-				en = &entry{code: w.Code, msg: w.Message, files: map[*fio.Group]map[string]bool{}}
-				at[k] = en
-				entries = append(entries, en)
-			}
-			if en.files[g] == nil {
-				en.files[g] = map[string]bool{}
-				en.groups = append(en.groups, g)
-			}
-			en.files[g][w.File] = true
+	// Each distinct warning once, with where it applies.
+	if ws := sum.WarningUses(); len(ws) > 0 {
+		fmt.Fprintln(e.out, "\nWarnings (Lab 19's pitfalls):")
+		for _, w := range ws {
+			fmt.Fprintf(e.out, "  %s: %s\n      %s\n", w.Code, w.Message, w.Where)
 		}
 	}
-	if len(entries) == 0 {
-		return
-	}
-	slices.SortStableFunc(entries, func(a, b *entry) int { return strings.Compare(a.code, b.code) })
-	fmt.Fprintln(e.out, "\nWarnings (Lab 19's pitfalls):")
-	for _, en := range entries {
-		covered := 0
-		var where []string
-		for _, g := range en.groups {
-			covered += len(en.files[g])
-			n := units.OrDash(g.Name())
-			if dirs[g.Name()] > 1 {
-				n += " (" + g.Dir + ")"
-			}
-			if len(en.files[g]) < g.Runs() {
-				n += fmt.Sprintf(" (%d of %d runs)", len(en.files[g]), g.Runs())
-			}
-			where = append(where, n)
-		}
-		fmt.Fprintf(e.out, "  %s: %s\n", en.code, en.msg)
-		if covered == total && len(gs) > 1 {
-			fmt.Fprintf(e.out, "      all runs\n")
-		} else {
-			fmt.Fprintf(e.out, "      %s\n", strings.Join(where, ", "))
-		}
-	}
+	printWarningList(e.out, sum.NotSummarised())
 }
 
-// printNotSummarised lists a summary's unreadable files and failed runs.
-func printNotSummarised(w io.Writer, sum *fio.Summary) {
-	printWarningList(w, notSummarised(sum))
-}
-
+// printWarningList lists the files not read and the runs not summarised.
 func printWarningList(w io.Writer, ws []fio.Warning) {
 	if len(ws) == 0 {
 		return
@@ -604,10 +277,10 @@ func printWarningList(w io.Writer, ws []fio.Warning) {
 	}
 }
 
-func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable []fio.Warning, wide, different bool) {
-	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", nameA, nameB)
+func compareTable(e *env, rep *fio.CompareReport, wide bool) {
+	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", rep.A, rep.B)
 	t := newTable(e.out, "JOB", "I/O", "METRIC", "A", "B", "B vs A", "VERDICT", "P (Welch)")
-	for _, r := range cmp.Rows {
+	for _, r := range rep.Rows {
 		m, _ := fio.MetricByKey(r.Metric)
 		title, scale := m.Title, 1.0
 		if r.Metric != "iops" && r.Metric != "bw" {
@@ -629,89 +302,11 @@ func compareTable(e *env, nameA, nameB string, cmp *fio.Comparisons, unreadable 
 			fmt.Sprintf("%s n=%d", cell(&rb, scale, wide), r.B.N), fmt.Sprintf("%+.1f%%", r.DiffPct), verdict, p)
 	}
 	t.flush()
-	for _, n := range cmp.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
-	printWarningList(e.out, unreadable)
-	if different {
+	e.notes(rep.Notes)
+	printWarningList(e.out, rep.Unreadable)
+	if rep.Different {
 		fmt.Fprintln(e.out, "\nAt least one metric differs by more than the spread between runs.")
 	} else {
 		fmt.Fprintln(e.out, "\nNo metric differs by more than the spread between runs.")
 	}
-}
-
-var csvMetrics = []struct {
-	prefix string
-	of     func(*fio.Group) *fio.Stat
-}{
-	{"iops", func(g *fio.Group) *fio.Stat { return &g.IOPS }},
-	{"bw_mibps", func(g *fio.Group) *fio.Stat { return &g.BandwidthMiBps }},
-	{"clat_mean_ns", func(g *fio.Group) *fio.Stat { return g.ClatMeanNs }},
-	{"lat_mean_ns", func(g *fio.Group) *fio.Stat { return g.LatMeanNs }},
-	{"p99_ns", func(g *fio.Group) *fio.Stat { return g.P99Ns }},
-	{"fsync_mean_ns", func(g *fio.Group) *fio.Stat { return g.FsyncMeanNs }},
-}
-
-func statFields(s *fio.Stat) []string {
-	if s == nil || s.N == 0 {
-		return []string{"", "", "", "", ""}
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	cv := ""
-	if s.CVPct != nil {
-		cv = f(*s.CVPct)
-	}
-	return []string{f(s.Mean), f(s.Min), f(s.Max), f(s.SpreadPct), cv}
-}
-
-var statSuffixes = []string{"mean", "min", "max", "spread_pct", "cv_pct"}
-
-func summaryCSV(w io.Writer, sum *fio.Summary) error {
-	cw := csv.NewWriter(w)
-	head := []string{"label", "job", "workload", "direction", "runs", "p99_of"}
-	for _, m := range csvMetrics {
-		for _, s := range statSuffixes {
-			head = append(head, m.prefix+"_"+s)
-		}
-	}
-	cw.Write(append(head, "warnings"))
-	for i := range sum.Groups {
-		g := &sum.Groups[i]
-		row := []string{g.Label, g.Job, g.Workload, g.Dir, strconv.Itoa(g.Runs()), g.P99Of}
-		for _, m := range csvMetrics {
-			row = append(row, statFields(m.of(g))...)
-		}
-		var codes []string
-		for _, w := range g.Warnings {
-			if !slices.Contains(codes, w.Code) {
-				codes = append(codes, w.Code)
-			}
-		}
-		cw.Write(append(row, strings.Join(codes, ";")))
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-func compareCSV(w io.Writer, cmp *fio.Comparisons) error {
-	cw := csv.NewWriter(w)
-	head := []string{"job", "direction", "workload", "metric", "latency_of", "a_runs", "b_runs"}
-	for _, side := range []string{"a", "b"} {
-		for _, s := range statSuffixes {
-			head = append(head, side+"_"+s)
-		}
-	}
-	cw.Write(append(head, "diff_pct", "verdict", "p_value", "better"))
-	for _, r := range cmp.Rows {
-		row := []string{r.Job, r.Dir, r.Workload, r.Metric, r.Of, strconv.Itoa(r.A.N), strconv.Itoa(r.B.N)}
-		ra, rb := r.A, r.B
-		row = append(append(row, statFields(&ra)...), statFields(&rb)...)
-		p := ""
-		if r.PValue != nil {
-			p = strconv.FormatFloat(*r.PValue, 'g', -1, 64)
-		}
-		cw.Write(append(row, strconv.FormatFloat(r.DiffPct, 'f', -1, 64), string(r.Verdict), p, r.Better))
-	}
-	cw.Flush()
-	return cw.Error()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/urfave/cli/v2"
 
@@ -14,51 +13,10 @@ func init() { commands = append(commands, flushCommand) }
 
 func flushCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "flush",
-		Usage:     "verify by measurement whether guest flushes are honoured or ignored",
-		ArgsUsage: "VMID [DISK...]",
-		Description: `Samples, over a window, each disk's bytes written, flush count and flush time
-(QMP query-blockstats, one short exchange per sample), the node's Dirty and
-Writeback memory, the QEMU process's write_bytes (/proc/PID/io: real data it
-sent toward storage; zeroes turned into write-zeroes do not count) and, for
-block-device volumes, the device's own write and flush counters. Verdict per
-disk:
-   honored         guest flushes took time: the data went to storage
-   ignored         flushes counted but took ~0 time while the disk's data
-                   stayed dirty in node RAM (cache=unsafe): exit 1, with what a
-                   host crash would lose
-   no-flushes      the guest did not flush in the window (try --trigger)
-   zero-data       the guest wrote only zeroes: Proxmox's detect-zeroes turns
-                   them into write-zeroes, nothing reached node RAM to judge
-   not-applicable  the mode and storage keep nothing acknowledged waiting on
-                   this node (none/writethrough/directsync on a plain volume,
-                   librbd with its cache off, an iSCSI target)
-   inconclusive    flushes reached a layer the node cannot see (a ZFS zvol, an
-                   iSCSI target) and completed too fast to have written
-                   anything: nothing was waiting, or that layer ignores them
-
-A guest flush is counted in every cache mode; under unsafe it takes no time.
-Dirty is node-wide and other writers move it, so the verdict rests on the
-flush timing and on this QEMU's own write_bytes. Where the storage holds
-acknowledged writes out of the node page cache's sight (librbd's cache in the
-QEMU process, ZFS's open transaction group, an iSCSI target, QEMU's qcow2
-metadata cache), the verdict rests on QEMU's flags and the flush timing alone
-and says so (timing_only in JSON).
-
-If QMP stops answering during the window (QEMU stopped, or another client
-holds the socket), the gap is shown and each verdict says how much of the
-window it stands on; if QEMU goes away, the samples taken are printed and the
-exit code is 3.
-
---trigger runs 'sync' (and an fsync of each disk device) in the guest through
-the guest agent at the start of the window: harmless, and the only change made.
-The agent must answer before the window starts (within --timeout).
-
-EXAMPLES
-   pvediskcheck flush 370                 # watch 15 s while the guest works
-   pvediskcheck flush 370 scsi1 --trigger --for 10s --json
-
-` + exitcode.Help,
+		Name:        "flush",
+		Usage:       "verify by measurement whether guest flushes are honoured or ignored",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("flush"),
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window"},
 			&cli.Float64Flag{Name: "hz", Value: flush.DefaultHz, Usage: "samples per second (2-10)"},
@@ -118,51 +76,22 @@ func flushAction(c *cli.Context) error {
 	return nil
 }
 
-// printFlushSeries prints one row per second of the window (the deltas
-// since the previous row), the last sample before each stretch without
-// samples, that stretch, and the sample that closes the window.
+// printFlushSeries prints the series' rows (flush.Result.Rows): a stretch
+// without samples has dashes in the columns (so they stay aligned) and
+// says what happened.
 func printFlushSeries(e *env, r *flush.Result) {
 	t := newTable(e.out, "T(s)", "GUEST MiB W", "FLUSHES", "FLUSH ms", "DIRTY MiB", "WRITEBACK MiB")
-	gaps := r.Gaps
-	if len(r.Samples) > 0 {
-		prev := r.Samples[0]
-		lastRow := 0.0 // the second of the previous row
-		for i, s := range r.Samples[1:] {
-			for len(gaps) > 0 && gaps[0].ToS <= s.TimeS+0.05 {
-				gapRow(t, gaps[0])
-				gaps = gaps[1:]
-			}
-			// A sample read up to 50 ms early still stands for its second.
-			sec := math.Floor(s.TimeS + 0.05)
-			beforeGap := len(gaps) > 0 && math.Abs(gaps[0].FromS-s.TimeS) < 0.05
-			closing := i == len(r.Samples)-2
-			if sec <= lastRow && !beforeGap && !closing {
-				continue // one row per second
-			}
-			label := fmt.Sprintf("%.0f", sec)
-			if (beforeGap || closing) && s.TimeS-sec > 0.05 {
-				label = fmt.Sprintf("%.1f", s.TimeS) // off the whole second: a gap or the end is next
-			}
-			var wr, fl, ft int64
-			for id, d := range s.Disks {
-				p := prev.Disks[id]
-				wr += d.WrBytes - p.WrBytes
-				fl += d.FlushOps - p.FlushOps
-				ft += d.FlushTotalTimeNs - p.FlushTotalTimeNs
-			}
-			t.row(label, fmt.Sprintf("%.1f", float64(wr)/(1<<20)), fmt.Sprint(fl), fmt.Sprintf("%.2f", float64(ft)/1e6),
-				fmt.Sprintf("%.1f", float64(s.DirtyBytes)/(1<<20)), fmt.Sprintf("%.1f", float64(s.WritebackBytes)/(1<<20)))
-			prev, lastRow = s, math.Max(sec, lastRow)
+	for _, row := range r.Rows() {
+		if g := row.Gap; g != nil {
+			t.row("gap", "-", "-", "-", "-", "-", fmt.Sprintf("no samples from %.1f to %.1f s (%d missed): %s", g.FromS, g.ToS, g.Missed, g.Why))
+			continue
 		}
-	}
-	for _, g := range gaps {
-		gapRow(t, g)
+		at := fmt.Sprintf("%.0f", row.TimeS)
+		if !row.Whole {
+			at = fmt.Sprintf("%.1f", row.TimeS)
+		}
+		t.row(at, fmt.Sprintf("%.1f", float64(row.WrittenBytes)/(1<<20)), fmt.Sprint(row.Flushes), fmt.Sprintf("%.2f", float64(row.FlushTimeNs)/1e6),
+			fmt.Sprintf("%.1f", float64(row.DirtyBytes)/(1<<20)), fmt.Sprintf("%.1f", float64(row.WritebackBytes)/(1<<20)))
 	}
 	t.flush()
-}
-
-// gapRow is a table row for a stretch without samples: dashes in the
-// columns (so they stay aligned) and what happened after them.
-func gapRow(t *table, g flush.Gap) {
-	t.row("gap", "-", "-", "-", "-", "-", fmt.Sprintf("no samples from %.1f to %.1f s (%d missed): %s", g.FromS, g.ToS, g.Missed, g.Why))
 }

@@ -24,20 +24,7 @@ func limitFlagName(proxmoxKey string) string { return strings.ReplaceAll(proxmox
 func limitCommand() *cli.Command {
 	flags := []cli.Flag{}
 	for _, k := range qemuserver.LimitKeys {
-		unit := "ops/s"
-		switch {
-		case k.Scale == qemuserver.MiB:
-			unit = "MiB/s (1 MiB = 1048576 bytes), fractions allowed"
-		case strings.HasSuffix(k.Proxmox, "_length"):
-			unit = "seconds the burst may last (needs its _max)"
-		case strings.HasSuffix(k.Proxmox, "_max"):
-			unit = "ops/s burst (needs its rate)"
-		}
-		remove := "; 0 removes it"
-		if strings.HasSuffix(k.Proxmox, "_length") {
-			remove = "; at least 1 (the default)"
-		}
-		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + unit + remove, Category: "LIMITS (Proxmox keys and units)"})
+		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + limit.Describe(k), Category: "LIMITS (Proxmox keys and units)"})
 	}
 	flags = append(flags,
 		&cli.BoolFlag{Name: "clear", Usage: "remove every limit of the disk (flags given with it are then the only limits)"},
@@ -47,66 +34,12 @@ func limitCommand() *cli.Command {
 		&cli.DurationFlag{Name: "for", Value: limit.DefaultWindow, Usage: "measurement window for --verify (at least 5s; the first 3s are not judged)"},
 	)
 	return &cli.Command{
-		Name:      "limit",
-		Usage:     "show the I/O limits a disk runs with, set them live, and prove them by measurement",
-		ArgsUsage: "VMID [DISK]",
-		Description: `Show (no limit flags): for each disk, the limits in the config (Proxmox keys:
-mbps* in MiB/s, iops* in ops/s, *_max bursts, *_max_length in seconds) and the
-limits the running QEMU applies right now (throttle group throttle-drive-DISK
-under -blockdev, the drive's own throttling under -drive), in the same units and
-in bytes/s. A limit set live but never saved, or a config that never reached the
-running VM (restored from a backup, edited by hand), is marked DIFFERS.
-
-Apply (DISK and at least one limit flag, or --clear): parses each value as the
-number it is (mbps*: a decimal, iops* and *_max: an integer, *_max_length: an
-integer of at least 1; nothing above QEMU's 1e15, nothing that is not 0 but
-becomes 0 bytes/s), then checks the new set as Proxmox does (mbps with
-mbps_rd/mbps_wr, iops with iops_rd/iops_wr, a *_max without its rate, a
-*_max_length without its *_max) and as QEMU does (a *_max below its rate)
-before touching anything; the command sent is built from the numbers;
-then applies it to the running QEMU exactly as qemu-server does (qom-set of all
-18 limit fields of throttle-drive-DISK, or block_set_io_throttle on drive-DISK
-for machines older than 10.0), reads the limits back from QEMU and prints
-before/after. Flags change only the keys they name; the others keep their
-running values. The config is NOT changed: the limits disappear when the VM
-restarts.
-
---persist runs 'qm set VMID --DISK <the disk's config line with the new limit
-keys>' instead: Proxmox saves the line and applies the limits live itself; the
-tool then reads QEMU back to confirm it did. Here flags change the config
-line's keys. A disk with a pending change ([PENDING]) is refused: qm set would
-replace it. On a stopped VM only --persist works (the limits apply at the next
-start). --dry-run prints the QMP command or the qm set line and changes nothing.
-
---verify samples query-blockstats for the disk at 2 Hz for --for (default 10s),
-reconnecting for each sample so the QMP socket stays free for Proxmox, and
-judges each rate limit on the steady part of the window (the first 3s of the
-window are left out: a queue that starts against a limit is admitted in a
-burst, then stalls). Samples missed (a busy socket, a QEMU that does not
-answer) are counted and the gaps shown; a verdict says how much of the steady
-part it stands on when gaps cut into it.
-Per limit: holds (measured at least 80 % of the limit, so it was binding, and at
-most 5 % above it, plus what a configured burst allows), not-binding (the guest
-did not push hard enough to prove anything: run a load in the guest), or
-exceeded (more than 5 % above the limit: exit 1). It also prints the queue depth
-observed (Little's law: the rate times the median latency of the sample
-intervals) and the latency that queue predicts at the limit (queue depth /
-limit). A progress line is drawn on stderr when it is a terminal.
-
-EXAMPLES
-   pvediskcheck limit 370
-   pvediskcheck limit 370 scsi1 --mbps-wr 20 --iops-rd 500
-   pvediskcheck limit 370 scsi1 --mbps-wr 20 --iops-rd 500 --persist
-   pvediskcheck limit 370 scsi1 --mbps-wr 20 --dry-run
-   pvediskcheck limit 370 scsi1 --verify --for 20s
-   pvediskcheck limit 370 scsi1 --clear --persist
-
-` + exitcode.Help + `
-   Exit 1 also when a limit is exceeded, or when QEMU does not report the limits
-   that were just applied. A stopped VM exits 3 (except --persist), so does a
-   busy or missing QMP socket. Rejected values exit 2 and change nothing.`,
-		Flags:  flags,
-		Action: limitAction,
+		Name:        "limit",
+		Usage:       "show the I/O limits a disk runs with, set them live, and prove them by measurement",
+		ArgsUsage:   "VMID [DISK]",
+		Description: helpText("limit"),
+		Flags:       flags,
+		Action:      limitAction,
 	}
 }
 
@@ -286,9 +219,7 @@ func printLimit(e *env, o *limit.Result) {
 	if vj := o.Verify; vj != nil {
 		printLimitVerify(e, vj)
 	}
-	for _, n := range o.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
-	}
+	e.notes(o.Notes)
 }
 
 func printLimitVerify(e *env, vj *limit.Verification) {

@@ -14,48 +14,9 @@ func init() { commands = append(commands, metricsCommand) }
 
 func metricsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "metrics",
-		Usage: "what every disk of the node's VMs runs with, its counters, limits and check findings, as Prometheus metrics",
-		Description: `Collects, for every VM of the node, what the other commands decide, and prints
-it in Prometheus' text exposition format: per running disk QEMU's counters
-(bytes, requests, time spent, failed requests, discards, discards the storage
-accepted), an info series with the cache mode configured and in effect, aio,
-the iothread serving the disk and discard, the running I/O limits and whether
-they differ from the config; per VM the findings of check (counted by code and
-severity) and the CPU time of its QEMU threads by role (main loop, iothreads,
-vCPUs, told apart by thread id as top does); the node's thin pools (size,
-allocation, metadata, overcommit: the figures of thin). Metric names, labels
-and PromQL examples: README, section "metrics".
-
-Without --textfile or --listen the exposition goes to stdout.
---textfile DIR writes DIR/pvediskcheck.prom for node_exporter's textfile
-collector (Debian: /var/lib/prometheus/node-exporter) atomically (a temporary
-file in DIR, then renamed), and exits; the package's pvediskcheck-metrics.timer
-(disabled by default) does this every minute:
-   systemctl enable --now pvediskcheck-metrics.timer
---listen ADDR serves /metrics over HTTP and nothing else (nothing it serves
-changes anything), collecting anew on each scrape within --deadline (or the
-scrape's own timeout, when shorter); scrapes arriving during a collection
-share it. No timestamps are exported.
-
-Load: per running VM and collection two short QMP exchanges, one after the
-other (the block graph, write caches and limits, as cache does; then the
-counters and thread ids), a constant number of commands whatever the number
-of disks; lvs (or zfs) once for the thin pools. A VM whose QMP socket stays
-busy beyond --timeout (another client holds it) is counted in
-pvediskcheck_collect_errors{source="qmp"} and has no disk or CPU series in
-that collection: a missing sample, never a zero.
-
-EXAMPLES
-   pvediskcheck metrics
-   pvediskcheck metrics --textfile /var/lib/prometheus/node-exporter
-   pvediskcheck metrics --listen 127.0.0.1:9732
-
-` + exitcode.Help + `
-   metrics exits 0 once the exposition is written (or, with --listen, when
-   interrupted), whatever it holds: what could not be read is counted in
-   pvediskcheck_collect_errors. 2: bad flags, a DIR that is not a directory,
-   an ADDR it cannot listen on, a root that is not a Proxmox VE node.`,
+		Name:        "metrics",
+		Usage:       "what every disk of the node's VMs runs with, its counters, limits and check findings, as Prometheus metrics",
+		Description: helpText("metrics"),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "textfile", Usage: "write DIR/" + metrics.TextfileName + " (atomically) for node_exporter's textfile collector, then exit", TakesFile: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},

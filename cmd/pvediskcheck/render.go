@@ -37,3 +37,34 @@ func (e *env) paint(color, s string) string {
 	}
 	return color + s + reset
 }
+
+// vmState is a VM's state as check heads it.
+func vmState(running bool) string {
+	if running {
+		return "running"
+	}
+	return "stopped"
+}
+
+// liveState is a VM's state at the head of a report, coloured.
+func (e *env) liveState(running bool) string {
+	if running {
+		return e.paint(green, "running")
+	}
+	return e.paint(yellow, "not running")
+}
+
+// warning prints a warning and, under it, its fix.
+func (e *env) warning(indent, text, fix string) {
+	fmt.Fprintf(e.out, "%s%s %s\n", indent, e.paint(yellow, "warning:"), text)
+	if fix != "" {
+		fmt.Fprintf(e.out, "    fix: %s\n", fix)
+	}
+}
+
+// notes prints a report's notes, one line each.
+func (e *env) notes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(e.out, "note: "+n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -15,43 +16,11 @@ func init() { commands = append(commands, thinCommand) }
 
 func thinCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "thin",
-		Usage:     "report thin pools: use, overcommit, and which volumes hold the space",
-		ArgsUsage: "[STORAGE...]",
-		Description: `For each LVM-thin storage of storage.cfg (and each zfspool storage), or the
-ones named: the pool's size, data and metadata use, the sum of its thin
-volumes' virtual sizes and the overcommit ratio (what 'qm create' warns about:
-"Sum of all thin volume sizes exceeds the size of thin pool"), and per volume:
-the VM or container and disk that use it, virtual size, allocated bytes, discard
-on or off, and its snapshots; sorted by allocated bytes, biggest first.
-
-Thin snapshots count toward overcommit, as lvm2 counts them: each can come to
-hold its full size once it or its origin is rewritten. Their share is shown
-on its own. 'pvediskcheck check' judges a VM's pools with the same figures.
-
-Warnings: data or metadata use at 80 % or more (at 100 % data a thin pool stops
-writes; at 100 % metadata it can be damaged), virtual sizes above the pool's
-size, a pool that ignores discards, and volumes of at least 1 GiB (or 10 % of
-the pool) with discard off, whose trimmed space never comes back (see
-'pvediskcheck discard').
-
-Volumes are matched to VMs through /etc/pve/qemu-server/*.conf and
-/etc/pve/lxc/*.conf on this node; a volume no config names is "unreferenced"
-(a leftover, or a guest of another node on shared storage).
-
-Changes nothing. Runs lvs (LVM-thin) and zfs list/get (zfspool) once each,
-with --timeout.
-
-EXAMPLES
-   pvediskcheck thin
-   pvediskcheck thin local-lvm --json
-
-` + exitcode.Help + `
-   1 when a pool's data or metadata use is at or above 90 %.
-   2 when the root has no storage.cfg (not a Proxmox VE node), or a named
-     storage is unknown or not a thin pool.
-   3 when lvs or zfs fails or times out, or a pool is missing from its report.`,
-		Action: thinAction,
+		Name:        "thin",
+		Usage:       "report thin pools: use, overcommit, and which volumes hold the space",
+		ArgsUsage:   "[STORAGE...]",
+		Description: helpText("thin"),
+		Action:      thinAction,
 	}
 }
 
@@ -103,28 +72,62 @@ func printThin(e *env, rep *thinpool.Report) {
 		fmt.Fprintf(e.out, "\n  thin volumes: %d, virtual sizes %s%s, overcommit %.2fx\n", len(p.Volumes), units.Bytes(p.VirtualSumBytes), snaps, p.OvercommitRatio)
 		t := newTable(e.out, "  VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD", "SNAPSHOTS")
 		for _, v := range p.Volumes {
-			guest := v.Guest
-			if v.VMID != 0 {
-				guest = fmt.Sprintf("%s %d", v.Guest, v.VMID)
-				if v.Guest == thinpool.GuestUnreferenced {
-					guest = fmt.Sprintf("unreferenced (%d?)", v.VMID)
-				}
-			}
 			snaps := "-"
 			if len(v.Snapshots) > 0 {
 				snaps = strings.Join(v.Snapshots, ",")
 			}
-			t.row("  "+v.Name, guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard, snaps)
+			t.row(append(append([]string{"  " + v.Name}, thinVolumeCells(v)...), snaps)...)
 		}
 		t.flush()
 		for _, w := range p.Warnings {
-			fmt.Fprintf(e.out, "  %s %s\n", e.paint(yellow, "warning:"), w.Text)
-			if w.Fix != "" {
-				fmt.Fprintf(e.out, "    fix: %s\n", w.Fix)
-			}
+			e.warning("  ", w.Text, w.Fix)
 		}
 	}
-	for _, n := range rep.Notes {
-		fmt.Fprintln(e.out, "note: "+n)
+	e.notes(rep.Notes)
+}
+
+// thinVolumeCells are a volume's GUEST, DISK, VIRTUAL, ALLOCATED, USE and
+// DISCARD.
+func thinVolumeCells(v thinpool.Volume) []string {
+	guest := v.Guest
+	if v.VMID != 0 {
+		guest = fmt.Sprintf("%s %d", v.Guest, v.VMID)
+		if v.Guest == thinpool.GuestUnreferenced {
+			guest = fmt.Sprintf("unreferenced (%d?)", v.VMID)
+		}
 	}
+	return []string{guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard}
+}
+
+// printThinCluster is thin --cluster's view: one table of every node's
+// pools and one of their volumes, each row with its node, then the pools'
+// warnings and the notes.
+func printThinCluster(e *env, pools []cluster.Tagged[thinpool.Pool], notes []string) {
+	volumes := 0
+	if len(pools) > 0 {
+		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
+		for _, tp := range pools {
+			p := &tp.Item
+			t.row(tp.Node, p.Storage, p.Type, p.Pool, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent),
+				units.PercentPtr(p.MetadataPercent), units.Bytes(p.VirtualSumBytes), fmt.Sprintf("%.2fx", p.OvercommitRatio))
+			volumes += len(p.Volumes)
+		}
+		t.flush()
+	}
+	if volumes > 0 {
+		fmt.Fprintln(e.out)
+		t := newTable(e.out, "NODE", "STORAGE", "VOLUME", "GUEST", "DISK", "VIRTUAL", "ALLOCATED", "USE", "DISCARD")
+		for _, tp := range pools {
+			for _, v := range tp.Item.Volumes {
+				t.row(append([]string{tp.Node, tp.Item.Storage, v.Name}, thinVolumeCells(v)...)...)
+			}
+		}
+		t.flush()
+	}
+	for _, tp := range pools {
+		for _, w := range tp.Item.Warnings {
+			e.warning("", tp.Node+" "+tp.Item.Storage+": "+w.Text, w.Fix)
+		}
+	}
+	e.notes(notes)
 }

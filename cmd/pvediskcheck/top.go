@@ -21,68 +21,18 @@ func init() { commands = append(commands, topCommand) }
 
 func topCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "top",
-		Usage:     "live per-disk I/O of the node's VMs: which disk is busy, how slow, which QEMU thread serves it",
-		ArgsUsage: "[VMID...]",
-		Description: `One row per disk of every running VM on the node (or of the VMIDs given),
-refreshed every --interval: read/write IOPS and MiB/s, the mean read, write and
-flush latency of the requests completed in the interval, the queue depth (time
-requests spent in flight per second), failed requests, the share of the running
-I/O limit used (LIM%, with the limit), a block job on the disk (backup, mirror,
-stream), the thread that serves the disk (its iothread, or the main loop) with
-its CPU (% of one core), and for volumes that are block devices on the node
-(LVM, zvol, krbd, loop) the device's own latency (DEV ms): QEMU's latency far
-above the device's means the time is spent queueing in QEMU (a limit, a
-saturated thread), the two alike mean a slow storage. Per VM: the main loop's
-and the vCPUs' CPU and the run-queue wait (time ready to run but waiting for a
-core). Threads are told apart by thread id through QMP (query-iothreads,
-query-cpus-fast), never by their names, which Linux cuts to 15 characters.
-GUEST is the disk as the guest sees it: the device and mount points from the
-guest agent when it answers (asked once), else the /dev/disk/by-id name
-Proxmox's layout gives it.
-
-Findings under the table: a thread serving disks that never idled (it ran or
-waited for a core 90 % of the interval or more: it cannot take more I/O), a
-disk at 95 % of its limit or more, requests taking 3x (and 5 ms) longer in QEMU
-than in the device below, failed requests.
-
-On a terminal the screen is redrawn in place; keys change the sort:
-b busy (MiB/s, the default), i IOPS, l latency, d queue depth, p share of the
-limit, c thread CPU, v VMID; q quits. Without a terminal (a pipe, a file), or
-with --count N (batch mode, as iostat: N samples, then exit), each sample is
-printed after the last and nothing is redrawn. With --json each sample is one
-JSON object on one line.
-
-Load: one short QMP exchange per VM per interval (query-blockstats,
-query-block-jobs, the running limits), never holding the socket between
-samples; a socket busy for most of the interval is left for that sample and
-the VM's line says so. A VM that starts or stops during the run appears or
-disappears. Changes nothing.
-
-EXAMPLES
-   pvediskcheck top
-   pvediskcheck top 370 371 --sort latency
-   pvediskcheck top --count 10 --json > samples.jsonl
-
-` + exitcode.Help + `
-   top exits 0 after --count samples, q or Ctrl-C; a VM it cannot reach is
-   shown on its line (busy, unreachable), not in the exit code.`,
+		Name:        "top",
+		Usage:       "live per-disk I/O of the node's VMs: which disk is busy, how slow, which QEMU thread serves it",
+		ArgsUsage:   "[VMID...]",
+		Description: helpText("top"),
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"},
 			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
-			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + sortKeyNames()},
+			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + top.SortKeyNames()},
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 		},
 		Action: topAction,
 	}
-}
-
-func sortKeyNames() string {
-	names := make([]string, len(top.SortKeys))
-	for i, k := range top.SortKeys {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // topKeys maps a key pressed on the terminal to a sort order.
@@ -208,7 +158,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 			fmt.Sprintf("%.1f", d.ReadBps/units.MiB), fmt.Sprintf("%.1f", d.WriteBps/units.MiB),
 			units.Grouped(d.ReadLatencyMs), units.Grouped(d.WriteLatencyMs), units.Grouped(d.FlushLatencyMs),
 			units.Grouped(d.QueueDepth), fmt.Sprint(d.FailedOps), topLimit(d), topOrDash(d.BlockJob),
-			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), topGuest(d))
+			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), d.Guest())
 	}
 	t.flush()
 	b.WriteString("\n")
@@ -258,16 +208,4 @@ func topOrDash(s *string) string {
 		return "-"
 	}
 	return *s
-}
-
-// topGuest names the disk as the guest sees it: the agent's device and
-// mount points, else the by-id name.
-func topGuest(d top.Disk) string {
-	if d.GuestDevice != nil {
-		return strings.TrimSpace(*d.GuestDevice + " " + strings.Join(d.GuestMounts, ","))
-	}
-	if d.GuestByID != nil {
-		return strings.TrimPrefix(*d.GuestByID, "/dev/disk/by-id/")
-	}
-	return "-"
 }
