@@ -45,10 +45,11 @@ for p in $pkgs; do
 	if ! (cd "$out/work/$rel" && su nobody -s /bin/sh -c "env -i PATH=$out/bin HOME=/tmp PVE_CFG2CMD_DIR='$out/cfg2cmd' PVE_REALWORLD_DIR='$out/realworld' '$out/tests/$name.test' -test.v -test.count=1" >"$log" 2>&1); then
 		echo "FAIL $p (as nobody):"; tail -n 30 "$log"; fail=1; continue
 	fi
-	# A skip's reason is the line after its "--- SKIP". Only a corpus that is
-	# really absent may be a reason.
+	# With -test.v a skip's reason is the line before its "--- SKIP". Only a
+	# corpus that is really absent may be a reason.
 	bad=$(awk -v absent="$absent" '
-		/^[[:space:]]*--- SKIP/ { name = $0; getline; if (absent == "" || $0 !~ /corpus|corpora/) print name ": " $0 }' "$log")
+		/^[[:space:]]*--- SKIP/ { if (absent == "" || prev !~ /corpus|corpora/) print $0 ": " prev }
+		{ prev = $0 }' "$log")
 	if [ -n "$bad" ]; then
 		echo "SKIP in $p (as nobody): outside cmd/ and internal/ no test may skip but for an absent corpus"; echo "$bad"; fail=1; continue
 	fi
