@@ -250,6 +250,9 @@ func checkFix(t *testing.T, id string, r Reason) {
 // env), which is read at test time and never copied in.
 func corpus(t *testing.T, env, name string) string {
 	if d := os.Getenv(env); d != "" {
+		if _, err := os.Stat(d); err != nil {
+			t.Skipf("corpus %s is absent (%s=%s)", name, env, d)
+		}
 		return d
 	}
 	dir, _ := filepath.Abs(".")

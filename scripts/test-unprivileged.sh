@@ -43,7 +43,8 @@ for p in $pkgs; do
 	[ -f "$out/tests/$name.test" ] || continue # no test files
 	log="$out/$name.log"
 	if ! (cd "$out/work/$rel" && su nobody -s /bin/sh -c "env -i PATH=$out/bin HOME=/tmp PVE_CFG2CMD_DIR='$out/cfg2cmd' PVE_REALWORLD_DIR='$out/realworld' '$out/tests/$name.test' -test.v -test.count=1" >"$log" 2>&1); then
-		echo "FAIL $p (as nobody):"; tail -n 30 "$log"; fail=1; continue
+		# The failures with what they logged, then the end (a panic, a build error).
+		echo "FAIL $p (as nobody):"; grep -v -e '^\s*--- PASS' -e '^=== ' "$log" | grep -B 12 -e '--- FAIL' | head -n 80; tail -n 5 "$log"; fail=1; continue
 	fi
 	# With -test.v a skip's reason is the line before its "--- SKIP". Only a
 	# corpus that is really absent may be a reason.
