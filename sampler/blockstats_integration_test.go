@@ -4,6 +4,7 @@ package sampler
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"testing"
@@ -36,14 +37,11 @@ func TestBlockstatsRealQEMU(t *testing.T) {
 			}
 			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 48})
 			// A client that takes the socket for 1.2 s (a slow pvestatd).
-			time.AfterFunc(4*time.Second, func() {
-				c, err := net.Dial("unix", sock)
-				if err != nil {
-					return
-				}
-				time.Sleep(1200 * time.Millisecond)
-				c.Close()
-			})
+			// It holds it once QEMU has greeted it: a dial that lands while
+			// the sampler is connected waits in (or, with the backlog full,
+			// is refused by) the listen queue, and holds nothing.
+			held := make(chan error, 1)
+			time.AfterFunc(4*time.Second, func() { held <- holdQMP(sock, 1200*time.Millisecond, 2*time.Second) })
 			b := &Blockstats{Socket: sock, Disks: []string{"scsi1"}}
 			ser, err := b.Run(ctx, 10*time.Second)
 			if st := load.Stop(); st.Err != nil {
@@ -51,6 +49,9 @@ func TestBlockstatsRealQEMU(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if err := <-held; err != nil {
+				t.Fatalf("the third client never held the socket: %v", err)
 			}
 			t.Logf("%d samples, %d ticks missed, %d waited for the socket", len(ser.Samples), ser.Missed, ser.Busy)
 			if ser.Missed+ser.Busy == 0 {
@@ -77,5 +78,31 @@ func TestBlockstatsRealQEMU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// holdQMP connects to a QMP socket, retrying a refused connect for up to
+// within, and once QEMU's greeting arrives (QEMU serves this client) keeps
+// the connection for hold.
+func holdQMP(sock string, hold, within time.Duration) error {
+	end := time.Now().Add(within)
+	for {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			if time.Now().After(end) {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		defer c.Close()
+		if err := c.SetReadDeadline(end); err != nil {
+			return err
+		}
+		if _, err := c.Read(make([]byte, 4096)); err != nil {
+			return fmt.Errorf("no greeting: %w", err)
+		}
+		time.Sleep(hold)
+		return nil
 	}
 }
