@@ -151,11 +151,13 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		s.Errors[src]++
 		mu.Unlock()
 	}
+	// One lvs run serves the pool figures and check's thin-overcommit.
+	pools := thinpool.NewCache(n.Runner)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rep, err := thinpool.Measure(ctx, n, nil)
+		rep, err := pools.Measure(ctx, n.Paths, nil)
 		if err != nil {
 			fail(SourceThinPool)
 			return
@@ -168,7 +170,6 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	if err != nil {
 		fail(SourceNode)
 	}
-	pools := thinpool.NewCache(n.Runner)
 	par := o.Parallel
 	if par < 1 {
 		par = DefaultParallel

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,8 +45,15 @@ func loadFixture(t testing.TB, name string) fixture {
 // file this names.
 const lvsEnv = "PVEDISKCHECK_METRICS_TEST_LVS"
 
+// lvsRunsEnv names the file the lvs stand-in adds a line to on each run.
+const lvsRunsEnv = "PVEDISKCHECK_METRICS_TEST_LVS_RUNS"
+
 func TestMain(m *testing.M) {
 	if f := os.Getenv(lvsEnv); f != "" && filepath.Base(os.Args[0]) == "lvs" {
+		if runs, err := os.OpenFile(os.Getenv(lvsRunsEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(runs, strings.Join(os.Args[1:], " "))
+			runs.Close()
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -78,6 +86,20 @@ func useLVS(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	t.Setenv(lvsEnv, f)
+	t.Setenv(lvsRunsEnv, filepath.Join(t.TempDir(), "lvs.runs"))
+}
+
+// lvsRuns is how often the lvs stand-in of useLVS ran.
+func lvsRuns(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(os.Getenv(lvsRunsEnv))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
 }
 
 // replayed is a node tree with one recorded VM running: its QMP socket a

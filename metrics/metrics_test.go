@@ -121,6 +121,10 @@ func TestGoldenQEMU72(t *testing.T) {
 			if r.q.Conns() != 2 {
 				t.Errorf("%d connections, want 2 (FetchLive's exchange, then the counters')", r.q.Conns())
 			}
+			// The pools' figures and check's thin-overcommit share one lvs.
+			if n := lvsRuns(t); n != 1 {
+				t.Errorf("lvs ran %d times in one collection, want 1", n)
+			}
 			golden(t, "lab370-"+c.gen+"-7.2.prom", exposition(t, s))
 		})
 	}

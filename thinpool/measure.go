@@ -35,7 +35,26 @@ func Measure(ctx context.Context, n node.Node, names []string) (*Report, error) 
 	return measure(ctx, n.Paths, n.Runner, names)
 }
 
+// Measure is thinpool.Measure on the cache's one lvs run (every volume
+// group), the run its Pool figures come from too: a collection that checks
+// VMs and reports pools (metrics) runs lvs once.
+func (c *Cache) Measure(ctx context.Context, p node.Paths, names []string) (*Report, error) {
+	return measureWith(ctx, p, c.runner, names, func([]string) (*lvm.Report, error) { return c.lvsReport(ctx) })
+}
+
+// lvsReport runs lvs over every volume group once per cache.
+func (c *Cache) lvsReport(ctx context.Context) (*lvm.Report, error) {
+	c.lvsOnce.Do(func() { c.lvs, c.lvsErr = lvm.List(ctx, c.runner) })
+	return c.lvs, c.lvsErr
+}
+
 func measure(ctx context.Context, p node.Paths, r Runner, names []string) (*Report, error) {
+	return measureWith(ctx, p, r, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, r, vgs...) })
+}
+
+// measureWith reports the pools of names (all of the node's when none),
+// their lvs report from listLVS (given the volume groups they need).
+func measureWith(ctx context.Context, p node.Paths, r Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
 	cfg := p.StorageCfg()
 	if _, err := os.Stat(cfg); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -91,7 +110,7 @@ func measure(ctx context.Context, p node.Paths, r Runner, names []string) (*Repo
 	}
 	var rep *lvm.Report
 	if len(vgs) > 0 {
-		if rep, err = lvm.List(ctx, r, vgs...); err != nil {
+		if rep, err = listLVS(vgs); err != nil {
 			return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
 		}
 	}
@@ -172,9 +191,9 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 		if s.Type == TypeZFSPool {
 			p, e.err = zfsPool(ctx, c.runner, s, nil)
 		} else {
-			c.lvsOnce.Do(func() { c.lvs, c.lvsErr = lvm.List(ctx, c.runner) })
-			if e.err = c.lvsErr; e.err == nil {
-				p, e.err = FromLVS(s, c.lvs, nil)
+			var rep *lvm.Report
+			if rep, e.err = c.lvsReport(ctx); e.err == nil {
+				p, e.err = FromLVS(s, rep, nil)
 			}
 		}
 		if e.err == nil {
