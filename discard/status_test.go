@@ -13,6 +13,8 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 const testStorageCfg = `dir: local
@@ -246,32 +248,12 @@ func checkFix(t *testing.T, id string, r Reason) {
 	}
 }
 
-// corpus finds a shared corpus (../shared/NAME beside the repository, or
-// env), which is read at test time and never copied in.
-func corpus(t *testing.T, env, name string) string {
-	if d := os.Getenv(env); d != "" {
-		if _, err := os.Stat(d); err != nil {
-			t.Skipf("corpus %s is absent (%s=%s)", name, env, d)
-		}
-		return d
-	}
-	dir, _ := filepath.Abs(".")
-	for range 5 {
-		dir = filepath.Dir(dir)
-		if st, err := os.Stat(filepath.Join(dir, "shared", name)); err == nil && st.IsDir() {
-			return filepath.Join(dir, "shared", name)
-		}
-	}
-	t.Skipf("corpus %s not found beside the repository (set %s)", name, env)
-	return ""
-}
-
 // TestWarningsRealWorld: on every real VM config (../shared/real-world and
 // Proxmox's own cfg2cmd cases), every disk is looked at or left out on
 // purpose, and every fix printed is a line Proxmox accepts for that drive
 // kind: never discard=on for an efidisk, never a key twice.
 func TestWarningsRealWorld(t *testing.T) {
-	rw := corpus(t, "PVE_REALWORLD_DIR", "real-world")
+	rw := corpus.Dir(t, corpus.RealWorld)
 	spongey, err := os.ReadFile(filepath.Join(rw, "storage", "spongey.storage.cfg"))
 	if err != nil {
 		t.Fatal(err)
@@ -280,10 +262,7 @@ func TestWarningsRealWorld(t *testing.T) {
 	if len(confs) < 30 {
 		t.Fatalf("only %d configs in %s", len(confs), rw)
 	}
-	cfg2cmd := filepath.Join(filepath.Dir(rw), "pve-cfg2cmd")
-	if d := os.Getenv("PVE_CFG2CMD_DIR"); d != "" {
-		cfg2cmd = d
-	}
+	cfg2cmd := corpus.Find(corpus.CFG2CMD)
 	proxmoxSt, err := os.ReadFile(filepath.Join(cfg2cmd, "storage.cfg"))
 	if err == nil {
 		more, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))

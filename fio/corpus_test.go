@@ -10,22 +10,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
-// realWorldFio is the real-world corpus of fio outputs from public
-// repositories, kept beside the repository and read at test time (never
-// copied in): PVE_REALWORLD_DIR, else ../shared/real-world from the
-// repository root.
+// realWorldFio is the real-world corpus's fio outputs from public
+// repositories, read at test time (never copied in).
 func realWorldFio(t *testing.T) string {
-	dir := os.Getenv("PVE_REALWORLD_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "real-world")
-	}
-	dir = filepath.Join(dir, "fio")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("real-world corpus %s is absent (set PVE_REALWORLD_DIR)", dir)
-	}
-	return dir
+	return filepath.Join(corpus.Dir(t, corpus.RealWorld), "fio")
 }
 
 // TestRealWorldCorpus: every file of the corpus, as listed in its

@@ -7,16 +7,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 // fuzzSeeds are every fixture and, when it is there, the real-world corpus.
 func fuzzSeeds(f *testing.F) [][]byte {
 	var seeds [][]byte
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "*", "*"))
-	if d := os.Getenv("PVE_REALWORLD_DIR"); d != "" {
+	if d := corpus.Find(corpus.RealWorld); d != "" {
 		dirs = append(dirs, filepath.Join(d, "fio"))
 	}
-	dirs = append(dirs, filepath.Join("..", "..", "shared", "real-world", "fio"))
 	for _, d := range dirs {
 		files, _ := filepath.Glob(filepath.Join(d, "*.json"))
 		for _, file := range files {

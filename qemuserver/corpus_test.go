@@ -6,20 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 // corpusDir is Proxmox's own cfg2cmd cases, shared beside the repository and
 // read at test time (never copied in).
-func corpusDir(t *testing.T) string {
-	dir := os.Getenv("PVE_CFG2CMD_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "pve-cfg2cmd")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("conformance corpus %s is absent: skipping Proxmox conformance", dir)
-	}
-	return dir
-}
+func corpusDir(t *testing.T) string { return corpus.Dir(t, corpus.CFG2CMD) }
 
 // TestCfg2CmdConformance predicts every disk of every case from NAME.conf and
 // storage.cfg and compares it with what NAME.conf.cmd (qemu-server's output)

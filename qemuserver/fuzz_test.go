@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 // The fuzz targets of the VM model's parsers. `go test` runs their seeds:
@@ -20,15 +22,10 @@ import (
 // directory that exists.
 func seedFiles(pattern string) []string {
 	var dirs []string
-	for _, d := range []struct{ env, def string }{
-		{"PVE_CFG2CMD_DIR", filepath.Join("..", "..", "shared", "pve-cfg2cmd")},
-		{"PVE_REALWORLD_DIR", filepath.Join("..", "..", "shared", "real-world")},
-	} {
-		dir := os.Getenv(d.env)
-		if dir == "" {
-			dir = d.def
+	for _, name := range []string{corpus.CFG2CMD, corpus.RealWorld} {
+		if dir := corpus.Find(name); dir != "" {
+			dirs = append(dirs, dir, filepath.Join(dir, "configs"), filepath.Join(dir, "storage"))
 		}
-		dirs = append(dirs, dir, filepath.Join(dir, "configs"), filepath.Join(dir, "storage"))
 	}
 	dirs = append(dirs, filepath.Join("testdata", "shapes"))
 	var out []string

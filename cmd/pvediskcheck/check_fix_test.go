@@ -17,28 +17,9 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
-)
 
-// sharedDir finds a corpus of ../shared: $env when set (mutation tools test
-// a copy of the module), else a shared/<rel> folder above the working
-// directory (the main checkout and its worktrees). Missing, the test fails
-// under CI=true and is skipped elsewhere.
-func sharedDir(t *testing.T, env, rel string) string {
-	t.Helper()
-	if d := os.Getenv(env); d != "" {
-		return d
-	}
-	dir, _ := os.Getwd()
-	for i := 0; i < 6; i++ {
-		p := filepath.Join(dir, "shared", rel)
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		dir = filepath.Dir(dir)
-	}
-	t.Skipf("corpus shared/%s not found (set %s)", rel, env)
-	return ""
-}
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
+)
 
 // fixCase is one config of a corpus with the storage.cfg it ran with.
 type fixCase struct {
@@ -51,12 +32,12 @@ type fixCase struct {
 // they lack (check/testdata/shapes), read where they are.
 func fixCorpus(t *testing.T) []fixCase {
 	var out []fixCase
-	cfg2cmd := sharedDir(t, "PVE_CFG2CMD_DIR", "pve-cfg2cmd")
+	cfg2cmd := corpus.Dir(t, corpus.CFG2CMD)
 	confs, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))
 	for _, c := range confs {
 		out = append(out, fixCase{"cfg2cmd/" + filepath.Base(c), c, []string{filepath.Join(cfg2cmd, "storage.cfg")}, true})
 	}
-	rw := sharedDir(t, "PVE_REALWORLD_DIR", "real-world")
+	rw := corpus.Dir(t, corpus.RealWorld)
 	confs, _ = filepath.Glob(filepath.Join(rw, "configs", "*.conf"))
 	for _, c := range confs {
 		// check/testdata/realworld/README.md: the storages the corpus lacks.

@@ -10,6 +10,8 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 // TestConformanceThroughCLI runs `check` on a copied tree per Proxmox cfg2cmd
@@ -18,7 +20,7 @@ import (
 // reports zero drift on every case, and every finding is the one reviewed in
 // testdata/check-cfg2cmd.golden (PVEDISKCHECK_UPDATE_GOLDEN=1 rewrites it).
 func TestConformanceThroughCLI(t *testing.T) {
-	dir := sharedDir(t, "PVE_CFG2CMD_DIR", "pve-cfg2cmd")
+	dir := corpus.Dir(t, corpus.CFG2CMD)
 	var lines []string
 	confs, _ := filepath.Glob(filepath.Join(dir, "*.conf"))
 	for _, conf := range confs {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/corpus"
 )
 
 // The real-world corpus (../shared/real-world, or $PVE_REALWORLD_DIR) holds
@@ -52,13 +54,7 @@ type corpusCase struct {
 var trailingVMID = regexp.MustCompile(`-(\d+)\.conf$`)
 
 func corpusCases(t *testing.T) []corpusCase {
-	dir := os.Getenv("PVE_REALWORLD_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "real-world")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("real-world corpus %s is absent (set PVE_REALWORLD_DIR)", dir)
-	}
+	dir := corpus.Dir(t, corpus.RealWorld)
 	spongey, err := os.ReadFile(filepath.Join(dir, "storage", "spongey.storage.cfg"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,53 @@
+// Package corpus finds the corpora the tests read beside the repository,
+// never copied into it: Proxmox's own cfg2cmd cases and the real-world
+// sample of configs, storage.cfg files and fio outputs.
+package corpus
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The corpora, by their folder name under shared/.
+const (
+	CFG2CMD   = "pve-cfg2cmd"
+	RealWorld = "real-world"
+)
+
+// envs names the variable that points at each corpus (mutation testing
+// and scripts/test-unprivileged.sh test a copy of the module elsewhere).
+var envs = map[string]string{CFG2CMD: "PVE_CFG2CMD_DIR", RealWorld: "PVE_REALWORLD_DIR"}
+
+// Find returns corpus name's directory: $PVE_CFG2CMD_DIR or
+// $PVE_REALWORLD_DIR when set, else shared/NAME in the nearest parent of
+// the working directory that has it (the checkout's, and its worktrees').
+// "" when it is absent.
+func Find(name string) string {
+	if d := os.Getenv(envs[name]); d != "" {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d
+		}
+		return ""
+	}
+	dir, _ := os.Getwd()
+	for range 6 {
+		p := filepath.Join(dir, "shared", name)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+		dir = filepath.Dir(dir)
+	}
+	return ""
+}
+
+// Dir is Find for a test that needs the corpus: an absent corpus skips
+// the test, saying so (scripts/test-unprivileged.sh accepts no other skip).
+func Dir(t testing.TB, name string) string {
+	t.Helper()
+	d := Find(name)
+	if d == "" {
+		t.Skipf("corpus %s is absent: not beside the repository and %s unset or not a directory", name, envs[name])
+	}
+	return d
+}
