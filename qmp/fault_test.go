@@ -1,6 +1,7 @@
 package qmp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,18 @@ func flood(c net.Conn, b []byte) {
 		if _, err := c.Write(b); err != nil {
 			return
 		}
+	}
+}
+
+// readCommands reads from c until n commands (lines) have come.
+func readCommands(c net.Conn, n int) {
+	buf := make([]byte, 4096)
+	for seen := 0; seen < n; {
+		k, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		seen += bytes.Count(buf[:k], []byte("\n"))
 	}
 }
 
@@ -89,19 +102,15 @@ func TestMonitorHostileSockets(t *testing.T) {
 		}, want: "no reply to qmp_capabilities"},
 		{name: "endless reply", raw: func(c net.Conn) {
 			fmt.Fprint(c, qmptest.Greeting72+"\r\n")
-			buf := make([]byte, 4096)
-			c.Read(buf)
+			readCommands(c, 2) // qmp_capabilities and query-block, in one write or two
 			fmt.Fprint(c, `{"return": {}}`+"\r\n")
-			c.Read(buf)
 			fmt.Fprint(c, `{"return": "`)
 			flood(c, junk)
 		}, want: "reply too large", big: true},
 		{name: "endless events", raw: func(c net.Conn) {
 			fmt.Fprint(c, qmptest.Greeting72+"\r\n")
-			buf := make([]byte, 4096)
-			c.Read(buf)
+			readCommands(c, 2) // qmp_capabilities and query-block, in one write or two
 			fmt.Fprint(c, `{"return": {}}`+"\r\n")
-			c.Read(buf)
 			flood(c, []byte(qmptest.Event+"\r\n"))
 		}, want: "no reply to query-block within"},
 		{name: "garbage reply", handler: func(string, gjson.Result) string { return "Segmentation fault" }, want: "malformed reply to query-block"},
