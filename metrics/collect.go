@@ -239,29 +239,31 @@ type live struct {
 }
 
 // readLive is the second exchange: the devices' and the block nodes'
-// counters and the thread ids, four commands whatever the number of disks,
-// in one round trip.
+// counters and the thread ids, four commands whatever the number of disks.
 func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
 	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}}
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
-		rets, errs, err := s.ExecBatch(qmp.Cmd{Name: "query-blockstats"},
-			qmp.Cmd{Name: "query-blockstats", Args: map[string]any{"query-nodes": true}},
-			qmp.Cmd{Name: "query-iothreads"}, qmp.Cmd{Name: "query-cpus-fast"})
+		ret, err := s.Exec("query-blockstats", nil)
 		if err != nil {
 			return err
 		}
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		for _, b := range qmp.ParseBlockstats(rets[0]) {
+		for _, b := range qmp.ParseBlockstats(ret) {
 			l.stats[b.ID] = b
 		}
-		for _, b := range qmp.ParseBlockstats(rets[1]) {
+		if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
+			return err
+		}
+		for _, b := range qmp.ParseBlockstats(ret) {
 			l.nodes[b.NodeName] = b
 		}
-		io, cpus := rets[2], rets[3]
+		io, err := s.Exec("query-iothreads", nil)
+		if err != nil {
+			return err
+		}
+		cpus, err := s.Exec("query-cpus-fast", nil)
+		if err != nil {
+			return err
+		}
 		l.threads = threads.New(v.Pid, io, cpus)
 		return nil
 	})

@@ -58,9 +58,6 @@ type SocketMonitor struct {
 	end  time.Time       // Timeout after Connect began
 	ctx  context.Context // cancelling it unblocks a read at once (Do)
 	stop func() bool
-	// capsPending: qmp_capabilities is still to be sent (with the first
-	// command).
-	capsPending bool
 	// Greeting is QEMU's banner ({"QMP": {"version": ...}}).
 	Greeting []byte
 }
@@ -75,8 +72,7 @@ func NewSocketMonitor(path string, timeout time.Duration) *SocketMonitor {
 	return &SocketMonitor{Path: path, Timeout: timeout}
 }
 
-// Connect dials and reads the greeting; capabilities are negotiated with
-// the first command.
+// Connect dials, reads the greeting and negotiates capabilities.
 func (m *SocketMonitor) Connect() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -120,10 +116,11 @@ func (m *SocketMonitor) Connect() error {
 		return fmt.Errorf("QMP %s: unexpected greeting %.80q", m.Path, line)
 	}
 	m.Greeting = line
-	// qmp_capabilities goes out with the first command, in the same write:
-	// one round trip less per exchange (QEMU reads a client's commands one
-	// at a time and answers them in order).
-	m.capsPending = true
+	if _, err := m.runLocked([]byte(`{"execute":"qmp_capabilities"}`)); err != nil {
+		c.Close()
+		m.conn = nil
+		return err
+	}
 	return nil
 }
 
@@ -147,72 +144,17 @@ func (m *SocketMonitor) Disconnect() error {
 func (m *SocketMonitor) Run(cmd []byte) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	replies, errs, err := m.runLocked([][]byte{cmd})
-	if err != nil {
-		return nil, err
-	}
-	return replies[0], errs[0]
+	return m.runLocked(cmd)
 }
 
-// RunBatch sends several commands in one write and reads their replies in
-// order: QEMU (without out-of-band execution, which pvediskcheck never
-// enables) takes one command at a time from the socket and answers each
-// before it reads the next, so a batch is the same exchange as one command
-// after another, in one round trip. errs[i] is command i's error reply
-// (*Error); err is a failure of the exchange itself, after which no reply
-// is returned.
-func (m *SocketMonitor) RunBatch(cmds [][]byte) (replies [][]byte, errs []error, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.runLocked(cmds)
-}
-
-var capabilitiesCmd = []byte(`{"execute":"qmp_capabilities"}`)
-
-func (m *SocketMonitor) runLocked(cmds [][]byte) ([][]byte, []error, error) {
+func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
 	if m.conn == nil {
-		return nil, nil, fmt.Errorf("QMP %s: not connected", m.Path)
-	}
-	if len(cmds) == 0 {
-		return nil, nil, nil
+		return nil, fmt.Errorf("QMP %s: not connected", m.Path)
 	}
 	_ = m.conn.SetDeadline(m.end)
-	var out []byte
-	caps := m.capsPending
-	if caps {
-		out = append(append(out, capabilitiesCmd...), '\n')
-		m.capsPending = false
+	if _, err := m.conn.Write(append(cmd, '\n')); err != nil {
+		return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
 	}
-	for _, c := range cmds {
-		out = append(append(out, c...), '\n')
-	}
-	if _, err := m.conn.Write(out); err != nil {
-		return nil, nil, fmt.Errorf("QMP %s: %w", m.Path, err)
-	}
-	if caps {
-		if _, err := m.readReply(capabilitiesCmd); err != nil {
-			return nil, nil, err
-		}
-	}
-	replies := make([][]byte, len(cmds))
-	errs := make([]error, len(cmds))
-	for i, c := range cmds {
-		line, err := m.readReply(c)
-		var qe *Error
-		if errors.As(err, &qe) {
-			errs[i] = err
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		replies[i] = line
-	}
-	return replies, errs, nil
-}
-
-// readReply reads the reply to cmd, skipping events and blank lines.
-func (m *SocketMonitor) readReply(cmd []byte) ([]byte, error) {
 	for {
 		line, err := readLine(m.rd, MaxReplyBytes)
 		if err != nil {
@@ -269,7 +211,11 @@ type Session struct{ M Monitor }
 
 // Exec runs a command with arguments and returns the "return" value.
 func (s Session) Exec(name string, args any) (gjson.Result, error) {
-	b, err := marshalCmd(name, args)
+	req := map[string]any{"execute": name}
+	if args != nil {
+		req["arguments"] = args
+	}
+	b, err := json.Marshal(req)
 	if err != nil {
 		return gjson.Result{}, err
 	}
@@ -277,67 +223,6 @@ func (s Session) Exec(name string, args any) (gjson.Result, error) {
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	return returnOf(name, out)
-}
-
-// Cmd is one command of a batch.
-type Cmd struct {
-	Name string
-	Args any
-}
-
-// batcher is a monitor that sends several commands in one write.
-type batcher interface {
-	RunBatch(cmds [][]byte) ([][]byte, []error, error)
-}
-
-// ExecBatch runs cmds in one round trip when the monitor can (RunBatch),
-// one after another otherwise. rets[i] and errs[i] are command i's return
-// value and error (an error reply, *Error, or a reply of the wrong shape);
-// err is a failure of the exchange, after which nothing was read.
-func (s Session) ExecBatch(cmds ...Cmd) (rets []gjson.Result, errs []error, err error) {
-	raw := make([][]byte, len(cmds))
-	for i, c := range cmds {
-		if raw[i], err = marshalCmd(c.Name, c.Args); err != nil {
-			return nil, nil, err
-		}
-	}
-	rets, errs = make([]gjson.Result, len(cmds)), make([]error, len(cmds))
-	var outs [][]byte
-	if bm, ok := s.M.(batcher); ok {
-		outs, errs, err = bm.RunBatch(raw)
-		if err != nil {
-			return nil, nil, err
-		}
-	} else {
-		outs = make([][]byte, len(cmds))
-		for i, b := range raw {
-			outs[i], errs[i] = s.M.Run(b)
-			var qe *Error
-			if errs[i] != nil && !errors.As(errs[i], &qe) {
-				return nil, nil, errs[i]
-			}
-		}
-	}
-	for i, c := range cmds {
-		if errs[i] == nil {
-			rets[i], errs[i] = returnOf(c.Name, outs[i])
-		}
-	}
-	return rets, errs, nil
-}
-
-func marshalCmd(name string, args any) ([]byte, error) {
-	req := map[string]any{"execute": name}
-	if args != nil {
-		req["arguments"] = args
-	}
-	return json.Marshal(req)
-}
-
-// returnOf is the "return" value of a reply, checked against the shape
-// pvediskcheck relies on.
-func returnOf(name string, out []byte) (gjson.Result, error) {
 	ret := gjson.GetBytes(out, "return")
 	if err := checkShape(name, ret); err != nil {
 		return gjson.Result{}, err

@@ -134,30 +134,25 @@ func (s Session) ReadDiskProps(writeCache, throttle []string) (DiskProps, error)
 		// An object that is not there fails the whole list (or the reply
 		// was not understood): ask one by one.
 	}
-	// One qom-get per object, all in one round trip.
-	cmds := make([]Cmd, 0, len(writeCache)+len(throttle))
 	for _, id := range writeCache {
-		cmds = append(cmds, Cmd{"qom-get", map[string]any{"path": DevicePath(id), "property": "write-cache"}})
+		r, err := s.Exec("qom-get", map[string]any{"path": DevicePath(id), "property": "write-cache"})
+		var qe *Error
+		if errors.As(err, &qe) {
+			continue
+		} else if err != nil {
+			return p, err
+		}
+		p.WriteCache[id] = r.String()
 	}
 	for _, id := range throttle {
-		cmds = append(cmds, Cmd{"qom-get", map[string]any{"path": ThrottleGroupID(id), "property": "limits"}})
-	}
-	rets, errs, err := s.ExecBatch(cmds...)
-	if err != nil {
-		return p, err
-	}
-	for i, r := range rets {
+		l, err := s.ReadThrottleLimits(id, true)
 		var qe *Error
-		if errors.As(errs[i], &qe) {
-			continue // no such property or object: left out
-		} else if errs[i] != nil {
-			return p, errs[i]
+		if errors.As(err, &qe) {
+			continue
+		} else if err != nil {
+			return p, err
 		}
-		if i < len(writeCache) {
-			p.WriteCache[writeCache[i]] = r.String()
-		} else {
-			p.Limits[throttle[i-len(writeCache)]] = parseThrottleGroupLimits(r)
-		}
+		p.Limits[id] = l
 	}
 	return p, nil
 }

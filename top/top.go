@@ -24,8 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -407,44 +405,32 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	needMap := st.tmapAt.IsZero() || time.Since(st.tmapAt) >= ThreadMapRefresh
 	needPCI := m.o.Guest && st.agent && st.pci == nil
 	err := st.v.Exchange(ctx, m.patience(), func(s qmp.Session) error {
-		// One round trip for the counters, the jobs, (under -drive) the
-		// limits and, when due, the thread ids; the counters are stamped
-		// at its midpoint.
-		cmds := []qmp.Cmd{{Name: "query-blockstats"}, {Name: "query-block-jobs"}}
-		if !st.v.Blockdev {
-			cmds = append(cmds, qmp.Cmd{Name: "query-block"})
-		}
-		if needMap {
-			cmds = append(cmds, qmp.Cmd{Name: "query-iothreads"}, qmp.Cmd{Name: "query-cpus-fast"})
-		}
 		t0 := time.Now()
-		rets, errs, err := s.ExecBatch(cmds...)
+		ret, err := s.Exec("query-blockstats", nil)
 		if err != nil {
 			return err
 		}
 		t1 := time.Now()
-		for _, err := range errs {
+		snap.At = t0.Add(t1.Sub(t0) / 2)
+		for _, b := range qmp.ParseBlockstats(ret) {
+			snap.Stats[b.ID] = b
+		}
+		if err := st.readJobs(s, snap); err != nil {
+			return err
+		}
+		if err := st.readLimits(s); err != nil {
+			return err
+		}
+		if needMap {
+			io, err := s.Exec("query-iothreads", nil)
 			if err != nil {
 				return err
 			}
-		}
-		snap.At = t0.Add(t1.Sub(t0) / 2)
-		for _, b := range qmp.ParseBlockstats(rets[0]) {
-			snap.Stats[b.ID] = b
-		}
-		if err := st.readJobs(s, rets[1], snap); err != nil {
-			return err
-		}
-		rest := rets[2:]
-		if st.v.Blockdev {
-			if err := st.readGroupLimits(s); err != nil {
+			cpus, err := s.Exec("query-cpus-fast", nil)
+			if err != nil {
 				return err
 			}
-		} else {
-			st.limits, rest = driveLimits(rest[0]), rest[1:]
-		}
-		if needMap {
-			st.tmap, st.tmapAt = threads.New(st.pid, rest[0], rest[1]), time.Now()
+			st.tmap, st.tmapAt = threads.New(st.pid, io, cpus), time.Now()
 			ids := make([]string, len(st.disks))
 			for i, d := range st.disks {
 				ids[i] = d.id
@@ -496,7 +482,11 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 
 // readJobs asks for block jobs, and only while there are some, for the
 // block graph that tells which disks they work on.
-func (st *vmState) readJobs(s qmp.Session, ret gjson.Result, snap *snapshot) error {
+func (st *vmState) readJobs(s qmp.Session, snap *snapshot) error {
+	ret, err := s.Exec("query-block-jobs", nil)
+	if err != nil {
+		return err
+	}
 	jobs := qmp.ParseBlockJobs(ret)
 	if len(jobs) == 0 {
 		return nil
@@ -535,28 +525,31 @@ func (st *vmState) jobDisksByName(job string) []string {
 	return nil
 }
 
-// driveLimits reads the disks' running I/O limits under -drive from
-// query-block, which has them all.
-func driveLimits(ret gjson.Result) map[string]qemuserver.Limits {
-	limits := map[string]qemuserver.Limits{}
-	for _, b := range qmp.ParseQueryBlock(ret) {
-		if !b.Inserted {
-			continue
+// readLimits reads the disks' running I/O limits in a constant number of
+// commands: under -drive query-block has them all; under -blockdev they
+// live in each disk's throttle group: one qom-list-get over all groups on
+// QEMU >= 10.1; before, every group the first time and then one group per
+// sample in turn.
+func (st *vmState) readLimits(s qmp.Session) error {
+	if !st.v.Blockdev {
+		ret, err := s.Exec("query-block", nil)
+		if err != nil {
+			return err
 		}
-		l := qemuserver.Limits{}
-		for k, v := range b.BackendLimits {
-			l[qmp.BackendToQEMULimitName(k)] = v
+		limits := map[string]qemuserver.Limits{}
+		for _, b := range qmp.ParseQueryBlock(ret) {
+			if !b.Inserted {
+				continue
+			}
+			l := qemuserver.Limits{}
+			for k, v := range b.BackendLimits {
+				l[qmp.BackendToQEMULimitName(k)] = v
+			}
+			limits[b.ID] = l.Normal()
 		}
-		limits[b.ID] = l.Normal()
+		st.limits = limits
+		return nil
 	}
-	return limits
-}
-
-// readGroupLimits reads the disks' running I/O limits under -blockdev,
-// where they live in each disk's throttle group, in a constant number of
-// commands: one qom-list-get over all groups on QEMU >= 10.1; before,
-// every group the first time and then one group per sample in turn.
-func (st *vmState) readGroupLimits(s qmp.Session) error {
 	var ids []string
 	for _, d := range st.disks {
 		if d.group {

@@ -383,28 +383,26 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	// give up with ErrBusy once the timeout has passed.
 	status := ""
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
-		rets, errs, err := s.ExecBatch(qmp.Cmd{Name: "query-status"}, qmp.Cmd{Name: "query-block"},
-			qmp.Cmd{Name: "query-named-block-nodes", Args: map[string]any{"flat": true}})
+		st, err := s.Exec("query-status", nil)
+		var qe *qmp.Error
+		switch {
+		case errors.As(err, &qe) && qe.Class == "CommandNotFound":
+			// Every QEMU has it; a replay recorded without it leaves the
+			// run state unknown ("").
+		case err != nil:
+			return err
+		default:
+			status = st.Get("status").String()
+		}
+		ret, err := s.Exec("query-block", nil)
 		if err != nil {
 			return err
 		}
-		var qe *qmp.Error
-		switch {
-		case errors.As(errs[0], &qe) && qe.Class == "CommandNotFound":
-			// Every QEMU has it; a replay recorded without it leaves the
-			// run state unknown ("").
-		case errs[0] != nil:
-			return errs[0]
-		default:
-			status = rets[0].Get("status").String()
+		blocks = qmp.ParseQueryBlock(ret)
+		nodes, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+		if err != nil {
+			return err
 		}
-		for _, err := range errs[1:] {
-			if err != nil {
-				return err
-			}
-		}
-		blocks = qmp.ParseQueryBlock(rets[1])
-		nodes := rets[2]
 		graph = qmp.ParseNamedBlockNodes(nodes)
 		if !graph.HasEdges() {
 			// QEMU < 10.1 lists no children: take the edges from the debug graph.

@@ -46,7 +46,6 @@ type QEMU struct {
 
 	commands atomic.Int64
 	conns    atomic.Int64
-	reads    atomic.Int64
 	done     chan struct{}
 	ln       net.Listener
 	start    sync.Once
@@ -88,25 +87,6 @@ func (q *QEMU) Sock() string {
 
 // Commands is the number of commands answered (qmp_capabilities excluded).
 func (q *QEMU) Commands() int64 { return q.commands.Load() }
-
-// Reads is the number of times the server took in what the client had
-// written since (reads from the socket that returned data): the client's
-// round trips, qmp_capabilities included.
-func (q *QEMU) Reads() int64 { return q.reads.Load() }
-
-// countReads counts the reads from a connection that returned data.
-type countReads struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countReads) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	if k > 0 {
-		c.n.Add(1)
-	}
-	return k, err
-}
 
 // Conns is the number of connections accepted.
 func (q *QEMU) Conns() int64 { return q.conns.Load() }
@@ -206,7 +186,7 @@ func (q *QEMU) serve(c net.Conn) {
 		greeting = Greeting72
 	}
 	fmt.Fprint(c, greeting+"\r\n")
-	rd := bufio.NewReader(countReads{c, &q.reads})
+	rd := bufio.NewReader(c)
 	line, err := rd.ReadString('\n')
 	if err != nil || gjson.Get(line, "execute").String() != "qmp_capabilities" {
 		return
