@@ -500,3 +500,26 @@ func TestClusterEdges(t *testing.T) {
 		t.Errorf("thin --cluster --json: %+v %v\n%s", thin, err, out)
 	}
 }
+
+// top watches this node's VMs: a VMID of another node is not "no such VM"
+// but named with its node and how to watch it there; nothing goes over SSH.
+func TestClusterTopNamesTheNode(t *testing.T) {
+	fc := newFakeCluster(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"top", "380", "--count", "1"}, "pvediskcheck: VM 380 runs on pve2: top watches the VMs of the node it runs on; there: ssh -t root@127.0.0.2 pvediskcheck top 380\n"},
+		{[]string{"top", "381", "380", "--count", "1"}, "pvediskcheck: VM 381 runs on pve2: top watches the VMs of the node it runs on; there: ssh -t root@127.0.0.2 pvediskcheck top 381 380\n"},
+		{[]string{"top", "370", "390", "--count", "1"}, "pvediskcheck: VM 390 runs on pve3: top watches the VMs of the node it runs on; there: ssh -t root@127.0.0.3 pvediskcheck top 390\n"},
+		{[]string{"top", "999", "--count", "1"}, "pvediskcheck: VM 999: no such VM on this node (no " + filepath.Join(fc.Nodes[0].Root, "etc/pve/qemu-server/999.conf") + ")\n"},
+	} {
+		out, errs, code := fc.run(t, tc.args...)
+		if code != exitUsage || errs != tc.want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q\nstderr %q\nwant   %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+	if calls := fc.sshCalls(t); len(calls) != 0 {
+		t.Errorf("top went over SSH: %v", calls)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,10 +12,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/top"
 	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func init() { commands = append(commands, topCommand) }
@@ -57,7 +60,7 @@ func topAction(c *cli.Context) error {
 	}
 	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent")}
 	if err := top.Validate(e.paths, o); err != nil {
-		return err
+		return topElsewhere(e, c.Args().Slice(), err)
 	}
 	switch {
 	case e.json:
@@ -77,6 +80,27 @@ func topAction(c *cli.Context) error {
 		}
 	}
 	return top.Run(e.ctx(), e.node, o)
+}
+
+// topElsewhere names the node a VMID runs on when it is another node's
+// (pmxcfs's .vmlist): top watches the VMs of the node it runs on, so it
+// says where to run it instead of only "no such VM on this node".
+func topElsewhere(e *env, args []string, err error) error {
+	if !errors.Is(err, vm.ErrNoConfig) {
+		return err
+	}
+	view, nodes, byNode, ok := cluster.Route(e.ctx(), e.node, args)
+	if !ok {
+		return err
+	}
+	for _, m := range nodes {
+		if m.Name == view.Local {
+			continue
+		}
+		return exitcode.Usagef("VM %s runs on %s: top watches the VMs of the node it runs on; there: ssh -t root@%s pvediskcheck top %s",
+			byNode[m.Name][0], m.Name, m.Address(), strings.Join(byNode[m.Name], " "))
+	}
+	return err
 }
 
 // topTerminal redraws the screen in place at every sample and on every key
