@@ -107,7 +107,7 @@ func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
 	} else if liveErr != nil {
 		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
 	}
-	out.Notes = append(out.Notes, v.Notes...)
+	out.Notes = append(append(out.Notes, v.Notes...), v.IgnoredNotes()...)
 	for _, d := range disks {
 		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue

@@ -94,7 +94,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 		rep: &Report{VMID: v.VMID, Running: v.Running, Mode: o.Mode, Disks: []Disk{}}}
 	// What the model took from the node, and every selected disk that
 	// takes no discards, said rather than silently left out.
-	r.rep.Notes = append(r.rep.Notes, v.Notes...)
+	r.rep.Notes = append(append(r.rep.Notes, v.Notes...), v.IgnoredNotes()...)
 	for _, d := range sel {
 		if !slices.ContainsFunc(ts, func(t *Target) bool { return t.Disk == d }) {
 			r.rep.Notes = append(r.rep.Notes, d.NotListed())

@@ -536,17 +536,46 @@ func (d *Disk) NotListed() string {
 	return d.Kind().NotListed(d.ID)
 }
 
-// Select returns the disks named in ids (every disk when none is named).
-// An unknown disk, or a named disk whose config line does not parse, is a
-// usage error naming it; with no names, the first unparsable line is.
+// IgnoredNotes are the notes for the disks whose config line Proxmox
+// refuses, which Select leaves out: qemu-server drops such a line when it
+// reads the config ("unable to parse value of ..."), so the next start has
+// no such disk; one attached to the running VM was edited after the start.
+func (v *VM) IgnoredNotes() []string {
+	var out []string
+	for _, d := range v.Disks {
+		if d.ParseError == nil {
+			continue
+		}
+		if d.Running != nil {
+			out = append(out, d.ParseError.Error()+": attached to the running VM, but Proxmox refuses this line and the next start drops the disk: not listed")
+		} else {
+			out = append(out, d.ParseError.Error()+": Proxmox refuses this line and starts the VM without the disk: not listed")
+		}
+	}
+	return out
+}
+
+// Select returns the disks named in ids, or with no names every disk
+// whose config line Proxmox accepts: a line it refuses is left out, as
+// qemu-server leaves it out of the VM (IgnoredNotes says so), unless no
+// other disk is left. An unknown disk, or a named disk whose line Proxmox
+// refuses, is a usage error naming it.
 func (v *VM) Select(ids []string) ([]*Disk, error) {
 	if len(ids) == 0 {
+		out := make([]*Disk, 0, len(v.Disks))
+		var refused error
 		for _, d := range v.Disks {
-			if d.ParseError != nil {
-				return nil, exitcode.Wrap(exitcode.Usage, "", d.ParseError)
+			if d.ParseError == nil {
+				out = append(out, d)
+			} else if refused == nil {
+				refused = d.ParseError
 			}
 		}
-		return v.Disks, nil
+		if len(out) == 0 && refused != nil {
+			// Nothing left to show: the refused line is the answer.
+			return nil, exitcode.Wrap(exitcode.Usage, "", refused)
+		}
+		return out, nil
 	}
 	var out []*Disk
 	for _, id := range ids {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
@@ -141,8 +142,23 @@ tpmstate0: local-lvm:vm-100-disk-2,version=v2.0,cache=none
 	if lin.ResolveError == nil || !errors.As(lin.ResolveError, &ue) || lin.Configured != nil {
 		t.Errorf("virtio3: %+v", lin)
 	}
-	if _, err := v.Select(nil); err == nil || !strings.Contains(err.Error(), "discard") {
-		t.Errorf("Select(nil) = %v, want the efidisk0 parse error", err)
+	// Everything: the lines Proxmox refuses are left out (qemu-server
+	// drops them), and the notes say so; named, such a line is an error.
+	sel, err := v.Select(nil)
+	var ids []string
+	for _, d := range sel {
+		ids = append(ids, d.ID)
+	}
+	if err != nil || strings.Join(ids, " ") != "virtio2 virtio3" {
+		t.Errorf("Select(nil) = %v, %v; want virtio2 virtio3", ids, err)
+	}
+	notes := v.IgnoredNotes()
+	if len(notes) != 2 || !strings.Contains(notes[0], "efidisk0: discard is not an option") || !strings.HasSuffix(notes[0], "Proxmox refuses this line and starts the VM without the disk: not listed") ||
+		!strings.Contains(notes[1], "tpmstate0") {
+		t.Errorf("notes %q", notes)
+	}
+	if _, err := v.Select([]string{"efidisk0"}); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "discard") {
+		t.Errorf("Select(efidisk0) = %v, want the parse error, exit 2", err)
 	}
 	if _, err := v.Select([]string{"virtio2"}); err != nil {
 		t.Errorf("Select(virtio2): %v (an unresolved volume is no parse error)", err)

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,20 @@ func TestCacheStoppedBusyAndBadInput(t *testing.T) {
 	_, errs, code = runCLI(t, "--root", n.Root, "cache", "372")
 	if code != 2 || !strings.Contains(errs, "372.conf line 2") || !strings.Contains(errs, "cache") {
 		t.Errorf("malformed: exit %d stderr %q", code, errs)
+	}
+	// A line Proxmox refuses beside good ones: qemu-server drops it and
+	// starts the VM without it, so cache shows the others and says so;
+	// named, it is bad input.
+	os.WriteFile(n.Paths.VMConfig(374), []byte("bios: ovmf\nefidisk0: local-lvm:vm-374-disk-1,efitype=4m,discard=on,size=4M\nscsi0: local-lvm:vm-374-disk-0,size=1G\n"), 0o644)
+	var view cache.View
+	errs, code = runJSON(t, n, &view, "cache", "374")
+	if code != 3 || len(view.Disks) != 1 || view.Disks[0].ID != "scsi0" || !slices.ContainsFunc(view.Notes, func(s string) bool {
+		return strings.Contains(s, "374.conf line 2: efidisk0: discard is not an option of EFI disks") && strings.HasSuffix(s, "starts the VM without the disk: not listed")
+	}) {
+		t.Errorf("refused efidisk0 beside scsi0: exit %d %s %+v", code, errs, view)
+	}
+	if _, errs, code = runCLI(t, "--root", n.Root, "cache", "374", "efidisk0"); code != 2 || !strings.Contains(errs, "374.conf line 2") {
+		t.Errorf("cache 374 efidisk0: exit %d stderr %q", code, errs)
 	}
 	os.WriteFile(n.Paths.VMConfig(373), []byte("name: x\nthis is not a config line\n"), 0o644)
 	_, errs, code = runCLI(t, "--root", n.Root, "cache", "373")
