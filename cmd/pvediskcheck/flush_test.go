@@ -74,6 +74,15 @@ scsi3: local:374/vm-374-disk-3.raw,cache=writeback,size=256M
 			t.Errorf("%v: exit %d %s", bad, code, errs)
 		}
 	}
+	// A line Proxmox refuses, added to the config: the running disks are
+	// measured and a note names the line (it was exit 2 for the VM).
+	b, _ := os.ReadFile(n.Paths.VMConfig(374))
+	os.WriteFile(n.Paths.VMConfig(374), append(b, "efidisk0: local-lvm:vm-374-disk-9,efitype=4m,discard=on,size=4M\n"...), 0o644)
+	stdout, errs, code, _ = runCLICtx(t, context.Background(), "--root", n.Root, "flush", "374", "--for", "1s")
+	if code != 0 || strings.Count(stdout, " (none):\n")+strings.Count(stdout, " (writeback):\n") != 3 ||
+		!strings.Contains(stdout, "\nnote: "+n.Paths.VMConfig(374)+" line 5: efidisk0: discard is not an option of EFI disks") {
+		t.Errorf("refused efidisk0 line: exit %d %s\n%s", code, errs, stdout)
+	}
 	vm.Stop()
 	if _, errs, code := runCLI(t, "--root", n.Root, "flush", "374", "--for", "1s"); code != 3 || !strings.Contains(errs, "not running") {
 		t.Errorf("stopped: exit %d %s", code, errs)
