@@ -496,3 +496,30 @@ func TestRunFaults(t *testing.T) {
 		}
 	})
 }
+
+// A drive line Proxmox refuses (here an EFI disk with discard=on, which
+// qemu-server drops) leaves the other disks' report as it was and is named
+// in a note.
+func TestRunStatusRefusedLine(t *testing.T) {
+	f := newFakeVM(t, "vm370", 370)
+	f.r.set("after")
+	f.meter.set("after")
+	b, _ := os.ReadFile(f.paths.VMConfig(370))
+	if err := os.WriteFile(f.paths.VMConfig(370), append(b, "efidisk0: local-lvm:vm-370-disk-9,efitype=4m,discard=on,size=4M\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := f.load(t, 370)
+	sel, err := v.Select(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), f.node(2*time.Second), v, sel, Options{Mode: Status, TrimTimeout: time.Minute, NewMeter: func() Meter { return f.meter }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID(t, rep) // the same disks as without the line
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "efidisk0: discard is not an option of EFI disks") ||
+		!strings.HasSuffix(rep.Notes[0], "Proxmox refuses this line and starts the VM without the disk: not listed") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+}
