@@ -66,9 +66,7 @@ func flushAction(c *cli.Context) error {
 			fmt.Fprintf(e.out, "%s (%s):\n", fv.Disk, fv.Mode)
 			printFlushVerdictLine(e, fv)
 		}
-		if c.Args().Len() < 2 {
-			e.notes(v.IgnoredNotes())
-		}
+		e.notes(v.IgnoredNotes())
 	}
 	if err != nil {
 		return err
