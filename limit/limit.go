@@ -275,7 +275,46 @@ func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, 
 	return readBack(ctx, n, v, d, res, want.QEMU(), "QEMU accepted "+string(m))
 }
 
+// persist saves the change with qm set --digest: qm refuses the line when
+// the config is no longer the file it was built from (another admin's qm set
+// landed in between), so that edit is never undone. The config is then read
+// again and the line built from it, once; a second refusal is exit 3.
 func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, req Request) error {
+	err := saveLine(ctx, n, v, d, res, req)
+	if !errors.Is(err, errConfigChanged) {
+		return err
+	}
+	race := fmt.Sprintf("limit: VM %d's config changed between reading it and saving (qm set --digest: checksum mismatch; another admin's edit?), nothing was saved", v.VMID)
+	v2, err := vm.Load(n.Paths, v.VMID)
+	if err != nil {
+		return exitcode.Unreachablef("%s; reading it again: %v", race, err)
+	}
+	d2 := v2.Disk(d.ID)
+	if d2 == nil || d2.Drive == nil {
+		return exitcode.Unreachablef("%s; read again, it has no %s any more", race, d.ID)
+	}
+	if err := changeable(v2, d2, req); err != nil {
+		return exitcode.Wrap(exitcode.Of(err), race+"; read again", err)
+	}
+	if err := saveLine(ctx, n, v2, d2, res, req); err != nil {
+		if errors.Is(err, errConfigChanged) {
+			return exitcode.Unreachablef("%s, twice: another admin or tool is changing it right now; try again", race)
+		}
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("VM %d's config changed between reading it and saving (qm set refused the first line: checksum mismatch): it was read again and the limits saved on top of the other change", v.VMID))
+	return nil
+}
+
+// errConfigChanged is qm set refusing a --digest that no longer matches:
+// nothing was saved.
+var errConfigChanged = errors.New("qm set: the config changed since it was read")
+
+// saveLine builds the disk's line from v's config with the change merged
+// in and runs qm set with that config's digest, then confirms in the saved
+// config and, running, in QEMU. qm refusing the digest is errConfigChanged
+// (nothing was saved).
+func saveLine(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, req Request) error {
 	base, err := configured(d)
 	if err != nil {
 		return err
@@ -284,7 +323,7 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 	if err := Validate(want); err != nil {
 		return err
 	}
-	argv, err := PersistArgv(v.VMID, d.Drive, want)
+	argv, err := PersistArgv(v.VMID, d.Drive, want, v.Config.Digest)
 	if err != nil {
 		return err
 	}
@@ -296,6 +335,10 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 	out, err := n.Runner.RunTimeout(ctx, max(n.Timeout, qmTimeout), argv...)
 	a.Output = strings.TrimSpace(string(out))
 	if err != nil {
+		var ce *node.CommandError
+		if errors.As(err, &ce) && qemuserver.DigestMismatch(ce.Stderr) {
+			return errConfigChanged
+		}
 		return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
 	}
 	// The config as Proxmox saved it.

@@ -246,11 +246,12 @@ func TestPersist(t *testing.T) {
 	ctx := context.Background()
 	req := Request{Change: change(map[string]float64{"iops_rd": 500}), Persist: true}
 	line := "local-lvm:vm-370-disk-1,iothread=1,size=256M,mbps_wr=20,iops_rd=500"
+	digest := sha1hex(tn.config(t)) // of the config the line was built from
 
 	dry := req
 	dry.DryRun = true
 	rs, err := Run(ctx, tn.node, v, disks, dry)
-	if err != nil || rs[0].Apply.Command != "qm set 370 --scsi1 "+line || rs[0].Apply.Method != QMSet || len(tn.qmCalls(t)) != 0 {
+	if err != nil || rs[0].Apply.Command != "qm set 370 --scsi1 "+line+" --digest "+digest || rs[0].Apply.Method != QMSet || len(tn.qmCalls(t)) != 0 {
 		t.Fatalf("dry run: %v %+v %v", err, rs[0].Apply, tn.qmCalls(t))
 	}
 
@@ -261,7 +262,7 @@ func TestPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := tn.qmCalls(t); !reflect.DeepEqual(calls, [][]string{{"set", "370", "--scsi1", line}}) {
+	if calls := tn.qmCalls(t); !reflect.DeepEqual(calls, [][]string{{"set", "370", "--scsi1", line, "--digest", digest}}) {
 		t.Errorf("qm calls %q", calls)
 	}
 	a := rs[0].Apply
@@ -528,4 +529,86 @@ func TestStandsOn(t *testing.T) {
 	if got := standsOn(m, vj); got != "" {
 		t.Errorf("a gap before the steady part: %q", got)
 	}
+}
+
+// TestPersistRace (issue 21 #3): another admin's qm set lands between the
+// read of the config and limit's qm set. qm refuses the stale --digest; the
+// config is read again and the line rebuilt from it, so the other edit
+// survives; a second race is exit 3 naming it, and a race that leaves a
+// pending change is refused as one; nothing else changes.
+func TestPersistRace(t *testing.T) {
+	const other = "local-lvm:vm-370-disk-1,cache=writeback,discard=on,iothread=1,size=256M"
+	race := func(tn *testNode, n int, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(tn.root, "qm.race."+itoa(n)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	req := Request{Change: change(map[string]float64{"mbps_wr": 0.5}), Persist: true}
+
+	t.Run("stopped: retried on top of the other edit", func(t *testing.T) {
+		tn := newTestNode(t, "", false)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		first := sha1hex(tn.config(t))
+		edited := strings.Replace(tn.config(t), "scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M", "scsi1: "+other, 1)
+		race(tn, 1, edited)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		line := other + ",mbps_wr=0.5"
+		calls := tn.qmCalls(t)
+		if len(calls) != 2 || calls[0][5] != first || !reflect.DeepEqual(calls[1], []string{"set", "370", "--scsi1", line, "--digest", sha1hex(edited)}) {
+			t.Errorf("qm calls %q", calls)
+		}
+		// The other admin's cache and discard are in the saved line; only
+		// scsi1's limit changed.
+		if want := strings.Replace(edited, "scsi1: "+other, "scsi1: "+line, 1); tn.config(t) != want {
+			t.Errorf("config:\n%s\nwant:\n%s", tn.config(t), want)
+		}
+		a := rs[0].Apply
+		if !a.Persisted || !a.Confirmed || a.Command != "qm set 370 --scsi1 "+line+" --digest "+sha1hex(edited) ||
+			!reflect.DeepEqual(rs[0].Limits.Configured, Set{"mbps_wr": 0.5}) {
+			t.Errorf("apply %+v, limits %+v", a, rs[0].Limits)
+		}
+		if n := rs[0].Notes; len(n) == 0 || !strings.Contains(n[len(n)-1], "config changed between reading it and saving") || !strings.Contains(n[len(n)-1], "saved on top of the other change") {
+			t.Errorf("notes %q", n)
+		}
+	})
+
+	t.Run("raced twice: exit 3, nothing saved", func(t *testing.T) {
+		tn := newTestNode(t, "", false)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		race(tn, 1, strings.Replace(tn.config(t), "cores: 2", "cores: 4", 1))
+		second := strings.Replace(tn.config(t), "scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M", "scsi1: "+other, 1)
+		race(tn, 2, second)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if rs != nil || exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "VM 370's config changed between reading it and saving (qm set --digest: checksum mismatch") ||
+			!strings.Contains(err.Error(), "nothing was saved") || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("%v (exit %d)", err, exitcode.Of(err))
+		}
+		if len(tn.qmCalls(t)) != 2 || tn.config(t) != second {
+			t.Errorf("qm calls %q, config:\n%s", tn.qmCalls(t), tn.config(t))
+		}
+	})
+
+	t.Run("running: the other edit is pending", func(t *testing.T) {
+		tn := newTestNode(t, "blockdev", true)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		// qemu-server puts a cache change of a running VM in [PENDING].
+		edited := tn.config(t) + "\n[PENDING]\nscsi1: " + other + "\n"
+		race(tn, 1, edited)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if rs != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "config changed between reading it and saving") ||
+			!strings.Contains(err.Error(), "scsi1 has a pending change in [PENDING]") {
+			t.Fatalf("%v (exit %d)", err, exitcode.Of(err))
+		}
+		if len(tn.qmCalls(t)) != 1 || tn.config(t) != edited || len(tn.qemu.commands()) != 0 {
+			t.Errorf("qm calls %q, QEMU got %v, config:\n%s", tn.qmCalls(t), tn.qemu.commands(), tn.config(t))
+		}
+	})
 }

@@ -289,7 +289,8 @@ func TestLimitPersistWithQM(t *testing.T) {
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
-			if dry.Apply == nil || !dry.Apply.DryRun || dry.Apply.Command != "qm set 370 --scsi1 "+line || len(n.QMCalls(t)) != 0 {
+			digest := sha1hex(cfgBefore) // qemu-server's digest of the config the line comes from
+			if dry.Apply == nil || !dry.Apply.DryRun || dry.Apply.Command != "qm set 370 --scsi1 "+line+" --digest "+digest || len(n.QMCalls(t)) != 0 {
 				t.Fatalf("dry run: %+v, qm calls %v", dry.Apply, n.QMCalls(t))
 			}
 			if got := qemuLimits(t, n, "scsi1", gen); len(got) != 0 {
@@ -302,7 +303,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 				t.Fatalf("persist: exit %d %s", code, errs)
 			}
 			calls := n.QMCalls(t)
-			if want := [][]string{{"set", "370", "--scsi1", line}}; !reflect.DeepEqual(calls, want) {
+			if want := [][]string{{"set", "370", "--scsi1", line, "--digest", digest}}; !reflect.DeepEqual(calls, want) {
 				t.Fatalf("qm argv %q, want %q", calls, want)
 			}
 			cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
@@ -346,6 +347,79 @@ func TestLimitPersistWithQM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLimitPersistRace (issue 21 #3): a second admin's `qm set ...
+// cache=writeback,discard=on` lands between limit's read of the config and
+// its qm set. Before, the tool's line (built from the old config) silently
+// reverted it, exit 0. Now qm (the double, checking --digest as
+// update_vm_api does) refuses the stale line, the tool reads the config
+// again and saves on top of the edit; raced twice, it exits 3 and has saved
+// nothing. On the running VM the other edit waits in [PENDING] (a cache
+// change needs a restart), so the retry is refused as any pending disk is,
+// and QEMU's limits stay as they were.
+func TestLimitPersistRace(t *testing.T) {
+	const orig = "local-lvm:vm-370-disk-1,iothread=1,size=256M"
+	const other = "local-lvm:vm-370-disk-1,cache=writeback,discard=on,iothread=1,size=256M"
+	otherAdmin := []string{"set", "370", "--scsi1", other}
+	t.Run("stopped", func(t *testing.T) {
+		n := fakenode.NewT(t)
+		lab370(t, n, "")
+		n.UseDoubles(t)
+		t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+		before, _ := os.ReadFile(n.Paths.VMConfig(370))
+		n.RaceQM(t, otherAdmin)
+		var out limit.Result
+		errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist")
+		if code != 0 {
+			t.Fatalf("exit %d %s", code, errs)
+		}
+		cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+		if want := strings.Replace(string(before), "scsi1: "+orig, "scsi1: "+other+",mbps_wr=20", 1); string(cfg) != want {
+			t.Errorf("config:\n%s\nwant (the other admin's cache and discard kept, only the limit added):\n%s", cfg, want)
+		}
+		calls := n.QMCalls(t)
+		if len(calls) != 2 || calls[0][5] != sha1hex(before) || calls[1][3] != other+",mbps_wr=20" || calls[1][5] == calls[0][5] {
+			t.Errorf("qm calls %q", calls)
+		}
+		if !out.Apply.Persisted || !out.Apply.Confirmed || len(out.Notes) == 0 || !strings.Contains(strings.Join(out.Notes, "\n"), "saved on top of the other change") {
+			t.Errorf("apply %+v notes %q", out.Apply, out.Notes)
+		}
+
+		// Raced twice: exit 3 naming the race, the second admin's config
+		// as they left it.
+		n.RaceQM(t, []string{"set", "370", "--cores", "4"}, []string{"set", "370", "--memory", "4096"})
+		stdout, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "30", "--persist")
+		after, _ := os.ReadFile(n.Paths.VMConfig(370))
+		want := strings.Replace(strings.Replace(string(cfg), "cores: 2", "cores: 4", 1), "memory: 2048", "memory: 4096", 1)
+		if code != 3 || stdout != "" || !strings.Contains(errs, "config changed between reading it and saving") || !strings.Contains(errs, "twice") || string(after) != want {
+			t.Errorf("raced twice: exit %d %q %q, config:\n%s\nwant:\n%s", code, stdout, errs, after, want)
+		}
+		if calls := n.QMCalls(t); len(calls) != 4 {
+			t.Errorf("qm calls %q", calls)
+		}
+	})
+	t.Run(qemuName(t)+"/running", func(t *testing.T) {
+		n, _ := startLab370(t, "blockdev")
+		n.UseDoubles(t)
+		t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+		before, _ := os.ReadFile(n.Paths.VMConfig(370))
+		n.RaceQM(t, otherAdmin)
+		_, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist")
+		cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+		if code != 2 || !strings.Contains(errs, "config changed between reading it and saving") || !strings.Contains(errs, "scsi1 has a pending change in [PENDING]") {
+			t.Errorf("exit %d %q", code, errs)
+		}
+		if want := string(before) + "\n[PENDING]\nscsi1: " + other + "\n"; string(cfg) != want {
+			t.Errorf("config:\n%s\nwant:\n%s", cfg, want)
+		}
+		if got := qemuLimits(t, n, "scsi1", "blockdev"); len(got) != 0 {
+			t.Errorf("QEMU runs %v", got)
+		}
+		if calls := n.QMCalls(t); len(calls) != 1 {
+			t.Errorf("qm calls %q", calls)
+		}
+	})
 }
 
 // persistedLab370 starts VM 370 with the qm double and saves limits with
