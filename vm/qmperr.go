@@ -1,9 +1,11 @@
 package vm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -53,4 +55,27 @@ func fileKind(m os.FileMode) string {
 		return "a FIFO"
 	}
 	return m.Type().String()
+}
+
+// WhyGone says why the VM's QEMU stopped answering mid-window, for the line
+// that reports a cut window: the process exited (gone from procfs, or a
+// zombie not yet reaped), or what its socket said (err).
+func (v *VM) WhyGone(err error) string {
+	if v.Pid > 0 && exited(filepath.Join(v.paths.ProcPid(v.Pid), "stat")) {
+		return fmt.Sprintf("QEMU (pid %d) exited", v.Pid)
+	}
+	return err.Error()
+}
+
+// exited reads a /proc/<pid>/stat: absent, or in state Z or X.
+func exited(stat string) bool {
+	b, err := os.ReadFile(stat)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

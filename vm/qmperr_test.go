@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -135,5 +136,28 @@ func TestAlive(t *testing.T) {
 	qemu.Wait()
 	if v, err := Load(live, 301); err != nil || v.Running || v.Alive {
 		t.Errorf("process gone: running %v alive %v: %v", v != nil && v.Running, v != nil && v.Alive, err)
+	}
+}
+
+func TestExited(t *testing.T) {
+	dir := t.TempDir()
+	for stat, want := range map[string]bool{
+		"4242 (qemu-system-x86) S 1 4242": false,
+		"4242 (qemu (x) y) Z 1 4242":      true,
+		"4242 (qemu) X 1":                 true,
+		"4242 (qemu) R":                   false,
+		"4242 (qemu)":                     false,
+		"":                                false,
+	} {
+		p := filepath.Join(dir, "stat")
+		if err := os.WriteFile(p, []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := exited(p); got != want {
+			t.Errorf("%q: %v", stat, got)
+		}
+	}
+	if !exited(filepath.Join(dir, "none")) {
+		t.Error("a process gone from procfs has not exited?")
 	}
 }
