@@ -120,6 +120,10 @@ func newTestNode(t *testing.T, gen string, running bool) *testNode {
 	copyFixture(t, "storage.cfg", filepath.Join(root, "etc/pve/storage.cfg"), root)
 	if running {
 		copyFixture(t, "cmdline-370-"+gen, filepath.Join(root, "proc/4242/cmdline"), root)
+		// A live process's stat (state S); removing it is QEMU exiting.
+		if err := os.WriteFile(filepath.Join(root, "proc/4242/stat"), []byte("4242 (kvm) S 1 4242 4242 0 -1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(root, "var/run/qemu-server/370.pid"), []byte("4242\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}

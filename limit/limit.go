@@ -383,42 +383,77 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 // on it (res.Limits.Running, read before the window; when that read failed,
 // the limits read after it). res gets the verification and notes: missed
 // samples, gaps and what the verdicts stand on, limits that changed during
-// the window. An exceeded limit is exitcode.ErrProblem.
+// the window. An exceeded limit is exitcode.ErrProblem. A window cut short
+// (QEMU stopped answering or exited, Ctrl-C) keeps what was measured until
+// then, with the cut, and is exit 3 whatever its verdicts.
 func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample func(sampler.Sample, time.Duration, time.Duration)) error {
 	m, err := Measure(ctx, n, v, d.ID, window, onSample)
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitcode.Unreachablef("interrupted: %v", err)
-		}
-		return exitcode.Unreachablef("VM %d: sampling query-blockstats: %v", v.VMID, err)
+	var cut *Cut
+	switch {
+	case ctx.Err() != nil:
+		cut = &Cut{Why: CutInterrupted}
+	case errors.Is(err, sampler.ErrTooFewSamples):
+		// A socket busy (or QEMU silent) to the end: the gaps say it.
+	case err != nil:
+		cut = &Cut{Why: v.WhyGone(err)}
 	}
-	return judgeWindow(ctx, n, v, d, res, m)
+	if cut != nil {
+		if k := len(m.Samples); k > 0 {
+			cut.AtS = m.at(m.Samples[k-1].Time)
+		}
+	}
+	return judgeWindow(ctx, n, v, d, res, m, cut)
 }
 
-func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, m *Measurement) error {
-	r, err := m.Steady()
-	if err != nil {
-		return exitcode.Unreachablef("VM %d: not enough samples for a verdict: %v (%d taken, %d missed: QMP socket busy or QEMU not answering)", v.VMID, err, len(m.Samples), m.Missed)
-	}
+// CutInterrupted is Cut.Why for a window ended by Ctrl-C (the context).
+const CutInterrupted = "interrupted"
+
+func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, m *Measurement, cut *Cut) error {
 	gaps := m.Gaps()
 	vj := &Verification{
-		WindowS: m.Window.Seconds(), SkippedS: Skip.Seconds(), SteadyS: units.Round(r.Seconds(), 3),
+		WindowS: m.Window.Seconds(), SkippedS: Skip.Seconds(),
 		SampledS: m.Sampled(gaps), Samples: len(m.Samples), Missed: m.Missed, Gaps: gaps,
-		Measured: measured(r),
+		Verdicts: []Judgement{}, Cut: cut,
 	}
 	res.Verify = vj
+	r, err := m.Steady()
+	if r.Samples >= 2 { // rates, if over a steady part too short for a verdict
+		vj.SteadyS = units.Round(r.Seconds(), 3)
+		mm := measured(r)
+		vj.Measured = &mm
+	}
+	cutErr := func() error {
+		if cut.Why == CutInterrupted {
+			return exitcode.Unreachablef("interrupted %.1f s into the %s window: the report shows what was measured until then", cut.AtS, m.Window)
+		}
+		return exitcode.Unreachablef("VM %d: sampling stopped %.1f s into the %s window (%s): the report shows what was measured until then", v.VMID, cut.AtS, m.Window, cut.Why)
+	}
+	if err != nil {
+		if cut != nil {
+			return cutErr()
+		}
+		return exitcode.Unreachablef("VM %d: not enough samples for a verdict: %v (%d taken, %d missed: QMP socket busy or QEMU not answering)", v.VMID, err, len(m.Samples), m.Missed)
+	}
 	judged := qemuserver.Limits(res.Limits.RunningQEMU)
-	after, aerr := readLimits(ctx, n, v, d.ID)
-	if res.Limits.Running == nil {
+	switch {
+	case cut != nil && res.Limits.Running == nil:
+		// QEMU stopped answering: the limits cannot be read after either.
+		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window, and QEMU stopped answering: no verdicts (rates measured anyway)", d.ID))
+		return cutErr()
+	case cut != nil:
+	case res.Limits.Running == nil:
+		after, aerr := readLimits(ctx, n, v, d.ID)
 		if aerr != nil {
 			return exitcode.Unreachablef("VM %d: the running limits of %s could not be read before the window or after it: %s", v.VMID, d.ID, vm.QMPError(v.VMID, aerr))
 		}
 		judged = after
 		res.Limits = setsFor(d, after, true)
 		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window: the verdicts judge those read after it", d.ID))
-	} else if aerr == nil && !after.Equal(judged) {
-		vj.ChangedTo = FromQEMU(after)
-		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
+	default:
+		if after, aerr := readLimits(ctx, n, v, d.ID); aerr == nil && !after.Equal(judged) {
+			vj.ChangedTo = FromQEMU(after)
+			res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
+		}
 	}
 	vj.Verdicts = Judge(judged, r)
 	if len(vj.Verdicts) == 0 {
@@ -428,6 +463,9 @@ func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Re
 		for i := range vj.Verdicts {
 			vj.Verdicts[i].Reason += "; " + s
 		}
+	}
+	if cut != nil {
+		return cutErr()
 	}
 	for _, vd := range vj.Verdicts {
 		if vd.Verdict == Exceeded {

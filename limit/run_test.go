@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -342,7 +343,7 @@ func TestJudgeWindow(t *testing.T) {
 	fresh := func() *Result { return &Result{Disk: "scsi1", Limits: setsFor(disks[0], lab, true)} }
 
 	res := fresh()
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil {
 		t.Fatal(err)
 	}
 	vj := res.Verify
@@ -365,7 +366,7 @@ func TestJudgeWindow(t *testing.T) {
 	// the limits read before, the change reported.
 	tn.qemu.set("scsi1", qemuserver.Limits{"bps-write": 80 * mib, "iops-read": 500})
 	res = fresh()
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(res.Verify.ChangedTo, Set{"mbps_wr": 80, "iops_rd": 500}) || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "changed during the window (now {bps-write=83886080 iops-read=500})") {
@@ -374,14 +375,14 @@ func TestJudgeWindow(t *testing.T) {
 
 	// Tightened to 10 MiB/s before the window: 20 MiB/s exceeds it.
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], qemuserver.Limits{"bps-write": 10 * mib, "iops-read": 500}, true)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); !errors.Is(err, exitcode.ErrProblem) || verdictFor(t, res.Verify.Verdicts, "mbps_wr").Verdict != Exceeded {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); !errors.Is(err, exitcode.ErrProblem) || verdictFor(t, res.Verify.Verdicts, "mbps_wr").Verdict != Exceeded {
 		t.Errorf("exceeded: %v %+v", err, res.Verify.Verdicts)
 	}
 
 	// The first read failed: the limits read after the window are judged.
 	tn.qemu.set("scsi1", lab)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, false)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil || len(res.Verify.Verdicts) != 2 ||
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil || len(res.Verify.Verdicts) != 2 ||
 		!reflect.DeepEqual(res.Limits.Running, Set{"mbps_wr": 20, "iops_rd": 500}) ||
 		!reflect.DeepEqual(res.Notes, []string{"the running limits of scsi1 could not be read before the window: the verdicts judge those read after it"}) {
 		t.Errorf("unread before: %v %+v %v", err, res.Verify, res.Notes)
@@ -389,7 +390,7 @@ func TestJudgeWindow(t *testing.T) {
 	// ... and after it too: exit 3, and the message ends in what failed.
 	release := tn.qemu.Hold(t)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, false)}
-	err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0))
+	err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil)
 	release()
 	if exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "could not be read before the window or after it: VM 370: QMP socket busy") {
 		t.Errorf("unread: %v", err)
@@ -398,7 +399,7 @@ func TestJudgeWindow(t *testing.T) {
 	// A disk without limits: rates, no verdicts, a note.
 	tn.qemu.set("scsi1", nil)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, true)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil || res.Verify.Verdicts == nil || len(res.Verify.Verdicts) != 0 ||
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil || res.Verify.Verdicts == nil || len(res.Verify.Verdicts) != 0 ||
 		!reflect.DeepEqual(res.Notes, []string{"scsi1 runs without limits: nothing to verify (rates measured anyway)"}) {
 		t.Errorf("no limits: %v %+v %v", err, res.Verify, res.Notes)
 	}
@@ -413,7 +414,7 @@ func TestJudgeWindowWithGaps(t *testing.T) {
 	v, disks := tn.load(t, "scsi1")
 	res := &Result{Disk: "scsi1", Limits: setsFor(disks[0], lab, true)}
 	m := f.measurement(t0)
-	if err := judgeWindow(context.Background(), tn.node, v, disks[0], res, m); err != nil {
+	if err := judgeWindow(context.Background(), tn.node, v, disks[0], res, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	vj := res.Verify
@@ -427,12 +428,17 @@ func TestJudgeWindowWithGaps(t *testing.T) {
 			t.Errorf("%s: %q, want it to end in %q", vd.Limit, vd.Reason, want)
 		}
 	}
-	// Too few samples: exit 3, a message that says why, no "<nil>".
+	// Too few samples: exit 3, a message that says why, no "<nil>"; what
+	// was sampled is still reported, without a cut (the window ran out).
 	m.Samples = m.Samples[:len(m.Samples)-9]
-	err := judgeWindow(context.Background(), tn.node, v, disks[0], &Result{Limits: res.Limits}, m)
+	few := &Result{Limits: res.Limits}
+	err := judgeWindow(context.Background(), tn.node, v, disks[0], few, m, nil)
 	if exitcode.Of(err) != exitcode.Unreachable || strings.Contains(err.Error(), "nil") || !strings.HasPrefix(err.Error(), "VM 370: not enough samples for a verdict: ") ||
 		!strings.HasSuffix(err.Error(), " taken, "+itoa(m.Missed)+" missed: QMP socket busy or QEMU not answering)") {
 		t.Errorf("too few: %v", err)
+	}
+	if vj := few.Verify; vj == nil || vj.Samples != len(m.Samples) || vj.Cut != nil || vj.Verdicts == nil || len(vj.Verdicts) != 0 || len(vj.Gaps) == 0 || vj.Gaps[len(vj.Gaps)-1].ToS != 10 {
+		t.Errorf("too few: %+v", vj)
 	}
 }
 
@@ -477,19 +483,101 @@ func TestVerifyFails(t *testing.T) {
 	tn := newTestNode(t, "blockdev", true)
 	tn.qemu.set("scsi1", lab)
 	v, disks := tn.load(t, "scsi1")
-	// Interrupted (Ctrl-C) during the window: exit 3, the limits printed.
+	// Interrupted (Ctrl-C) during the window: exit 3, the limits printed
+	// and the samples taken, cut where it was interrupted.
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
 	rs, err := Run(ctx, tn.node, v, disks, Request{Verify: MinWindow})
-	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "interrupted: ") || len(rs) != 1 || rs[0].Verify != nil || rs[0].Limits.Running == nil {
-		t.Errorf("interrupted: %v %+v", err, rs)
+	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "interrupted 1.0 s into the 5s window: ") || len(rs) != 1 || rs[0].Limits.Running == nil {
+		t.Fatalf("interrupted: %v %+v", err, rs)
 	}
-	// QEMU fails query-blockstats: exit 3 at once.
+	if vj := rs[0].Verify; vj == nil || vj.Samples != 3 || vj.Cut == nil || *vj.Cut != (Cut{AtS: 1, Why: CutInterrupted}) || vj.Measured != nil || len(vj.Verdicts) != 0 {
+		t.Errorf("interrupted: %+v", vj)
+	}
+	// QEMU fails query-blockstats: exit 3 at once, the cut says why.
 	tn.qemu.failStats = true
 	start := time.Now()
 	rs, err = Run(context.Background(), tn.node, v, disks, Request{Verify: MinWindow})
-	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 370: sampling query-blockstats: ") || !strings.Contains(err.Error(), "blockstats broke") || len(rs) != 1 || time.Since(start) > 2*time.Second {
+	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 370: sampling stopped 0.0 s into the 5s window (blockstats broke (GenericError)): ") || len(rs) != 1 || time.Since(start) > 2*time.Second {
 		t.Errorf("failing: %v %+v after %s", err, rs, time.Since(start))
+	}
+	if vj := rs[0].Verify; vj == nil || vj.Samples != 0 || vj.Cut == nil || vj.Cut.Why != "blockstats broke (GenericError)" || !reflect.DeepEqual(vj.Gaps, []Gap{{0, 5}}) {
+		t.Errorf("failing: %+v", vj)
+	}
+}
+
+// TestVerifyCut (issue 21 #5): QEMU dies mid-window (qmptest's Kill: the
+// connection cut, the socket left refusing). Before, limit exited 3 and
+// printed no sample, no gap and no verify object. Now the samples taken,
+// the gap to the window's end and the cut are kept, and the rates when
+// the steady part had two samples; the verdicts when it has MinSteady of
+// them, saying what they stand on; exit 3 either way.
+func TestVerifyCut(t *testing.T) {
+	f := loadSeries(t, "series-drive-warm.json")
+	for _, c := range []struct {
+		name   string
+		killAt time.Duration // the sample after which QEMU dies
+		exited bool          // the process gone from procfs too
+		why    string
+	}{
+		{"at 4 s of 8 s, the process gone", 4 * time.Second, true, "QEMU (pid 4242) exited"},
+		{"at 5.5 s of 8 s, the socket refusing", 5500 * time.Millisecond, false, "no QMP socket at "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tn := newTestNode(t, "drive", true)
+			tn.qemu.set("scsi1", lab)
+			for _, s := range f.Samples {
+				tn.qemu.serve(s.Return)
+			}
+			v, disks := tn.load(t, "scsi1")
+			taken := 0
+			onSample := func(s sampler.Sample, elapsed, window time.Duration) {
+				taken++
+				if taken == int(c.killAt/Interval)+1 { // the sample at killAt
+					tn.qemu.Kill()
+					if c.exited {
+						os.Remove(filepath.Join(tn.root, "proc/4242/stat"))
+					}
+				}
+			}
+			rs, err := Run(context.Background(), tn.node, v, disks, Request{Verify: 8 * time.Second, OnSample: onSample})
+			if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 {
+				t.Fatalf("%v (exit %d) %+v", err, exitcode.Of(err), rs)
+			}
+			at := c.killAt.Seconds()
+			vj := rs[0].Verify
+			if vj == nil || vj.Cut == nil || vj.Samples != taken || vj.Samples != int(c.killAt/Interval)+1 || vj.WindowS != 8 || vj.Missed != 0 {
+				t.Fatalf("taken %d, verify %+v", taken, vj)
+			}
+			if vj.Cut.AtS < at-0.1 || vj.Cut.AtS > at+0.1 || !strings.HasPrefix(vj.Cut.Why, c.why) {
+				t.Errorf("cut %+v", vj.Cut)
+			}
+			if !strings.Contains(err.Error(), "VM 370: sampling stopped ") || !strings.Contains(err.Error(), " s into the 8s window ("+c.why) || !strings.HasSuffix(err.Error(), "the report shows what was measured until then") {
+				t.Errorf("err %v", err)
+			}
+			// The gap runs from the last sample to the window's end.
+			if g := vj.Gaps; len(g) != 1 || g[0].FromS != vj.Cut.AtS || g[0].ToS != 8 || vj.SampledS != units.Round(vj.Cut.AtS-Skip.Seconds(), 2) {
+				t.Errorf("gaps %+v sampled %.2f", g, vj.SampledS)
+			}
+			if vj.Measured == nil || vj.Measured.WriteBps < 18*mib || vj.Measured.WriteBps > 22*mib || vj.SteadyS < at-Skip.Seconds()-0.1 {
+				t.Errorf("measured %+v over %.2f s", vj.Measured, vj.SteadyS)
+			}
+			if c.killAt-Skip < MinSteady {
+				if len(vj.Verdicts) != 0 || vj.Verdicts == nil {
+					t.Errorf("verdicts on %.1f s: %+v", vj.SteadyS, vj.Verdicts)
+				}
+				return
+			}
+			if len(vj.Verdicts) != 2 {
+				t.Fatalf("verdicts %+v", vj.Verdicts)
+			}
+			for _, vd := range vj.Verdicts {
+				if vd.Verdict != Holds || !strings.Contains(vd.Reason, "it stands on 2.5 s of the 5.0 s steady part (no sample from 5.5 s to 8.0 s)") {
+					t.Errorf("%s: %s %s", vd.Limit, vd.Verdict, vd.Reason)
+				}
+			}
+		})
 	}
 }
 

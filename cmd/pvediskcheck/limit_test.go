@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +268,50 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 			}
 			if ex.Verify.ChangedTo["mbps_wr"] != 80 || !strings.Contains(strings.Join(ex.Notes, " "), "changed during the window") {
 				t.Errorf("change behind the back not reported: %v %v", ex.Verify.ChangedTo, ex.Notes)
+			}
+		})
+	}
+}
+
+// TestLimitVerifyQEMUDies (issue 21 #5): QEMU is killed 4.2 s into an 8 s
+// --verify window. limit exited 3 with no sample, no gap and no verify
+// object; now it prints what it measured until then, the gap to the end
+// and the cut (text and JSON), and still exits 3.
+func TestLimitVerifyQEMUDies(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		t.Run(qemuName(t)+sf("/json=%v", asJSON), func(t *testing.T) {
+			n, vm := startLab370(t, "blockdev")
+			if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20"); code != 0 {
+				t.Fatalf("apply: exit %d %s", code, errs)
+			}
+			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 8})
+			pid := vm.Pid
+			killed := make(chan struct{})
+			time.AfterFunc(4200*time.Millisecond, func() { load.Stop(); vm.Stop(); close(killed) })
+			defer func() { <-killed }()
+			exited := sf("QEMU (pid %d) exited", pid)
+			if asJSON {
+				var out limit.Result
+				errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--verify", "--for", "8s")
+				vj := out.Verify
+				if code != 3 || vj == nil || vj.Cut == nil || vj.Cut.Why != exited || !strings.Contains(errs, "sampling stopped") || !strings.Contains(errs, exited) {
+					t.Fatalf("exit %d %+v %s", code, vj, errs)
+				}
+				t.Logf("cut %+v, %d samples, gaps %+v, measured %+v", *vj.Cut, vj.Samples, vj.Gaps, vj.Measured)
+				if vj.Cut.AtS < 3 || vj.Cut.AtS > 4.3 || vj.Samples < 5 || len(vj.Gaps) == 0 || vj.Gaps[len(vj.Gaps)-1] != (limit.Gap{FromS: vj.Cut.AtS, ToS: 8}) || len(vj.Verdicts) != 0 {
+					t.Errorf("verify %+v", vj)
+				}
+				if vj.Measured != nil && (vj.Measured.WriteBps <= 0 || vj.Measured.WriteBps > 1.1*labWriteLimit) {
+					t.Errorf("measured %+v", vj.Measured)
+				}
+				return
+			}
+			stdout, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--verify", "--for", "8s")
+			t.Logf("exit %d\n%s%s", code, stdout, errs)
+			if code != 3 || !strings.Contains(stdout, "cut: sampling stopped ") || !strings.Contains(stdout, "into the window ("+exited+"): samples until then") ||
+				!regexp.MustCompile(`gap: no sample from [34]\.[0-9] s to 8\.0 s`).MatchString(stdout) || !strings.Contains(stdout, "mbps_wr") ||
+				!strings.Contains(stdout, "no verdicts: ") || strings.Contains(stdout, "verdicts stand on") {
+				t.Errorf("exit %d\n%s%s", code, stdout, errs)
 			}
 		})
 	}
