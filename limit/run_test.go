@@ -532,8 +532,10 @@ func TestVerifyCut(t *testing.T) {
 			}
 			v, disks := tn.load(t, "scsi1")
 			taken := 0
+			var last time.Duration
 			onSample := func(s sampler.Sample, elapsed, window time.Duration) {
 				taken++
+				last = elapsed
 				if taken == int(c.killAt/Interval)+1 { // the sample at killAt
 					tn.qemu.Kill()
 					if c.exited {
@@ -545,20 +547,22 @@ func TestVerifyCut(t *testing.T) {
 			if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 {
 				t.Fatalf("%v (exit %d) %+v", err, exitcode.Of(err), rs)
 			}
-			at := c.killAt.Seconds()
+			// A busy machine may delay a tick: what is asserted is what
+			// the hook saw, the schedule only where it cannot move a verdict.
+			at := last.Seconds()
 			vj := rs[0].Verify
-			if vj == nil || vj.Cut == nil || vj.Samples != taken || vj.Samples != int(c.killAt/Interval)+1 || vj.WindowS != 8 || vj.Missed != 0 {
+			if vj == nil || vj.Cut == nil || vj.Samples != taken || taken != int(c.killAt/Interval)+1 || vj.WindowS != 8 {
 				t.Fatalf("taken %d, verify %+v", taken, vj)
 			}
-			if vj.Cut.AtS < at-0.1 || vj.Cut.AtS > at+0.1 || !strings.HasPrefix(vj.Cut.Why, c.why) {
-				t.Errorf("cut %+v", vj.Cut)
+			if vj.Cut.AtS < at-0.1 || vj.Cut.AtS > at+0.1 || vj.Cut.AtS < c.killAt.Seconds()-0.1 || !strings.HasPrefix(vj.Cut.Why, c.why) {
+				t.Errorf("cut %+v, last sample at %.2f s", vj.Cut, at)
 			}
 			if !strings.Contains(err.Error(), "VM 370: sampling stopped ") || !strings.Contains(err.Error(), " s into the 8s window ("+c.why) || !strings.HasSuffix(err.Error(), "the report shows what was measured until then") {
 				t.Errorf("err %v", err)
 			}
-			// The gap runs from the last sample to the window's end.
-			if g := vj.Gaps; len(g) != 1 || g[0].FromS != vj.Cut.AtS || g[0].ToS != 8 || vj.SampledS != units.Round(vj.Cut.AtS-Skip.Seconds(), 2) {
-				t.Errorf("gaps %+v sampled %.2f", g, vj.SampledS)
+			// The last gap runs from the last sample to the window's end.
+			if g := vj.Gaps; len(g) == 0 || vj.Missed == 0 && len(g) != 1 || g[len(g)-1] != (Gap{vj.Cut.AtS, 8}) || vj.Missed == 0 && vj.SampledS != units.Round(vj.Cut.AtS-Skip.Seconds(), 2) {
+				t.Errorf("gaps %+v sampled %.2f, %d missed", g, vj.SampledS, vj.Missed)
 			}
 			if vj.Measured == nil || vj.Measured.WriteBps < 18*mib || vj.Measured.WriteBps > 22*mib || vj.SteadyS < at-Skip.Seconds()-0.1 {
 				t.Errorf("measured %+v over %.2f s", vj.Measured, vj.SteadyS)
@@ -573,7 +577,8 @@ func TestVerifyCut(t *testing.T) {
 				t.Fatalf("verdicts %+v", vj.Verdicts)
 			}
 			for _, vd := range vj.Verdicts {
-				if vd.Verdict != Holds || !strings.Contains(vd.Reason, "it stands on 2.5 s of the 5.0 s steady part (no sample from 5.5 s to 8.0 s)") {
+				if vd.Verdict != Holds || !strings.Contains(vd.Reason, fmt.Sprintf("it stands on %.1f s of the 5.0 s steady part (no sample from ", vj.SampledS)) ||
+					!strings.HasSuffix(vd.Reason, fmt.Sprintf("%.1f s to 8.0 s)", vj.Cut.AtS)) {
 					t.Errorf("%s: %s %s", vd.Limit, vd.Verdict, vd.Reason)
 				}
 			}
