@@ -114,6 +114,21 @@ func Round(f float64, digits int) float64 {
 	return math.Round(f*p) / p
 }
 
+// Duration prints d to three significant digits, in Go's notation: a
+// duration computed from the clock (what is left of a deadline) reads "2s",
+// not "1.999999439s"; one typed as a round value prints as typed.
+func Duration(d time.Duration) string {
+	a := d
+	if a < 0 {
+		a = -a
+	}
+	unit := time.Duration(1)
+	for a/unit >= 1000 {
+		unit *= 10
+	}
+	return d.Round(unit).String()
+}
+
 // Ms is d in milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
