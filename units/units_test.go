@@ -36,3 +36,36 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestLine(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		n    int
+		want string
+	}{
+		{"plain message", 200, "plain message"},
+		{"first\nsecond", 200, "first"},
+		{"exactly ten", 11, "exactly ten"},
+		{"exactly ten", 10, "exactly te... (11 bytes)"},
+		{"héllo wörld", 2, "h... (13 bytes)"}, // never half a rune
+		{"héllo", 3, "hé... (6 bytes)"},
+		// What ssh printed from a hostile login banner: the escapes are
+		// shown, not acted on.
+		{"\x1b[31mPermission denied\x1b[0m (publickey).", 200, `\x1b[31mPermission denied\x1b[0m (publickey).`},
+		{"a\rb\tc\x00d\x7fe", 200, `a\rb\tc\x00d\x7fe`},
+		{"bad \xff\xfe utf-8", 200, `bad \xff\xfe utf-8`},
+		{"C1 \u0085 and \u009b[2J, bidi \u202e", 200, `C1 \u0085 and \u009b[2J, bidi \u202e`},
+		{"ünïcode stays", 200, "ünïcode stays"},
+		// An escape is never cut in half: it counts whole against n.
+		{"ab\x1bcd", 4, "ab... (5 bytes)"},
+		{"ab\x1bcd", 6, `ab\x1b... (5 bytes)`},
+		{"", 10, ""},
+	} {
+		if got := Line(c.msg, c.n); got != c.want {
+			t.Errorf("Line(%q, %d) = %q, want %q", c.msg, c.n, got, c.want)
+		}
+	}
+	if got := Printable("two\nlines\x1b[K"); got != `two\nlines\x1b[K` {
+		t.Errorf("Printable: %q", got)
+	}
+}
