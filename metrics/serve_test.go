@@ -256,18 +256,30 @@ func TestHandlerSharesCollection(t *testing.T) {
 	}
 }
 
-// Serve answers on the listener until ctx ends.
-func TestServe(t *testing.T) {
+// serving runs Serve with timeouts on a loopback port until the test ends
+// (then Serve must return nil) and returns its address.
+func serving(t *testing.T, to Timeouts) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}, ServerTimeouts(time.Second))
-	}()
-	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	go func() { done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}, to) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve after ctx ended: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Serve answers on the listener until ctx ends.
+func TestServe(t *testing.T) {
+	addr := serving(t, ServerTimeouts(time.Second))
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +287,6 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("pvediskcheck_collect_errors")) {
 		t.Errorf("%d %s", resp.StatusCode, b)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve after ctx ended: %v", err)
 	}
 	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
 	ln2.Close()
@@ -472,18 +480,9 @@ func TestStretch(t *testing.T) {
 // A keep-alive client that goes quiet is disconnected after the idle
 // timeout; while within it, its connection serves the next scrape.
 func TestServeClosesIdleConnections(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	const idle = 300 * time.Millisecond
-	go func() {
-		done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}, Timeouts{ReadHeader: 10 * time.Second, Write: time.Minute, Idle: idle})
-	}()
-	defer func() { cancel(); <-done }()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	addr := serving(t, Timeouts{ReadHeader: 10 * time.Second, Write: time.Minute, Idle: idle})
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,18 +516,9 @@ func TestServeClosesIdleConnections(t *testing.T) {
 
 // A request whose headers pass MaxHeaderBytes is refused (431), not read.
 func TestServeMaxHeaderBytes(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}, ServerTimeouts(time.Second))
-	}()
-	defer func() { cancel(); <-done }()
+	addr := serving(t, ServerTimeouts(time.Second))
 	for size, want := range map[int]int{4 << 10: 200, 64 << 10: http.StatusRequestHeaderFieldsTooLarge} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+Path, nil)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+Path, nil)
 		req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", size))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
