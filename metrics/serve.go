@@ -194,8 +194,8 @@ func (h *handler) join(dl time.Time) *flight {
 
 // stretch is a context whose deadline can move later, never earlier: the
 // shared collection's, which runs until the latest deadline of the scrapes
-// waiting for it. What reads its deadline keeps the value it read (a QMP
-// exchange begun under the first scrape's deadline keeps it).
+// waiting for it. A context made from it follows it; what reads its
+// deadline once (a QMP exchange sizing its timeout) keeps what it read.
 type stretch struct {
 	done  chan struct{}
 	mu    sync.Mutex
