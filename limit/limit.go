@@ -88,7 +88,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Reque
 	}
 	if liveErr != nil {
 		for _, res := range out {
-			res.Notes = append(res.Notes, "QMP: "+liveErr.Error())
+			res.Notes = append(res.Notes, vm.QMPNote(liveErr))
 		}
 	}
 	switch {

@@ -197,7 +197,7 @@ func TestBusySocket(t *testing.T) {
 	}
 	// Showing prints what the config says, and says why the rest is missing.
 	rs, err = Run(context.Background(), tn.node, v, disks, Request{})
-	if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 || rs[0].Limits.Running != nil || len(rs[0].Notes) != 1 || !strings.HasPrefix(rs[0].Notes[0], "QMP: QMP socket busy") {
+	if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 || rs[0].Limits.Running != nil || len(rs[0].Notes) != 1 || !strings.HasPrefix(rs[0].Notes[0], "QMP socket busy (another client") {
 		t.Errorf("show held: %v %+v", err, rs)
 	}
 }
