@@ -131,16 +131,16 @@ func secs(d time.Duration) float64 {
 
 // gone says why QEMU stopped answering: the process exited (gone from
 // procfs, or a zombie not yet reaped), or what its socket said.
-func gone(v *vm.VM, err error) string {
-	if v.Pid > 0 && exited(filepath.Join(v.Paths().ProcPid(v.Pid), "stat")) {
+func gone(ctx context.Context, n node.Node, v *vm.VM, err error) string {
+	if v.Pid > 0 && exited(ctx, n, filepath.Join(v.Paths().ProcPid(v.Pid), "stat")) {
 		return fmt.Sprintf("QEMU (pid %d) exited", v.Pid)
 	}
 	return err.Error()
 }
 
 // exited reads a /proc/<pid>/stat: absent, or in state Z or X.
-func exited(stat string) bool {
-	b, err := os.ReadFile(stat)
+func exited(ctx context.Context, n node.Node, stat string) bool {
+	b, err := n.ReadFile(ctx, stat)
 	if errors.Is(err, os.ErrNotExist) {
 		return true
 	}

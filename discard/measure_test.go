@@ -1,6 +1,8 @@
 package discard
 
 import (
+	"context"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,6 +47,7 @@ func TestSampling(t *testing.T) {
 
 func TestExited(t *testing.T) {
 	dir := t.TempDir()
+	n := node.New(node.NewPaths(dir, "", ""), 0)
 	for stat, want := range map[string]bool{
 		"4242 (qemu-system-x86) S 1 4242": false,
 		"4242 (qemu (x) y) Z 1 4242":      true,
@@ -57,11 +60,11 @@ func TestExited(t *testing.T) {
 		if err := os.WriteFile(p, []byte(stat), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := exited(p); got != want {
+		if got := exited(context.Background(), n, p); got != want {
 			t.Errorf("%q: %v", stat, got)
 		}
 	}
-	if !exited(filepath.Join(dir, "none")) {
+	if !exited(context.Background(), n, filepath.Join(dir, "none")) {
 		t.Error("a process gone from procfs has not exited?")
 	}
 }

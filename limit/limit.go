@@ -299,7 +299,7 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 		return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
 	}
 	// The config as Proxmox saved it.
-	v2, err := vm.Load(n.Paths, v.VMID)
+	v2, err := vm.Load(ctx, n, v.VMID)
 	if err != nil {
 		return exitcode.Unreachablef("limit: qm set ran, but the config cannot be read back: %v", err)
 	}
@@ -326,7 +326,7 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 	}
 	res.Apply.After = FromQEMU(run)
 	res.Limits = setsFor(d, run, true)
-	if v2, err := vm.Load(n.Paths, v.VMID); err == nil && v2.Disk(d.ID) != nil && v2.Disk(d.ID).Drive != nil {
+	if v2, err := vm.Load(ctx, n, v.VMID); err == nil && v2.Disk(d.ID) != nil && v2.Disk(d.ID).Drive != nil {
 		res.Limits = setsFor(v2.Disk(d.ID), run, true)
 	}
 	if !run.Equal(want) {

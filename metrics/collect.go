@@ -157,7 +157,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rep, err := pools.Measure(ctx, n.Paths, nil)
+		rep, err := pools.Measure(ctx, n, nil)
 		if err != nil {
 			fail(SourceThinPool)
 			return
