@@ -83,47 +83,49 @@ func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
 }
 
 // openFile opens a file to read; tests replace it to stand for a read that
-// blocks, which no regular file on a test machine does.
+// blocks, which no regular file on a test machine does. O_NONBLOCK: should
+// a FIFO replace the file between the stat and the open, the open does not
+// wait for a writer.
 var openFile = func(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 }
 
+// readFile: a stat first, so that nothing but a regular file is ever
+// opened (opening a device can act: /dev/watchdog arms on open); then what
+// was opened is checked again, and where it really is (/proc/self/fd) must
+// be inside its tree. top reads some 300 procfs files a second: this is
+// six system calls and the tree's resolution, no walk of every component.
 func (p Paths) readFile(path string) ([]byte, error) {
 	tree, err := p.treeOf(path)
 	if err != nil {
 		return nil, err
 	}
-	real, err := filepath.EvalSymlinks(path)
-	if err == nil {
-		real, err = filepath.Abs(real)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !below(real, tree) {
-		return nil, &FileError{path, fmt.Sprintf("leads to %s, outside %s: refused", real, tree)}
-	}
-	st, err := os.Stat(real)
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
+		return nil, refused(path, "", tree, st.Mode())
 	}
-	f, err := openFile(real)
+	f, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	// What was opened, in case a link changed after it was resolved.
 	if st, err = f.Stat(); err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil { // no procfs: resolve the name instead
+		if real, err = filepath.EvalSymlinks(path); err == nil {
+			real, err = filepath.Abs(real)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if now, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err == nil && !below(now, tree) {
-		return nil, &FileError{path, fmt.Sprintf("leads to %s, outside %s: refused", now, tree)}
+	if !st.Mode().IsRegular() || !below(real, tree) {
+		return nil, refused(path, real, tree, st.Mode())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
@@ -133,6 +135,20 @@ func (p Paths) readFile(path string) ([]byte, error) {
 		return nil, &FileError{path, fmt.Sprintf("is larger than %d MiB: not a file of a Proxmox VE node", MaxFileBytes>>20)}
 	}
 	return b, nil
+}
+
+// refused says why path is not read: where it leads when that is outside
+// its tree (real, "" to resolve it here), else what kind of file it is.
+func refused(path, real, tree string, m os.FileMode) error {
+	if real == "" {
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			real, _ = filepath.Abs(r)
+		}
+	}
+	if real != "" && !below(real, tree) {
+		return &FileError{path, fmt.Sprintf("leads to %s, outside %s: refused", real, tree)}
+	}
+	return &FileError{path, "is " + kind(m) + ", not a regular file"}
 }
 
 // treeOf is the tree path must stay in, symlinks resolved: the most
