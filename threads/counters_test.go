@@ -2,6 +2,7 @@ package threads
 
 import (
 	"fmt"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,11 +15,11 @@ import (
 
 func readers(t *testing.T, r recording) (a, b Reader) {
 	t.Helper()
-	a, err := NewReader(filepath.Join(r.dir, "proc-a"))
+	a, err := NewReader(node.New(node.NewPaths("/", filepath.Join(r.dir, "proc-a"), ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = NewReader(filepath.Join(r.dir, "proc-b"))
+	b, err = NewReader(node.New(node.NewPaths("/", filepath.Join(r.dir, "proc-b"), ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestUsageOfEdges(t *testing.T) {
 			t.Errorf("%s: compared", name)
 		}
 	}
-	if _, err := NewReader("/nonexistent-proc"); err == nil {
+	if _, err := NewReader(node.New(node.NewPaths("/", "/nonexistent-proc", ""), 0)); err == nil {
 		t.Error("a missing procfs root accepted")
 	}
 }
@@ -130,7 +131,7 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 	}()
 	tid := <-tidc
 	defer close(stop)
-	r, err := NewReader("/proc")
+	r, err := NewReader(node.New(node.NewPaths("/", "/proc", ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestReadWithoutSchedstat(t *testing.T) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte(text), 0o644)
 	}
-	r, _ := NewReader(proc)
+	r, _ := NewReader(node.New(node.NewPaths("/", proc, ""), 0))
 	got := r.Read(100, []int{100, 101, 102, 103})
 	want := map[int]Counters{
 		100: {TID: 100, Comm: "t100", RunNs: 5, WaitNs: 6, HasSchedstat: true, Ticks: 10, Start: 42},

@@ -158,7 +158,7 @@ type Monitor struct {
 
 // NewMonitor prepares a run; Close ends it.
 func NewMonitor(n node.Node, o Options) (*Monitor, error) {
-	tr, err := threads.NewReader(n.Paths.Proc)
+	tr, err := threads.NewReader(n)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unreachable, "procfs", err)
 	}
