@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,8 +178,20 @@ func TestReadWithoutSchedstat(t *testing.T) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte(text), 0o644)
 	}
+	// (issue 21) A FIFO where a counter file should be is not read (it
+	// used to block the reader for good): that thread is left out.
+	os.MkdirAll(filepath.Join(proc, "100/task/104"), 0o755)
+	for _, f := range []string{"schedstat", "stat"} {
+		if err := syscall.Mkfifo(filepath.Join(proc, "100/task/104", f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, _ := NewReader(node.New(node.NewPaths("/", proc, ""), 0))
-	got := r.Read(100, []int{100, 101, 102, 103})
+	t0 := time.Now()
+	got := r.Read(100, []int{100, 101, 102, 103, 104})
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
 	want := map[int]Counters{
 		100: {TID: 100, Comm: "t100", RunNs: 5, WaitNs: 6, HasSchedstat: true, Ticks: 10, Start: 42},
 		101: {TID: 101, Comm: "t101", Ticks: 25, Start: 43},
