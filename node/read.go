@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -196,10 +195,4 @@ func kind(m os.FileMode) string {
 		return "a socket"
 	}
 	return "not a file (" + m.Type().String() + ")"
-}
-
-// IsBadFile reports a file refused by ReadFile or one whose read timed out:
-// something is there, but not a file the tool can read.
-func IsBadFile(err error) bool {
-	return errors.Is(err, ErrBadFile) || errors.Is(err, ErrFileTimeout)
 }
