@@ -101,3 +101,41 @@ func TestHostileConfigFiles(t *testing.T) {
 		t.Errorf("storage.cfg a FIFO: exit %d %s", code, errs)
 	}
 }
+
+// (issue 21) A VM of another node, with pmxcfs's files unreadable: a
+// .vmlist with one bad node name used to say "no such VM on this node"
+// (exit 2), a .members with one bad IP "pve2 is offline"; both are now exit
+// 3 naming the file and the line.
+func TestClusterFilesUnreadable(t *testing.T) {
+	fixture := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "cluster", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, c := range []struct {
+		members, vmlist, want string
+	}{
+		{fixture("members-3nodes.json"), strings.Replace(fixture("vmlist.json"), `"380": { "node": "pve2"`, `"380": { "node": "pve2 x"`, 1),
+			"pvediskcheck: VM 380: no config on this node, and which node has it is unknown: cannot read /etc/pve/.vmlist: line 6: VM 380: "},
+		{strings.Replace(fixture("members-3nodes.json"), `"192.168.1.12"`, `"192.168.1.300"`, 1), fixture("vmlist.json"),
+			`pvediskcheck: VM 380 on pve2: how to reach pve2 is unknown: cannot read /etc/pve/.members: line 6: node pve2: ip "192.168.1.300" is not an IP address` + "\n"},
+	} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "etc/pve/qemu-server"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, text := range map[string]string{".members": c.members, ".vmlist": c.vmlist} {
+			if err := os.WriteFile(filepath.Join(root, "etc/pve", name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, cmd := range []string{"cache", "check", "top"} {
+			out, errs, code := runCLI(t, "--root", root, cmd, "380")
+			if code != 3 || !strings.HasPrefix(errs, c.want) || strings.Count(errs, "\n") != 1 || out != "" {
+				t.Errorf("%s: exit %d %q, want %q", cmd, code, errs, c.want)
+			}
+		}
+	}
+}
