@@ -10,10 +10,13 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -83,13 +86,13 @@ type rawMembers struct {
 func ParseMembers(b []byte) (*Members, error) {
 	var raw rawMembers
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMembers, err)
+		return nil, fmt.Errorf("%w: line %d: %v", ErrMembers, jsonErrLine(b, err), err)
 	}
 	if raw.Nodename == nil || raw.Version == nil {
 		return nil, fmt.Errorf("%w: no nodename or version", ErrMembers)
 	}
 	if err := ValidateNodeName(*raw.Nodename); err != nil {
-		return nil, fmt.Errorf("%w: nodename: %v", ErrMembers, err)
+		return nil, fmt.Errorf("%w: line %d: nodename: %v", ErrMembers, lineOf(b, 0, `"nodename"`), err)
 	}
 	m := &Members{Local: *raw.Nodename, Version: *raw.Version, Nodes: []Member{}}
 	if raw.Cluster == nil {
@@ -98,12 +101,13 @@ func ParseMembers(b []byte) (*Members, error) {
 	m.Cluster = &ClusterInfo{Name: raw.Cluster.Name, Version: raw.Cluster.Version, Nodes: raw.Cluster.Nodes, Quorate: raw.Cluster.Quorate != 0}
 	for name, n := range raw.Nodelist {
 		if err := ValidateNodeName(name); err != nil {
-			return nil, fmt.Errorf("%w: nodelist: %v", ErrMembers, err)
+			return nil, fmt.Errorf("%w: line %d: nodelist: %v", ErrMembers, lineOf(b, bytes.Index(b, []byte(`"nodelist"`)), strconv.Quote(name)), err)
 		}
 		mem := Member{Name: name, ID: n.ID, Online: n.Online != 0}
 		if n.IP != nil {
 			if net.ParseIP(*n.IP) == nil {
-				return nil, fmt.Errorf("%w: node %s: ip %s is not an IP address", ErrMembers, name, units.Clip(*n.IP, 40))
+				at := lineOf(b, bytes.Index(b, []byte(`"nodelist"`)), strconv.Quote(name))
+				return nil, fmt.Errorf("%w: line %d: node %s: ip %s is not an IP address", ErrMembers, lineOf(b, offsetOfLine(b, at), `"ip"`), name, units.Clip(*n.IP, 40))
 			}
 			mem.IP = *n.IP
 		}
@@ -111,6 +115,43 @@ func ParseMembers(b []byte) (*Members, error) {
 	}
 	sort.Slice(m.Nodes, func(i, j int) bool { return m.Nodes[i].Name < m.Nodes[j].Name })
 	return m, nil
+}
+
+// lineOf is the line of b where s first occurs at or after byte from (the
+// line of from when it does not: the best place known).
+func lineOf(b []byte, from int, s string) int {
+	from = max(from, 0)
+	if i := bytes.Index(b[from:], []byte(s)); i >= 0 {
+		from += i
+	}
+	return bytes.Count(b[:from], []byte("\n")) + 1
+}
+
+// offsetOfLine is where line n (from 1) of b starts.
+func offsetOfLine(b []byte, n int) int {
+	off := 0
+	for ; n > 1; n-- {
+		i := bytes.IndexByte(b[off:], '\n')
+		if i < 0 {
+			return len(b)
+		}
+		off += i + 1
+	}
+	return off
+}
+
+// jsonErrLine is the line of a JSON decoding error in b.
+func jsonErrLine(b []byte, err error) int {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	off := int64(0)
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	return 1 + bytes.Count(b[:min(max(int(off)-1, 0), len(b))], []byte("\n"))
 }
 
 // Node returns the member called name.

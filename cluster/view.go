@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
-	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -22,10 +20,6 @@ const (
 	LocalLink   = "/etc/pve/local" // -> nodes/<this node>
 	NodesDir    = "/etc/pve/nodes"
 )
-
-// maxFileBytes bounds what is read of .members and .vmlist: .vmlist holds
-// about 60 bytes per guest, so 16 MiB is far beyond any cluster.
-const maxFileBytes = 16 << 20
 
 // View is the cluster as this node sees it through pmxcfs.
 type View struct {
@@ -46,7 +40,7 @@ var ErrNotCluster = exitcode.New(exitcode.Unreachable, "not a Proxmox VE cluster
 func Load(ctx context.Context, n node.Node) (*View, error) {
 	v := &View{paths: n.Paths}
 	var errs []error
-	b, err := readFile(ctx, n.Paths.Join(MembersFile), n.Timeout)
+	b, err := readFile(ctx, n, MembersFile, ErrMembers)
 	if err == nil {
 		v.Members, err = ParseMembers(b)
 	} else if errors.Is(err, os.ErrNotExist) {
@@ -55,7 +49,7 @@ func Load(ctx context.Context, n node.Node) (*View, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if b, err = readFile(ctx, n.Paths.Join(VMListFile), n.Timeout); err == nil {
+	if b, err = readFile(ctx, n, VMListFile, ErrVMList); err == nil {
 		v.VMs, err = ParseVMList(b)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -63,6 +57,22 @@ func Load(ctx context.Context, n node.Node) (*View, error) {
 	}
 	v.Local = v.localName()
 	return v, errors.Join(errs...)
+}
+
+// readFile reads a pmxcfs file (a read of /etc/pve can block while pmxcfs
+// waits for quorum: n.ReadFile gives up after the node's timeout). A file
+// that is there but cannot be read is unreadable (the file's sentinel,
+// exit 3: the cluster's view is what cannot be reached), one line naming
+// it.
+func readFile(ctx context.Context, n node.Node, file string, unreadable error) ([]byte, error) {
+	b, err := n.ReadFile(ctx, n.Paths.Join(file))
+	switch {
+	case errors.Is(err, node.ErrFileTimeout):
+		return nil, fmt.Errorf("%w: %v (pmxcfs without quorum?)", unreadable, err)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("%w: %v", unreadable, err)
+	}
+	return b, err
 }
 
 // localName is what pmxcfs calls this node: .members' nodename, else the
@@ -131,37 +141,6 @@ func (v *View) KnownHosts(nodeName string) string {
 	return v.paths.Join(NodesDir + "/" + nodeName + "/ssh_known_hosts")
 }
 
-// readFile reads at most maxFileBytes of p, giving up after timeout (a read
-// of /etc/pve can block while pmxcfs waits for quorum).
-func readFile(ctx context.Context, p string, timeout time.Duration) ([]byte, error) {
-	type result struct {
-		b   []byte
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		f, err := os.Open(p)
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-		if err == nil && len(b) > maxFileBytes {
-			err = fmt.Errorf("%s is larger than %d bytes", p, maxFileBytes)
-		}
-		ch <- result{b, err}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	select {
-	case r := <-ch:
-		return r.b, r.err
-	case <-ctx.Done():
-		return nil, exitcode.Unreachablef("%s: no answer within %s (pmxcfs without quorum?)", p, timeout)
-	}
-}
-
 // ForConfigsOf is n as a view of another node's configs, for judging that
 // node's VMs when it did not answer: its VM configs from pmxcfs, and no
 // command run, since nothing this node runs (lvs, qm) describes that node.
@@ -177,30 +156,36 @@ func ForConfigsOf(n node.Node, nodeName string) node.Node {
 // is false when one is not a VMID, or is neither here nor a QEMU VM of
 // another node, or when every one is here: this node then answers for all
 // of them (and says what is wrong with one). .vmlist is read only when a
-// VMID's config is not here.
-func Route(ctx context.Context, n node.Node, vmids []string) (view *View, nodes []Member, byNode map[string][]string, ok bool) {
+// VMID's config is not here; err says when it (or .members, for a VM of
+// another node) could not be read: where that VM lives, or how to reach
+// its node, is unknown (exit 3).
+func Route(ctx context.Context, n node.Node, vmids []string) (view *View, nodes []Member, byNode map[string][]string, ok bool, err error) {
 	byNode = map[string][]string{}
 	var here []string
 	for _, a := range vmids {
-		id, err := qemuserver.ParseVMID(a)
-		if err != nil {
-			return nil, nil, nil, false
+		id, perr := qemuserver.ParseVMID(a)
+		if perr != nil {
+			return nil, nil, nil, false, nil
 		}
 		if _, err := os.Stat(n.Paths.VMConfig(id)); !errors.Is(err, os.ErrNotExist) {
 			here = append(here, a)
 			continue
 		}
+		var lerr error
 		if view == nil {
-			view, _ = Load(ctx, n)
+			view, lerr = Load(ctx, n)
 		}
 		g, ok := view.Locate(id)
+		if err := view.Unknown(id, ok, lerr); err != nil {
+			return nil, nil, nil, false, err
+		}
 		if !ok || g.Type != QEMU || g.Node == view.Local {
-			return nil, nil, nil, false
+			return nil, nil, nil, false, nil
 		}
 		byNode[g.Node] = append(byNode[g.Node], a)
 	}
 	if len(byNode) == 0 {
-		return nil, nil, nil, false
+		return nil, nil, nil, false, nil
 	}
 	if len(here) > 0 {
 		byNode[view.Local] = append(byNode[view.Local], here...)
@@ -213,5 +198,22 @@ func Route(ctx context.Context, n node.Node, vmids []string) (view *View, nodes 
 	for _, name := range names {
 		nodes = append(nodes, view.Member(name))
 	}
-	return view, nodes, byNode, true
+	return view, nodes, byNode, true, nil
+}
+
+// Unknown is the error for VM vmid, whose config is not on this node,
+// when the pmxcfs file that would place it (.vmlist) or reach its node
+// (.members) could not be read: loadErr is what Load returned, found
+// what Locate did. nil when nothing is missing (a VM .vmlist does not
+// list is a VM the cluster does not have).
+func (v *View) Unknown(vmid int, found bool, loadErr error) error {
+	switch {
+	case loadErr == nil:
+		return nil
+	case !found && errors.Is(loadErr, ErrVMList):
+		return exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: no config on this node, and which node has it is unknown", vmid), loadErr)
+	case found && errors.Is(loadErr, ErrMembers) && v.VMs[vmid].Node != v.Local:
+		return exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("%s: how to reach %s is unknown", v.VMs[vmid], v.VMs[vmid].Node), loadErr)
+	}
+	return nil
 }

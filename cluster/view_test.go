@@ -135,44 +135,36 @@ func TestLoadBadFiles(t *testing.T) {
 	}
 }
 
-// A read of /etc/pve that blocks (pmxcfs waiting for quorum) is given up
-// after the node's timeout, as exit 3.
-func TestLoadStalls(t *testing.T) {
-	n := tree(t, map[string]string{".vmlist": "{}"})
-	p := n.Paths.Join(MembersFile)
-	if err := syscall.Mkfifo(p, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n.Timeout = 50 * time.Millisecond
-	t0 := time.Now()
-	_, err := Load(context.Background(), n)
-	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") || exitcode.Of(err) != exitcode.Unreachable {
-		t.Errorf("err = %v", err)
-	}
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Errorf("took %s", d)
-	}
-	// Unblock the reader left behind.
-	if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
-		f.Close()
-	}
-}
-
-func TestReadFileBound(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(p, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, size := range []int64{maxFileBytes, maxFileBytes + 1} {
-		if err := os.Truncate(p, size); err != nil {
+// A .members or .vmlist that is not a regular file (a FIFO, which used to
+// be read until the timeout) is refused at once, exit 3 naming the file;
+// one larger than node.MaxFileBytes too. (A read that blocks is given up
+// after the node's timeout: node.ReadFile, tested there.)
+func TestLoadBadFileKinds(t *testing.T) {
+	for _, file := range []string{MembersFile, VMListFile} {
+		n := tree(t, map[string]string{".vmlist": "{}", ".members": string(fixture(t, "members-3nodes.json"))})
+		p := n.Paths.Join(file)
+		os.Remove(p)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		b, err := readFile(context.Background(), p, 5*time.Second)
-		if size == maxFileBytes && (err != nil || len(b) != maxFileBytes) {
-			t.Errorf("%d bytes: %d, %v", size, len(b), err)
+		n.Timeout = time.Hour
+		t0 := time.Now()
+		_, err := Load(context.Background(), n)
+		if err == nil || !strings.Contains(err.Error(), p+": is a FIFO, not a regular file") || exitcode.Of(err) != exitcode.Unreachable {
+			t.Errorf("%s: err = %v", file, err)
 		}
-		if size > maxFileBytes && (err == nil || !strings.Contains(err.Error(), "larger than")) {
-			t.Errorf("%d bytes: %v", size, err)
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("%s: took %s", file, d)
+		}
+		os.Remove(p)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, node.MaxFileBytes+1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(context.Background(), n); err == nil || !strings.Contains(err.Error(), p+": is larger than 16 MiB") || exitcode.Of(err) != exitcode.Unreachable {
+			t.Errorf("%s: err = %v", file, err)
 		}
 	}
 }
@@ -186,18 +178,18 @@ func TestRoute(t *testing.T) {
 		"390": {"node": "pve3", "type": "qemu"}}}`
 	n := tree(t, map[string]string{".members": string(fixture(t, "members-3nodes.json")), ".vmlist": vmlist, "qemu-server/370.conf": "memory: 512\n"})
 	ctx := context.Background()
-	view, nodes, byNode, ok := Route(ctx, n, []string{"390", "370", "380", "200"})
+	view, nodes, byNode, ok, err := Route(ctx, n, []string{"390", "370", "380", "200"})
 	var got []string
 	for _, m := range nodes {
 		got = append(got, m.Name+"="+strings.Join(byNode[m.Name], ","))
 	}
-	if !ok || view == nil || view.Local != "pve1" || strings.Join(got, " ") != "pve1=370 pve2=380,200 pve3=390" || len(byNode) != 3 {
+	if err != nil || !ok || view == nil || view.Local != "pve1" || strings.Join(got, " ") != "pve1=370 pve2=380,200 pve3=390" || len(byNode) != 3 {
 		t.Errorf("three nodes: %v %q %v", ok, got, byNode)
 	}
 	if nodes[1] != (Member{"pve2", 2, true, "192.168.1.12"}) || nodes[2].Online {
 		t.Errorf("members: %+v", nodes)
 	}
-	if _, nodes, byNode, ok := Route(ctx, n, []string{"380"}); !ok || len(nodes) != 1 || nodes[0].Name != "pve2" || len(byNode) != 1 {
+	if _, nodes, byNode, ok, err := Route(ctx, n, []string{"380"}); err != nil || !ok || len(nodes) != 1 || nodes[0].Name != "pve2" || len(byNode) != 1 {
 		t.Errorf("one remote VM: %v %+v %v", ok, nodes, byNode)
 	}
 	for _, ids := range [][]string{
@@ -208,15 +200,32 @@ func TestRoute(t *testing.T) {
 		{"380", "371"}, // .vmlist says here, no config here
 		nil,
 	} {
-		if view, nodes, byNode, ok := Route(ctx, n, ids); ok || view != nil || nodes != nil || byNode != nil {
+		if view, nodes, byNode, ok, err := Route(ctx, n, ids); err != nil || ok || view != nil || nodes != nil || byNode != nil {
 			t.Errorf("%q: routed %v %+v %v", ids, ok, nodes, byNode)
 		}
 	}
 	// Every VMID here: pmxcfs is not read (an unreadable .vmlist is not
 	// even noticed).
 	n = tree(t, map[string]string{".vmlist": "{", "qemu-server/370.conf": "memory: 512\n", "qemu-server/371.conf": "memory: 512\n"})
-	if view, _, _, ok := Route(ctx, n, []string{"370", "371"}); ok || view != nil {
+	if view, _, _, ok, err := Route(ctx, n, []string{"370", "371"}); err != nil || ok || view != nil {
 		t.Errorf("all here: %v %+v", ok, view)
+	}
+	// A VM not here, with .vmlist unreadable (one bad node name): where it
+	// lives is unknown, exit 3 naming the file and the line (not "no such
+	// VM on this node"). With .members unreadable (one bad IP), its node
+	// cannot be reached (not "offline").
+	badList := "{\n\"version\": 3,\n\"ids\": {\n\"370\": { \"node\": \"pve1\", \"type\": \"qemu\", \"version\": 1 },\n\"380\": { \"node\": \"pve2;x\", \"type\": \"qemu\", \"version\": 2 }}\n}\n"
+	n = tree(t, map[string]string{".members": string(fixture(t, "members-3nodes.json")), ".vmlist": badList, "qemu-server/370.conf": "memory: 512\n"})
+	_, _, _, ok, err = Route(ctx, n, []string{"380"})
+	if ok || exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 380: no config on this node, and which node has it is unknown: cannot read /etc/pve/.vmlist: line 5: VM 380: ") {
+		t.Errorf("bad .vmlist: %v %v", ok, err)
+	}
+	members := strings.Replace(string(fixture(t, "members-3nodes.json")), `"192.168.1.12"`, `"192.168.1.x"`, 1)
+	n = tree(t, map[string]string{".members": members, ".vmlist": string(fixture(t, "vmlist.json"))})
+	_, _, _, ok, err = Route(ctx, n, []string{"380"})
+	want := "VM 380 on pve2: how to reach pve2 is unknown: cannot read /etc/pve/.members: line 6: node pve2: ip \"192.168.1.x\" is not an IP address"
+	if ok || exitcode.Of(err) != exitcode.Unreachable || err.Error() != want {
+		t.Errorf("bad .members: %v %v, want %s", ok, err, want)
 	}
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -48,19 +49,20 @@ type rawVMList struct {
 func ParseVMList(b []byte) (VMList, error) {
 	var raw rawVMList
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrVMList, err)
+		return nil, fmt.Errorf("%w: line %d: %v", ErrVMList, jsonErrLine(b, err), err)
 	}
 	if raw.Version == nil {
 		return nil, fmt.Errorf("%w: no version", ErrVMList)
 	}
 	out := VMList{}
 	for id, g := range raw.IDs {
+		at := lineOf(b, bytes.Index(b, []byte(`"ids"`)), strconv.Quote(id))
 		vmid, err := qemuserver.ParseVMID(id)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrVMList, err)
+			return nil, fmt.Errorf("%w: line %d: %v", ErrVMList, at, err)
 		}
 		if err := ValidateNodeName(g.Node); err != nil {
-			return nil, fmt.Errorf("%w: VM %d: %v", ErrVMList, vmid, err)
+			return nil, fmt.Errorf("%w: line %d: VM %d: %v", ErrVMList, lineOf(b, offsetOfLine(b, at), `"node"`), vmid, err)
 		}
 		out[vmid] = Guest{VMID: vmid, Node: g.Node, Type: g.Type}
 	}

@@ -164,7 +164,7 @@ func newFakeVM(t testing.TB, fixture string, vmid int) *fakeVM {
 // load reads the VM as the tool does.
 func (f *fakeVM) load(t testing.TB, vmid int) *vm.VM {
 	t.Helper()
-	v, err := vm.Load(f.paths, vmid)
+	v, err := vm.Load(context.Background(), node.New(f.paths, 0), vmid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func faultVM(t *testing.T) (*fakenode.Node, *fakenode.VM, *vm.VM) {
 	}
 	fvm := n.MustStart(t, 372, fakenode.ArgvOptions{Blockdev: true, Extra: agentArgs(n, 372)})
 	fvm.MustQemuIO(t, "scsi1", "write -P 0x5a 0 8M")
-	v, err := vm.Load(n.Paths, 372)
+	v, err := vm.Load(context.Background(), node.New(n.Paths, 0), 372)
 	if err != nil {
 		t.Fatal(err)
 	}

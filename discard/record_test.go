@@ -58,7 +58,7 @@ func recordVM370(t *testing.T) {
 	}
 	rec := proxyQMP(t, n.Paths.QMPSocket(370))
 	ctx := context.Background()
-	v, err := vm.Load(n.Paths, 370)
+	v, err := vm.Load(context.Background(), node.New(n.Paths, 0), 370)
 	if err != nil {
 		t.Fatal(err)
 	}

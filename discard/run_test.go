@@ -436,7 +436,7 @@ func TestValidate(t *testing.T) {
 func TestRunStopped(t *testing.T) {
 	f := newFakeVM(t, "vm370", 370)
 	_ = os.Remove(f.paths.PidFile(370))
-	v, err := vm.Load(f.paths, 370)
+	v, err := vm.Load(context.Background(), node.New(f.paths, 0), 370)
 	if err != nil || v.Running {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package discard
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,7 +59,7 @@ func stoppedVM(t testing.TB, conf, storageCfg string) *vm.VM {
 	if err := os.WriteFile(p.StorageCfg(), []byte(storageCfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v, err := vm.Load(p, 100)
+	v, err := vm.Load(context.Background(), node.New(p, 0), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -250,7 +250,7 @@ func TestMeasureTrigger(t *testing.T) {
 func TestMeasureNotRunning(t *testing.T) {
 	v, n, _, tree := fakeVM(t, conf)
 	os.Remove(filepath.Join(tree.Root, "proc/4242/cmdline"))
-	v, _ = vm.Load(v.Paths(), 100)
+	v, _ = vm.Load(context.Background(), node.New(v.Paths(), 0), 100)
 	res, err := Measure(context.Background(), n, v, v.Disks, Options{})
 	if !errors.Is(err, ErrNotRunning) || exitcode.Of(err) != exitcode.Unreachable || res == nil || len(res.Samples) != 0 {
 		t.Errorf("not running: %v %+v", err, res)

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
@@ -167,7 +168,7 @@ func (tn *testNode) config(t *testing.T) string {
 // load is vm.Load and vm.Select of the disks named (all when none).
 func (tn *testNode) load(t *testing.T, disks ...string) (*vm.VM, []*vm.Disk) {
 	t.Helper()
-	v, err := vm.Load(tn.node.Paths, 370)
+	v, err := vm.Load(context.Background(), node.New(tn.node.Paths, 0), 370)
 	if err != nil {
 		t.Fatal(err)
 	}

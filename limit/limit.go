@@ -285,7 +285,7 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 		return err
 	}
 	race := fmt.Sprintf("limit: VM %d's config changed between reading it and saving (qm set --digest: checksum mismatch; another admin's edit?), nothing was saved", v.VMID)
-	v2, err := vm.Load(n.Paths, v.VMID)
+	v2, err := vm.Load(ctx, n, v.VMID)
 	if err != nil {
 		return exitcode.Unreachablef("%s; reading it again: %v", race, err)
 	}
@@ -342,7 +342,7 @@ func saveLine(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 		return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
 	}
 	// The config as Proxmox saved it.
-	v2, err := vm.Load(n.Paths, v.VMID)
+	v2, err := vm.Load(ctx, n, v.VMID)
 	if err != nil {
 		return exitcode.Unreachablef("limit: qm set ran, but the config cannot be read back: %v", err)
 	}
@@ -369,7 +369,7 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 	}
 	res.Apply.After = FromQEMU(run)
 	res.Limits = setsFor(d, run, true)
-	if v2, err := vm.Load(n.Paths, v.VMID); err == nil && v2.Disk(d.ID) != nil && v2.Disk(d.ID).Drive != nil {
+	if v2, err := vm.Load(ctx, n, v.VMID); err == nil && v2.Disk(d.ID) != nil && v2.Disk(d.ID).Drive != nil {
 		res.Limits = setsFor(v2.Disk(d.ID), run, true)
 	}
 	if !run.Equal(want) {
@@ -395,7 +395,7 @@ func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result,
 	case errors.Is(err, sampler.ErrTooFewSamples):
 		// A socket busy (or QEMU silent) to the end: the gaps say it.
 	case err != nil:
-		cut = &Cut{Why: v.WhyGone(err)}
+		cut = &Cut{Why: v.WhyGone(context.WithoutCancel(ctx), n, err)}
 	}
 	if cut != nil {
 		if k := len(m.Samples); k > 0 {

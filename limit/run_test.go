@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -299,7 +300,7 @@ func TestPersist(t *testing.T) {
 	// anything can run.
 	tn.writeConfig(t, strings.Replace(tn.config(t), ",mbps_wr=20,", ",mbps_wr=0x1p4,", 1))
 	calls := len(tn.qmCalls(t))
-	v, err = vm.Load(tn.node.Paths, 370)
+	v, err = vm.Load(context.Background(), node.New(tn.node.Paths, 0), 370)
 	if err == nil {
 		_, err = v.Select([]string{"scsi1"})
 	}

@@ -157,7 +157,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rep, err := pools.Measure(ctx, n.Paths, nil)
+		rep, err := pools.Measure(ctx, n, nil)
 		if err != nil {
 			fail(SourceThinPool)
 			return
@@ -316,7 +316,7 @@ func disks(v *vm.VM, l *live) []Disk {
 // thread's counters cannot be read (the process has gone, or procfs
 // refuses).
 func cpuOf(n node.Node, pid int, m threads.Map) (*CPU, bool) {
-	r, err := threads.NewReader(n.Paths.Proc)
+	r, err := threads.NewReader(n)
 	if err != nil {
 		return nil, false
 	}

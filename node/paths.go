@@ -5,6 +5,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -132,7 +133,7 @@ func (p Paths) NodeName() string {
 		return filepath.Base(t)
 	}
 	h := ""
-	if b, err := os.ReadFile(p.Join("/etc/hostname")); err == nil {
+	if b, err := (Node{Paths: p}).ReadFile(context.Background(), p.Join("/etc/hostname")); err == nil {
 		h = strings.TrimSpace(string(b))
 	} else {
 		h, _ = os.Hostname()

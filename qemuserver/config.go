@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,13 +69,40 @@ var (
 	keyRe     = regexp.MustCompile(`^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$`)
 )
 
-// LoadConfig reads and parses a VM config file.
+// MaxLineBytes bounds one line of a config or of storage.cfg.
+const MaxLineBytes = 4 << 20
+
+// ErrLineTooLong is a line beyond MaxLineBytes: not a file Proxmox wrote,
+// bad input (exit 2) rather than a line to report.
+var ErrLineTooLong = exitcode.New(exitcode.Usage, fmt.Sprintf("longer than %d MiB: not a file Proxmox wrote", MaxLineBytes>>20))
+
+// scanErr is a line scanner's error, naming the file, and the line when it
+// is one beyond MaxLineBytes.
+func scanErr(err error, name string, line int) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("%s line %d: %w", name, line, ErrLineTooLong)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// LoadConfig reads and parses a VM config file: for fixtures and test
+// doubles; the tool reads a node's files through node.Node.ReadFile (vm.ReadConfig).
 func LoadConfig(path string, vmid int) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	c, err := ParseConfig(bytes.NewReader(data), path)
+	return ParseConfigFile(data, path, vmid)
+}
+
+// ParseConfigFile parses the raw bytes of VM vmid's config file name, with
+// the digest qemu-server computes over them (Config.Digest): the one way a
+// whole config file becomes a Config, whoever read it.
+func ParseConfigFile(data []byte, name string, vmid int) (*Config, error) {
+	c, err := ParseConfig(bytes.NewReader(data), name)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +140,7 @@ func DigestMismatch(msg string) bool {
 func ParseConfig(r io.Reader, name string) (*Config, error) {
 	c := &Config{Path: name, Main: map[string]string{}, Lines: map[string]int{}, Pending: map[string]string{}}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	section := ""
 	lineNo := 0
 	var desc []string
@@ -170,8 +198,8 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 		c.Main[key] = val
 		c.Lines[key] = lineNo
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := scanErr(sc.Err(), name, lineNo+1); err != nil {
+		return nil, err
 	}
 	c.Description = strings.Join(desc, "\n")
 	return c, nil

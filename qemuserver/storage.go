@@ -24,7 +24,9 @@ type Storages map[string]*Storage
 
 var storageHeaderRe = regexp.MustCompile(`^([a-z][a-z0-9]*):\s*(\S+)\s*$`)
 
-// LoadStorages reads storage.cfg. A missing file yields an empty set.
+// LoadStorages reads storage.cfg. A missing file yields an empty set. For
+// fixtures and test doubles: the tool reads a node's files through
+// node.Node.ReadFile (vm.ReadStorages).
 func LoadStorages(p string) (Storages, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
@@ -41,6 +43,7 @@ func LoadStorages(p string) (Storages, error) {
 func ParseStorages(r io.Reader, name string) (Storages, error) {
 	out := Storages{}
 	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	var cur *Storage
 	n := 0
 	for sc.Scan() {
@@ -70,7 +73,10 @@ func ParseStorages(r io.Reader, name string) (Storages, error) {
 		k, _, _ = strings.Cut(k, "\t")
 		cur.Props[k] = strings.TrimSpace(v)
 	}
-	return out, sc.Err()
+	if err := scanErr(sc.Err(), name, n+1); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Bool returns a boolean property (bare flags count as true).

@@ -3,47 +3,63 @@
 package sampler
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
+	"github.com/pvediskcheck/pvediskcheck/node"
 )
 
-// Host reads the node's counters below one procfs and sysfs root.
+// Host reads the node's counters below one procfs and sysfs root, every
+// file through node.Node.ReadFile (regular files only, bounded, within
+// node.DefaultTimeout: a FIFO in a fixture tree cannot hang a sampler).
 type Host struct {
 	Proc string // e.g. /proc
 	Sys  string // e.g. /sys
+}
+
+func (h Host) read(path string) ([]byte, error) {
+	return node.New(node.NewPaths("/", h.Proc, h.Sys), 0).ReadFile(context.Background(), path)
 }
 
 // Memory is the node's page-cache state, bytes.
 type Memory struct {
 	DirtyBytes     int64 // /proc/meminfo Dirty: written, not yet sent to storage
 	WritebackBytes int64 // /proc/meminfo Writeback: being written to storage now
+	TotalBytes     int64 // /proc/meminfo MemTotal: the node's RAM
 }
 
-// Memory reads Dirty and Writeback from /proc/meminfo.
+// Memory reads Dirty, Writeback and MemTotal from /proc/meminfo (kB: KiB).
 func (h Host) Memory() (Memory, error) {
-	fs, err := procfs.NewFS(h.Proc)
+	b, err := h.read(filepath.Join(h.Proc, "meminfo"))
 	if err != nil {
 		return Memory{}, err
 	}
-	mi, err := fs.Meminfo()
-	if err != nil {
-		return Memory{}, fmt.Errorf("%s/meminfo: %w", h.Proc, err)
-	}
 	var m Memory
-	if mi.DirtyBytes != nil {
-		m.DirtyBytes = int64(*mi.DirtyBytes)
-	} else if mi.Dirty != nil {
-		m.DirtyBytes = int64(*mi.Dirty) * 1024
-	}
-	if mi.WritebackBytes != nil {
-		m.WritebackBytes = int64(*mi.WritebackBytes)
-	} else if mi.Writeback != nil {
-		m.WritebackBytes = int64(*mi.Writeback) * 1024
+	for _, line := range strings.Split(string(b), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		f := strings.Fields(rest)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("%s/meminfo: %s: %q is not a number", h.Proc, key, f[0])
+		}
+		if len(f) > 1 && f[1] == "kB" {
+			v *= 1024
+		}
+		switch key {
+		case "Dirty":
+			m.DirtyBytes = v
+		case "Writeback":
+			m.WritebackBytes = v
+		case "MemTotal":
+			m.TotalBytes = v
+		}
 	}
 	return m, nil
 }
@@ -53,19 +69,21 @@ func (h Host) Memory() (Memory, error) {
 // submits I/O (O_DIRECT). Write-zeroes and discards do not count, which is
 // how zero data is told apart from real data.
 func (h Host) ProcessWriteBytes(pid int) (int64, error) {
-	fs, err := procfs.NewFS(h.Proc)
+	path := filepath.Join(h.Proc, strconv.Itoa(pid), "io")
+	b, err := h.read(path)
 	if err != nil {
 		return 0, err
 	}
-	p, err := fs.Proc(pid)
-	if err != nil {
-		return 0, err
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: write_bytes %q is not a number", path, strings.TrimSpace(v))
+			}
+			return n, nil
+		}
 	}
-	io, err := p.IO()
-	if err != nil {
-		return 0, fmt.Errorf("%s/%d/io: %w", h.Proc, pid, err)
-	}
-	return int64(io.WriteBytes), nil
+	return 0, fmt.Errorf("%s: no write_bytes", path)
 }
 
 // BlockStat is a block device's counters from /sys/class/block/<dev>/stat
@@ -95,7 +113,7 @@ func (h Host) BlockDeviceStat(devPath string) (BlockStat, error) {
 		return BlockStat{}, err
 	}
 	name := filepath.Base(real)
-	b, err := os.ReadFile(filepath.Join(h.Sys, "class", "block", name, "stat"))
+	b, err := h.read(filepath.Join(h.Sys, "class", "block", name, "stat"))
 	if err != nil {
 		return BlockStat{}, err
 	}
@@ -141,7 +159,7 @@ func (h Host) BlockDeviceName(devPath string) (name string, ok bool) {
 
 // BlockStatOf reads /sys/class/block/<name>/stat.
 func (h Host) BlockStatOf(name string) (BlockStat, error) {
-	b, err := os.ReadFile(filepath.Join(h.Sys, "class", "block", name, "stat"))
+	b, err := h.read(filepath.Join(h.Sys, "class", "block", name, "stat"))
 	if err != nil {
 		return BlockStat{}, err
 	}

@@ -18,7 +18,9 @@ type PageCache struct {
 
 // VolumePageCache reads the page-cache state of a file or block device.
 func VolumePageCache(path string) (PageCache, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a volume path that is a FIFO (a hostile tree) must not
+	// wait for a writer; cachestat then refuses it.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return PageCache{}, err
 	}

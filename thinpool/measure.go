@@ -1,6 +1,7 @@
 package thinpool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,14 +33,14 @@ func IsPool(s *qemuserver.Storage) bool {
 // or one of another type is bad input (exit 2); lvs or zfs failing, or a
 // pool missing from its report, is exit 3.
 func Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
-	return measure(ctx, n.Paths, n.Runner, names)
+	return measure(ctx, n, n.Runner, names)
 }
 
 // Measure is thinpool.Measure on the cache's one lvs run (every volume
 // group), the run its Pool figures come from too: a collection that checks
 // VMs and reports pools (metrics) runs lvs once.
-func (c *Cache) Measure(ctx context.Context, p node.Paths, names []string) (*Report, error) {
-	return measureWith(ctx, p, c.runner, names, func([]string) (*lvm.Report, error) { return c.lvsReport(ctx) })
+func (c *Cache) Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
+	return measureWith(ctx, n, c.runner, names, func([]string) (*lvm.Report, error) { return c.lvsReport(ctx) })
 }
 
 // lvsReport runs lvs over every volume group once per cache.
@@ -48,21 +49,25 @@ func (c *Cache) lvsReport(ctx context.Context) (*lvm.Report, error) {
 	return c.lvs, c.lvsErr
 }
 
-func measure(ctx context.Context, p node.Paths, r Runner, names []string) (*Report, error) {
-	return measureWith(ctx, p, r, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, r, vgs...) })
+func measure(ctx context.Context, n node.Node, r Runner, names []string) (*Report, error) {
+	return measureWith(ctx, n, r, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, r, vgs...) })
 }
 
 // measureWith reports the pools of names (all of the node's when none),
 // their lvs report from listLVS (given the volume groups they need).
-func measureWith(ctx context.Context, p node.Paths, r Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
+func measureWith(ctx context.Context, n node.Node, r Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
+	p := n.Paths
 	cfg := p.StorageCfg()
-	if _, err := os.Stat(cfg); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, exitcode.Usagef("thin: no %s: %s is not a Proxmox VE node (give its root with --root)", cfg, p.Root)
-		}
+	b, err := n.ReadFile(ctx, cfg)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, exitcode.Usagef("thin: no %s: %s is not a Proxmox VE node (give its root with --root)", cfg, p.Root)
+	case errors.Is(err, node.ErrBadFile):
+		return nil, exitcode.Wrap(exitcode.Usage, "thin", err)
+	case err != nil:
 		return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
 	}
-	st, err := qemuserver.LoadStorages(cfg)
+	st, err := qemuserver.ParseStorages(bytes.NewReader(b), cfg)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Usage, "thin", err)
 	}
@@ -97,7 +102,7 @@ func measureWith(ctx context.Context, p node.Paths, r Runner, names []string, li
 	if len(want) == 0 {
 		out.Notes = append(out.Notes, "no lvmthin or zfspool storage in "+cfg)
 	}
-	uses, notes := LoadUses(p)
+	uses, notes := LoadUses(ctx, n)
 	out.Notes = append(out.Notes, notes...)
 
 	var vgs []string

@@ -298,7 +298,7 @@ func TestLoadUses(t *testing.T) {
 		"etc/pve/lxc/101.conf":         "rootfs: local-lvm:vm-101-disk-0,size=8G\n",
 		"etc/pve/lxc/bad.conf":         "rootfs: local-lvm:vm-999-disk-0\n",
 	})
-	u, notes := LoadUses(p)
+	u, notes := LoadUses(context.Background(), node.New(p, 0))
 	want := map[string]Use{
 		"vm-370-disk-0":    {370, GuestVM, "efidisk0", DiscardNA},
 		"vm-370-disk-1":    {370, GuestVM, "scsi0", DiscardOn},
@@ -365,7 +365,7 @@ func TestMeasure(t *testing.T) {
 	}
 	p := tree(t, map[string]string{"etc/pve/storage.cfg": storageCfg, "etc/pve/qemu-server/370.conf": "scsi0: local-lvm:vm-370-disk-0,size=8G\n"})
 	r := ok()
-	rep, err := measure(ctx, p, r, nil)
+	rep, err := measure(ctx, node.New(p, 0), r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestMeasure(t *testing.T) {
 	if rep.Pools[0].Volumes[0].Guest == "" {
 		t.Error("uses not loaded")
 	}
-	if rep, err := measure(ctx, p, ok(), []string{"local-zfs"}); err != nil || len(rep.Pools) != 1 || rep.Pools[0].Type != TypeZFSPool {
+	if rep, err := measure(ctx, node.New(p, 0), ok(), []string{"local-zfs"}); err != nil || len(rep.Pools) != 1 || rep.Pools[0].Type != TypeZFSPool {
 		t.Errorf("named: %+v %v", rep, err)
 	}
 	for _, c := range []struct {
@@ -401,14 +401,14 @@ func TestMeasure(t *testing.T) {
 		{"zfs list garbage", p, &runner{out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n", "zfs list rpool/data": "x\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := measure(ctx, c.p, c.r, c.names)
+			_, err := measure(ctx, node.New(c.p, 0), c.r, c.names)
 			if exitcode.Of(err) != c.code || !strings.Contains(fmt.Sprint(err), c.msg) {
 				t.Errorf("%v (exit %d), want exit %d with %q", err, exitcode.Of(err), c.code, c.msg)
 			}
 		})
 	}
 	// No pool storage at all: an empty report with a note, not an error.
-	rep, err = measure(ctx, tree(t, map[string]string{"etc/pve/storage.cfg": "dir: local\n\tpath /var/lib/vz\n"}), ok(), nil)
+	rep, err = measure(ctx, node.New(tree(t, map[string]string{"etc/pve/storage.cfg": "dir: local\n\tpath /var/lib/vz\n"}), 0), ok(), nil)
 	if err != nil || len(rep.Pools) != 0 || rep.Pools == nil || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "no lvmthin or zfspool storage") {
 		t.Errorf("%+v %v", rep, err)
 	}

@@ -3,8 +3,7 @@ package thinpool
 import (
 	"bufio"
 	"bytes"
-	"fmt"
-	"os"
+	"context"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -57,7 +56,8 @@ func (u Uses) put(volid string, use Use) {
 // LoadUses reads this node's VM and container configs (main sections only:
 // snapshots' copies of the same lines name the same volumes). A config that
 // cannot be read is a note, not an error: the other guests still count.
-func LoadUses(p node.Paths) (Uses, []string) {
+func LoadUses(ctx context.Context, n node.Node) (Uses, []string) {
+	p := n.Paths
 	u := Uses{}
 	var notes []string
 	vms, _ := filepath.Glob(filepath.Join(p.QemuServerDir(), "*.conf"))
@@ -66,9 +66,13 @@ func LoadUses(p node.Paths) (Uses, []string) {
 		if err != nil {
 			continue
 		}
-		cfg, err := qemuserver.LoadConfig(f, vmid)
+		b, err := n.ReadFile(ctx, f)
+		var cfg *qemuserver.Config
+		if err == nil {
+			cfg, err = qemuserver.ParseConfig(bytes.NewReader(b), f)
+		}
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: %v", f, err))
+			notes = append(notes, fileNote(f, err))
 			continue
 		}
 		u.addVM(vmid, cfg.Main)
@@ -79,9 +83,9 @@ func LoadUses(p node.Paths) (Uses, []string) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(f)
+		b, err := n.ReadFile(ctx, f)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: %v", f, err))
+			notes = append(notes, fileNote(f, err))
 			continue
 		}
 		for _, cv := range ParseCTVolumes(b) {
@@ -89,6 +93,14 @@ func LoadUses(p node.Paths) (Uses, []string) {
 		}
 	}
 	return u, notes
+}
+
+// fileNote says why file f was not read, naming it once.
+func fileNote(f string, err error) string {
+	if strings.HasPrefix(err.Error(), f+": ") {
+		return err.Error()
+	}
+	return f + ": " + err.Error()
 }
 
 // addVM records a VM config's disks and unused volumes.

@@ -1,7 +1,14 @@
 package threads
 
 import (
-	"github.com/prometheus/procfs"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
 )
 
 // Counters are one thread's scheduler counters at one moment.
@@ -24,15 +31,20 @@ type Counters struct {
 	Start uint64
 }
 
-// Reader reads thread counters below one procfs root.
+// Reader reads thread counters below one procfs root, every file through
+// node.Node.ReadFile (bounded, within the node's timeout: a fixture tree's
+// FIFO cannot hang top or the exporter).
 type Reader struct {
-	fs procfs.FS
+	n node.Node
 }
 
-// NewReader reads below proc (e.g. /proc, or a fixture tree).
-func NewReader(proc string) (Reader, error) {
-	fs, err := procfs.NewFS(proc)
-	return Reader{fs: fs}, err
+// NewReader reads below n's procfs (e.g. /proc, or a fixture tree).
+func NewReader(n node.Node) (Reader, error) {
+	st, err := os.Stat(n.Paths.Proc)
+	if err == nil && !st.IsDir() {
+		err = fmt.Errorf("%s is not a directory", n.Paths.Proc)
+	}
+	return Reader{n: n}, err
 }
 
 // Read returns the counters of the threads tids of process pid. A thread
@@ -47,25 +59,59 @@ func NewReader(proc string) (Reader, error) {
 // VMs: stat's 52 fields are the dearer half of the work.
 func (r Reader) Read(pid int, tids []int) map[int]Counters {
 	out := make(map[int]Counters, len(tids))
+	task := filepath.Join(r.n.Paths.ProcPid(pid), "task")
 	for _, tid := range tids {
-		t, err := r.fs.Thread(pid, tid)
-		if err != nil {
-			continue
-		}
+		dir := filepath.Join(task, strconv.Itoa(tid))
 		c := Counters{TID: tid}
-		if ss, err := t.Schedstat(); err == nil {
-			c.RunNs, c.WaitNs, c.HasSchedstat = ss.RunningNanoseconds, ss.WaitingNanoseconds, true
+		if b, err := r.n.ReadFile(context.Background(), filepath.Join(dir, "schedstat")); err == nil {
+			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(b)
 		}
 		if tid == pid || !c.HasSchedstat {
-			st, err := t.Stat()
-			if err != nil {
+			b, err := r.n.ReadFile(context.Background(), filepath.Join(dir, "stat"))
+			var ok bool
+			if err == nil {
+				c.Comm, c.Ticks, c.Start, ok = parseStat(b)
+			}
+			if !ok {
 				continue
 			}
-			c.Comm, c.Ticks, c.Start = st.Comm, uint64(st.UTime)+uint64(st.STime), st.Starttime
 		}
 		out[tid] = c
 	}
 	return out
+}
+
+// parseSchedstat reads /proc/PID/task/TID/schedstat: run and wait time,
+// nanoseconds, and the timeslices run.
+func parseSchedstat(b []byte) (run, wait uint64, ok bool) {
+	f := bytes.Fields(b)
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	run, err1 := strconv.ParseUint(string(f[0]), 10, 64)
+	wait, err2 := strconv.ParseUint(string(f[1]), 10, 64)
+	return run, wait, err1 == nil && err2 == nil
+}
+
+// parseStat reads /proc/PID/task/TID/stat (proc(5)): the name between the
+// first "(" and the last ")" (a name may hold both), then from field 3
+// (state) on: utime is field 14, stime 15, starttime 22.
+func parseStat(b []byte) (comm string, ticks, start uint64, ok bool) {
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return "", 0, 0, false
+	}
+	f := bytes.Fields(b[j+1:])
+	if len(f) < 20 {
+		return "", 0, 0, false
+	}
+	utime, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	stime, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	start, err3 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return "", 0, 0, false
+	}
+	return string(b[i+1 : j]), utime + stime, start, true
 }
 
 // CPUSeconds is the CPU time the thread has run since it started:

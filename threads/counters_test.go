@@ -2,10 +2,12 @@ package threads
 
 import (
 	"fmt"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,11 +16,11 @@ import (
 
 func readers(t *testing.T, r recording) (a, b Reader) {
 	t.Helper()
-	a, err := NewReader(filepath.Join(r.dir, "proc-a"))
+	a, err := NewReader(node.New(node.NewPaths("/", filepath.Join(r.dir, "proc-a"), ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = NewReader(filepath.Join(r.dir, "proc-b"))
+	b, err = NewReader(node.New(node.NewPaths("/", filepath.Join(r.dir, "proc-b"), ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestUsageOfEdges(t *testing.T) {
 			t.Errorf("%s: compared", name)
 		}
 	}
-	if _, err := NewReader("/nonexistent-proc"); err == nil {
+	if _, err := NewReader(node.New(node.NewPaths("/", "/nonexistent-proc", ""), 0)); err == nil {
 		t.Error("a missing procfs root accepted")
 	}
 }
@@ -130,7 +132,7 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 	}()
 	tid := <-tidc
 	defer close(stop)
-	r, err := NewReader("/proc")
+	r, err := NewReader(node.New(node.NewPaths("/", "/proc", ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +178,20 @@ func TestReadWithoutSchedstat(t *testing.T) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte(text), 0o644)
 	}
-	r, _ := NewReader(proc)
-	got := r.Read(100, []int{100, 101, 102, 103})
+	// (issue 21) A FIFO where a counter file should be is not read (it
+	// used to block the reader for good): that thread is left out.
+	os.MkdirAll(filepath.Join(proc, "100/task/104"), 0o755)
+	for _, f := range []string{"schedstat", "stat"} {
+		if err := syscall.Mkfifo(filepath.Join(proc, "100/task/104", f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := NewReader(node.New(node.NewPaths("/", proc, ""), 0))
+	t0 := time.Now()
+	got := r.Read(100, []int{100, 101, 102, 103, 104})
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
 	want := map[int]Counters{
 		100: {TID: 100, Comm: "t100", RunNs: 5, WaitNs: 6, HasSchedstat: true, Ticks: 10, Start: 42},
 		101: {TID: 101, Comm: "t101", Ticks: 25, Start: 43},

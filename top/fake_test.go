@@ -67,7 +67,7 @@ func (r rec) snapshot(t testing.TB, side string, limits map[string]qemuserver.Li
 	for _, b := range qmp.ParseBlockstats(r.json(t, "query-blockstats-"+side+".json")) {
 		s.Stats[b.ID] = b
 	}
-	tr, err := threads.NewReader(filepath.Join(r.tdir, "proc-"+side))
+	tr, err := threads.NewReader(node.New(node.NewPaths("/", filepath.Join(r.tdir, "proc-"+side), ""), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,19 +166,16 @@ func (v *fakeVM) stop() {
 	os.RemoveAll(v.n.paths.ProcPid(v.pid))
 }
 
-// proc points the VM's thread counters at side "a" or "b" of a procfs tree.
+// proc copies side "a" or "b" of a procfs tree as the VM's thread counters.
 func (v *fakeVM) proc(tree string) {
 	v.n.t.Helper()
-	link := filepath.Join(v.n.paths.ProcPid(v.pid), "task")
-	os.Remove(link)
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+	// A copy, not a link: the tool reads no procfs file through a
+	// symlink that leaves --proc.
+	dst := filepath.Join(v.n.paths.ProcPid(v.pid), "task")
+	if err := os.RemoveAll(dst); err != nil {
 		v.n.t.Fatal(err)
 	}
-	abs, err := filepath.Abs(filepath.Join(tree, strconv.Itoa(v.pid), "task"))
-	if err != nil {
-		v.n.t.Fatal(err)
-	}
-	if err := os.Symlink(abs, link); err != nil {
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join(tree, strconv.Itoa(v.pid), "task"))); err != nil {
 		v.n.t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ package top
 import (
 	"context"
 	"encoding/json"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,7 +107,7 @@ func record(t *testing.T, gen string) {
 	if gen == "blockdev" {
 		write(filepath.Join(dir, "qom-get-throttle-drive-scsi1-limits.json"), exec("qom-get", map[string]any{"path": "throttle-drive-scsi1", "property": "limits"}))
 	}
-	v, err := vm.Load(n.Paths, 370)
+	v, err := vm.Load(context.Background(), node.New(n.Paths, 0), 370)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ type Monitor struct {
 
 // NewMonitor prepares a run; Close ends it.
 func NewMonitor(n node.Node, o Options) (*Monitor, error) {
-	tr, err := threads.NewReader(n.Paths.Proc)
+	tr, err := threads.NewReader(n)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Unreachable, "procfs", err)
 	}
@@ -347,7 +347,7 @@ func (m *Monitor) targets() []int {
 // discover returns the state of VM id when it runs (nil when not),
 // loading its config and command line when its QEMU process is new.
 func (m *Monitor) discover(id int) (*vmState, error) {
-	pid := readPid(m.n.Paths.PidFile(id))
+	pid := m.readPid(m.n.Paths.PidFile(id))
 	if pid <= 0 {
 		return nil, nil
 	}
@@ -357,7 +357,7 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		}
 		return nil, nil
 	}
-	v, err := vm.Load(m.n.Paths, id)
+	v, err := vm.Load(m.ctx, m.n, id)
 	if errors.Is(err, vm.ErrNoConfig) {
 		return nil, nil // a pid file left behind by a VM that is gone
 	} else if err != nil {
@@ -390,8 +390,10 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 	return st, nil
 }
 
-func readPid(path string) int {
-	b, err := os.ReadFile(path)
+// readPid is the pid in a pid file; 0 when there is none to read (a pid
+// file that is not a regular file, or hangs, is no running VM either).
+func (m *Monitor) readPid(path string) int {
+	b, err := m.n.ReadFile(m.ctx, path)
 	if err != nil {
 		return 0
 	}

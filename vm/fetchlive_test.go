@@ -87,7 +87,7 @@ func liveVM(t *testing.T, disks int, greeting string) (*VM, *qmptest.QEMU) {
 	if err := os.Symlink(q.Sock(), p.QMPSocket(100)); err != nil {
 		t.Fatal(err)
 	}
-	v, err := Load(p, 100)
+	v, err := Load(context.Background(), node.New(p, 0), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

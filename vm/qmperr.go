@@ -2,6 +2,7 @@ package vm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -75,16 +77,16 @@ func fileKind(m os.FileMode) string {
 // WhyGone says why the VM's QEMU stopped answering mid-window, for the line
 // that reports a cut window: the process exited (gone from procfs, or a
 // zombie not yet reaped), or what its socket said (err).
-func (v *VM) WhyGone(err error) string {
-	if v.Pid > 0 && exited(filepath.Join(v.paths.ProcPid(v.Pid), "stat")) {
+func (v *VM) WhyGone(ctx context.Context, n node.Node, err error) string {
+	if v.Pid > 0 && exited(ctx, n, filepath.Join(v.paths.ProcPid(v.Pid), "stat")) {
 		return fmt.Sprintf("QEMU (pid %d) exited", v.Pid)
 	}
 	return err.Error()
 }
 
 // exited reads a /proc/<pid>/stat: absent, or in state Z or X.
-func exited(stat string) bool {
-	b, err := os.ReadFile(stat)
+func exited(ctx context.Context, n node.Node, stat string) bool {
+	b, err := n.ReadFile(ctx, stat)
 	if errors.Is(err, os.ErrNotExist) {
 		return true
 	}

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
-	"regexp"
-	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -121,16 +121,16 @@ func TestAlive(t *testing.T) {
 	}
 	live := node.NewPaths(p.Root, "/proc", "/sys")
 	deadline := time.Now().Add(10 * time.Second)
-	v, err := Load(live, 301)
+	v, err := Load(context.Background(), node.New(live, 0), 301)
 	for err == nil && !v.Running && time.Now().Before(deadline) { // until exec has replaced the cmdline
 		time.Sleep(10 * time.Millisecond)
-		v, err = Load(live, 301)
+		v, err = Load(context.Background(), node.New(live, 0), 301)
 	}
 	if err != nil || !v.Running || !v.Alive || v.Pid != qemu.Process.Pid {
 		t.Fatalf("live process: running %v alive %v: %v", v != nil && v.Running, v != nil && v.Alive, err)
 	}
 	writeRunning(t, p, 301, argv) // the copied tree: pid 4242 in p's own proc/
-	if v, err := Load(p, 301); err != nil || !v.Running || v.Alive {
+	if v, err := Load(context.Background(), node.New(p, 0), 301); err != nil || !v.Running || v.Alive {
 		t.Errorf("copied tree: running %v alive %v: %v", v != nil && v.Running, v != nil && v.Alive, err)
 	}
 	if err := os.WriteFile(p.PidFile(301), []byte(strconv.Itoa(qemu.Process.Pid)+"\n"), 0o644); err != nil {
@@ -138,13 +138,14 @@ func TestAlive(t *testing.T) {
 	}
 	qemu.Process.Kill()
 	qemu.Wait()
-	if v, err := Load(live, 301); err != nil || v.Running || v.Alive {
+	if v, err := Load(context.Background(), node.New(live, 0), 301); err != nil || v.Running || v.Alive {
 		t.Errorf("process gone: running %v alive %v: %v", v != nil && v.Running, v != nil && v.Alive, err)
 	}
 }
 
 func TestExited(t *testing.T) {
 	dir := t.TempDir()
+	n := node.New(node.NewPaths(dir, "", ""), 0)
 	for stat, want := range map[string]bool{
 		"4242 (qemu-system-x86) S 1 4242": false,
 		"4242 (qemu (x) y) Z 1 4242":      true,
@@ -157,11 +158,11 @@ func TestExited(t *testing.T) {
 		if err := os.WriteFile(p, []byte(stat), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := exited(p); got != want {
+		if got := exited(context.Background(), n, p); got != want {
 			t.Errorf("%q: %v", stat, got)
 		}
 	}
-	if !exited(filepath.Join(dir, "none")) {
+	if !exited(context.Background(), n, filepath.Join(dir, "none")) {
 		t.Error("a process gone from procfs has not exited?")
 	}
 }

@@ -113,8 +113,9 @@ type Live struct {
 // Load reads the config and storage.cfg and finds out whether the VM runs.
 // Volumes of storages the model does not know stay unresolved (their
 // disks carry a ResolveError); LoadNode resolves them through the node.
-func Load(p node.Paths, vmid int) (*VM, error) {
-	return load(p, vmid, nil)
+// No command is run; every file is read through n.ReadFile.
+func Load(ctx context.Context, n node.Node, vmid int) (*VM, error) {
+	return load(ctx, n, vmid, nil)
 }
 
 // LoadNode is Load on a node whose tools can be run: a volume of a storage
@@ -122,7 +123,7 @@ func Load(p node.Paths, vmid int) (*VM, error) {
 // `pvesm path`, and that storage's use is read from `pvesm status`; both
 // are said in Notes.
 func LoadNode(ctx context.Context, n node.Node, vmid int) (*VM, error) {
-	v, err := load(n.Paths, vmid, func(volid string) (string, error) { return pvesm.Path(ctx, n.Runner, volid) })
+	v, err := load(ctx, n, vmid, func(volid string) (string, error) { return pvesm.Path(ctx, n.Runner, volid) })
 	if err != nil {
 		return nil, err
 	}
@@ -130,33 +131,36 @@ func LoadNode(ctx context.Context, n node.Node, vmid int) (*VM, error) {
 	return v, nil
 }
 
-func load(p node.Paths, vmid int, pvesmPath func(string) (string, error)) (*VM, error) {
+func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (string, error)) (*VM, error) {
+	p := n.Paths
 	v := &VM{VMID: vmid, paths: p, pvesmPath: pvesmPath, resolved: map[string]string{}}
 	cfgPath := p.VMConfig(vmid)
-	cfg, err := qemuserver.LoadConfig(cfgPath, vmid)
+	cfg, err := ReadConfig(ctx, n, cfgPath, vmid)
 	if err != nil {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("VM %d: %w (no %s)", vmid, ErrNoConfig, cfgPath)
 		case errors.Is(err, qemuserver.ErrParse):
 			return nil, err
-		case errors.Is(err, os.ErrPermission):
+		case errors.Is(err, node.ErrBadFile), errors.Is(err, qemuserver.ErrLineTooLong):
+			return nil, fmt.Errorf("VM %d: %w", vmid, err)
+		case errors.Is(err, os.ErrPermission), exitcode.Of(err) == exitcode.Unreachable:
 			return nil, exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d", vmid), err)
 		}
-		// A directory, a device, a line too long to be a config line: not
-		// a config file Proxmox could read either.
 		return nil, exitcode.Wrap(exitcode.Usage, fmt.Sprintf("VM %d: %s is not a readable VM config", vmid, cfgPath), err)
 	}
 	v.Config = cfg
-	if v.Storages, err = qemuserver.LoadStorages(p.StorageCfg()); err != nil {
+	if v.Storages, err = ReadStorages(ctx, n); err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(p.Join("/etc/pve/ceph.conf")); err == nil {
+	if b, err := n.ReadFile(ctx, p.Join("/etc/pve/ceph.conf")); err == nil {
 		if fsid, ok := qemuserver.ParseCephFSID(b); ok {
 			v.Storages.SetCephFSID(fsid)
 		}
 	}
-	v.Pid, v.Cmdline = runningProcess(p, vmid)
+	if v.Pid, v.Cmdline, err = runningProcess(ctx, n, vmid); err != nil {
+		return nil, fmt.Errorf("VM %d: %w", vmid, err)
+	}
 	v.Running = v.Cmdline != nil
 	v.Alive = v.Running && isProcfs(p.Proc)
 	v.Blockdev = qemuserver.UsesBlockdev(cfg.Main)
@@ -167,33 +171,69 @@ func load(p node.Paths, vmid int, pvesmPath func(string) (string, error)) (*VM, 
 	return v, nil
 }
 
-// runningProcess does what qemu-server's check_running does: the pid from
-// the pid file is alive and its command line has -pidfile for this VM.
-func runningProcess(p node.Paths, vmid int) (int, *qemuserver.Cmdline) {
-	b, err := os.ReadFile(p.PidFile(vmid))
+// ReadConfig reads and parses a VM config file of the node.
+func ReadConfig(ctx context.Context, n node.Node, path string, vmid int) (*qemuserver.Config, error) {
+	b, err := n.ReadFile(ctx, path)
 	if err != nil {
-		return 0, nil
+		return nil, err
+	}
+	return qemuserver.ParseConfigFile(b, path, vmid)
+}
+
+// ReadStorages reads the node's storage.cfg; a missing file is an empty
+// set (a node without storages of its own).
+func ReadStorages(ctx context.Context, n node.Node) (qemuserver.Storages, error) {
+	b, err := n.ReadFile(ctx, n.Paths.StorageCfg())
+	if errors.Is(err, os.ErrNotExist) {
+		return qemuserver.Storages{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return qemuserver.ParseStorages(bytes.NewReader(b), n.Paths.StorageCfg())
+}
+
+// runningProcess does what qemu-server's check_running does: the pid from
+// the pid file is alive and its command line has -pidfile for this VM. No
+// pid file, or a process that has gone, is a VM that does not run; a pid
+// file or command line that is not a file to read, or whose read hangs,
+// is an error.
+func runningProcess(ctx context.Context, n node.Node, vmid int) (int, *qemuserver.Cmdline, error) {
+	p := n.Paths
+	b, err := n.ReadFile(ctx, p.PidFile(vmid))
+	if err != nil {
+		return 0, nil, unlessGone(err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
-	raw, err := os.ReadFile(filepath.Join(p.ProcPid(pid), "cmdline"))
+	raw, err := n.ReadFile(ctx, filepath.Join(p.ProcPid(pid), "cmdline"))
 	if err != nil || len(raw) == 0 {
-		return 0, nil
+		return 0, nil, unlessGone(err)
 	}
 	argv := qemuserver.SplitNUL(raw)
 	cl, err := qemuserver.ParseCmdline(argv)
 	if err != nil {
-		return 0, nil
+		return 0, nil, nil
 	}
 	// qemu-server compares -pidfile with its own path; a copied tree (or a
 	// test node below another root) keeps the original absolute path, so
 	// accept any path ending in qemu-server/<vmid>.pid.
 	if cl.Pidfile != p.PidFile(vmid) && !strings.HasSuffix(cl.Pidfile, "/qemu-server/"+strconv.Itoa(vmid)+".pid") {
-		return 0, nil
+		return 0, nil, nil
 	}
-	return pid, cl
+	return pid, cl, nil
+}
+
+// unlessGone keeps the errors of a file that is there but cannot be read
+// as a file (refused, or its read hung); any other (no such file, a
+// process gone) means "not running".
+func unlessGone(err error) error {
+	if errors.Is(err, node.ErrBadFile) || errors.Is(err, node.ErrFileTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 // isProcfs reports whether dir is a procfs mount (statfs f_type
@@ -512,7 +552,7 @@ func (d *Disk) RunningNow() *qemuserver.DiskSettings {
 
 // ProcCmdline is exposed for tests that need the raw argv.
 func ProcCmdline(p node.Paths, pid int) ([]string, error) {
-	raw, err := os.ReadFile(filepath.Join(p.ProcPid(pid), "cmdline"))
+	raw, err := node.New(p, 0).ReadFile(context.Background(), filepath.Join(p.ProcPid(pid), "cmdline"))
 	if err != nil {
 		return nil, err
 	}

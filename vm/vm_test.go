@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -56,7 +57,7 @@ virtio0: local-lvm:vm-205-disk-2,cache=writeback,discard=on,size=50G
 unused0: local-lvm:vm-205-disk-3
 unused1: /dev/sdb
 `)
-	v, err := Load(p, 205)
+	v, err := Load(context.Background(), node.New(p, 0), 205)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ virtio2: QuadRAID-lvm:vm-100-disk-0,backup=0,cache=writeback,discard=on,iothread
 virtio3: linstor:vm-100-disk-3,size=10G
 tpmstate0: local-lvm:vm-100-disk-2,version=v2.0,cache=none
 `)
-	v, err := Load(p, 100)
+	v, err := Load(context.Background(), node.New(p, 0), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ scsihw: virtio-scsi-single
 		}
 		return path, nil
 	}
-	v, err := load(p, 101, pvesmPath)
+	v, err := load(context.Background(), node.New(p, 0), 101, pvesmPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ scsi1: local-lvm:vm-301-disk-1,cache=sometimes,size=8G
 		"-device", "scsi-hd,drive=drive-scsi0,id=scsi0",
 		"-drive", "file=/dev/pve/vm-301-disk-1,if=none,id=drive-scsi1,format=raw,cache=none,aio=io_uring",
 		"-device", "scsi-hd,drive=drive-scsi1,id=scsi1"})
-	v, err := Load(p, 301)
+	v, err := Load(context.Background(), node.New(p, 0), 301)
 	if err != nil || !v.Running {
 		t.Fatalf("running %v: %v", v != nil && v.Running, err)
 	}
@@ -277,7 +278,7 @@ efidisk0: local-lvm:vm-300-disk-1,efitype=4m
 		"-drive", "file=/dev/pve/vm-300-disk-9,if=none,id=drive-scsi5,format=raw,cache=none,aio=io_uring",
 		"-device", "scsi-hd,drive=drive-scsi5,id=scsi5"}
 	writeRunning(t, p, 300, argv)
-	v, err := Load(p, 300)
+	v, err := Load(context.Background(), node.New(p, 0), 300)
 	if err != nil || !v.Running {
 		t.Fatalf("running %v: %v", v != nil && v.Running, err)
 	}

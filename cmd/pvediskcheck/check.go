@@ -70,6 +70,12 @@ func printCheckVM(e *env, v *check.VMResult, on, state string) {
 	if on != "" {
 		on = " on " + on
 	}
+	if v.Err != nil && !v.Running && len(v.Findings) == 0 {
+		// Its config (or storage.cfg) could not be read: one line saying
+		// which file and why, not "(stopped): 0 finding(s)".
+		fmt.Fprintf(e.out, "VM %d%s: not checked: %s\n", v.VMID, on, strings.TrimPrefix(v.Err.Error(), fmt.Sprintf("VM %d: ", v.VMID)))
+		return
+	}
 	fmt.Fprintf(e.out, "VM %d%s (%s): %d finding(s)\n", v.VMID, on, state, len(v.Findings))
 	lastFix := ""
 	for _, f := range v.Findings {

@@ -110,8 +110,11 @@ func forwardVM(next cli.ActionFunc) cli.ActionFunc {
 		if _, err := os.Stat(e.paths.VMConfig(vmid)); !errors.Is(err, os.ErrNotExist) {
 			return next(c)
 		}
-		view, _ := cluster.Load(e.ctx(), e.node)
+		view, err := cluster.Load(e.ctx(), e.node)
 		g, ok := view.Locate(vmid)
+		if err := view.Unknown(vmid, ok, err); err != nil {
+			return err
+		}
 		if !ok || g.Node == view.Local {
 			return next(c)
 		}
@@ -264,7 +267,10 @@ func clusterCheck(next cli.ActionFunc) cli.ActionFunc {
 			return next(c)
 		}
 		e := newEnv(c)
-		view, nodes, groups, ok := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+		view, nodes, groups, ok, err := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+		if err != nil {
+			return err
+		}
 		if !ok {
 			return next(c) // all here, or check says what is wrong with one
 		}

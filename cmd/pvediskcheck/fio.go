@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
@@ -180,11 +180,8 @@ func hostRAM(e *env, flag string) (int64, error) {
 		}
 		return n, nil
 	}
-	fs, err := procfs.NewFS(e.paths.Proc)
-	if err == nil {
-		if mi, err := fs.Meminfo(); err == nil && mi.MemTotalBytes != nil {
-			return int64(*mi.MemTotalBytes), nil
-		}
+	if m, err := (sampler.Host{Proc: e.paths.Proc, Sys: e.paths.Sys}).Memory(); err == nil && m.TotalBytes > 0 {
+		return m.TotalBytes, nil
 	}
 	fmt.Fprintf(e.errOut, "pvediskcheck: host RAM unknown (no MemTotal in %s/meminfo): area-below-ram not checked; give --host-ram\n", e.paths.Proc)
 	return 0, nil

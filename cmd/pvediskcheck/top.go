@@ -89,7 +89,10 @@ func topElsewhere(e *env, args []string, err error) error {
 	if !errors.Is(err, vm.ErrNoConfig) {
 		return err
 	}
-	view, nodes, byNode, ok := cluster.Route(e.ctx(), e.node, args)
+	view, nodes, byNode, ok, rerr := cluster.Route(e.ctx(), e.node, args)
+	if rerr != nil {
+		return rerr
+	}
 	if !ok {
 		return err
 	}

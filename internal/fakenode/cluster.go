@@ -2,6 +2,7 @@ package fakenode
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,7 +16,11 @@ import (
 // storage.cfg and .vmlist are one copy for all; each node's
 // /etc/pve/qemu-server and /etc/pve/local point at its own directory under
 // nodes/, and each has its own .members (pmxcfs writes "nodename" as the
-// node that reads it).
+// node that reads it). The shared tree (Pmxcfs) is hard-linked file by
+// file into every node's /etc/pve, as pmxcfs's mount shows one tree inside
+// each root: the tool refuses a symlink that leaves --root. A write in
+// place shows on every node; Sync links new files (a config written on a
+// node, or replaced by rename as qm does) everywhere.
 type Cluster struct {
 	Dir   string // holds pmxcfs/ (the shared tree), vz/ (storage "local") and one root per node
 	Nodes []*ClusterNode
@@ -56,10 +61,10 @@ func NewCluster(dir string, names, ips []string) (*Cluster, error) {
 		if err := os.MkdirAll(etc, 0o755); err != nil {
 			return nil, err
 		}
+		if err := os.MkdirAll(filepath.Join(etc, "nodes", name, "qemu-server"), 0o755); err != nil {
+			return nil, err
+		}
 		links := map[string]string{
-			"nodes":       filepath.Join(c.Pmxcfs(), "nodes"),
-			"storage.cfg": filepath.Join(c.Pmxcfs(), "storage.cfg"),
-			".vmlist":     filepath.Join(c.Pmxcfs(), ".vmlist"),
 			"qemu-server": "nodes/" + name + "/qemu-server", // relative, as pmxcfs's
 			"local":       "nodes/" + name,
 		}
@@ -105,11 +110,50 @@ func (c *Cluster) Node(name string) *ClusterNode {
 // nodes' IP and Online) and .vmlist (from the configs under nodes/).
 func (c *Cluster) Sync() error {
 	for _, self := range c.Nodes {
+		// What the node wrote itself (its configs) is the shared copy.
+		if err := link(filepath.Join(self.Root, "etc/pve/nodes", self.Name), filepath.Join(c.Pmxcfs(), "nodes", self.Name)); err != nil {
+			return err
+		}
 		if err := os.WriteFile(self.Paths.Join("/etc/pve/.members"), []byte(c.members(self.Name)), 0o644); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(c.Pmxcfs(), ".vmlist"), []byte(c.vmlist()), 0o644)
+	if err := os.WriteFile(filepath.Join(c.Pmxcfs(), ".vmlist"), []byte(c.vmlist()), 0o644); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := link(c.Pmxcfs(), filepath.Join(n.Root, "etc/pve")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// link hard-links every file below dir from to the same place below to,
+// replacing what is there unless it is that file already.
+func link(from, to string) error {
+	return filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		if a, err := os.Stat(p); err == nil {
+			if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
+				return nil
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.Remove(dst); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return os.Link(p, dst)
+	})
 }
 
 // members is .members as pmxcfs prints it (status.c,

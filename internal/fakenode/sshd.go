@@ -136,6 +136,9 @@ func (s *SSH) start(n *ClusterNode, env map[string]string) error {
 	if err := os.WriteFile(kh, []byte(n.Name+" "+string(pub)), 0o644); err != nil {
 		return err
 	}
+	if err := s.c.Sync(); err != nil {
+		return err
+	}
 	addr := net.JoinHostPort(n.IP, "22")
 	if l, err := net.Listen("tcp", addr); err == nil {
 		l.Close()

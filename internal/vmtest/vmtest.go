@@ -7,6 +7,7 @@ package vmtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func (n *Node) Serve(t testing.TB, q *qmptest.QEMU) {
 // Load loads the VM.
 func (n *Node) Load(t testing.TB) *vm.VM {
 	t.Helper()
-	v, err := vm.Load(n.Paths, n.VMID)
+	v, err := vm.Load(context.Background(), node.New(n.Paths, 0), n.VMID)
 	if err != nil {
 		t.Fatal(err)
 	}

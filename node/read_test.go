@@ -1,0 +1,196 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+)
+
+// A node tree with etc/pve/qemu-server linked as pmxcfs links it, and
+// outside it a FIFO and a secret.
+func readTree(t *testing.T) (n Node, outside string) {
+	t.Helper()
+	root, outside := t.TempDir(), t.TempDir()
+	for _, d := range []string{"etc/pve/nodes/pve1/qemu-server", "proc/4242", "var/run/qemu-server"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("nodes/pve1/qemu-server", filepath.Join(root, "etc/pve/qemu-server")); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"etc/pve/nodes/pve1/qemu-server/100.conf": "memory: 512\n", "etc/pve/storage.cfg": "dir: local\n",
+		"etc/shadow": "root:$y$secret:19000::::::\n", "proc/4242/cmdline": "kvm\x00-id\x00100\x00", "var/run/qemu-server/100.pid": "4242\n"}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "shadow"), []byte("root:$y$secret:19000::::::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "etc/pve/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return New(NewPaths(root, "", ""), 2*time.Second), outside
+}
+
+func link(t *testing.T, target, name string) {
+	t.Helper()
+	os.Remove(name)
+	if err := os.Symlink(target, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What ReadFile reads and what it refuses, each refusal one message naming
+// the file, exit 2, returned at once (nothing opened blocks).
+func TestReadFile(t *testing.T) {
+	n, outside := readTree(t)
+	p := n.Paths
+	ctx := context.Background()
+	for path, want := range map[string]string{p.VMConfig(100): "memory: 512\n", p.StorageCfg(): "dir: local\n",
+		filepath.Join(p.ProcPid(4242), "cmdline"): "kvm\x00-id\x00100\x00", p.PidFile(100): "4242\n"} {
+		if b, err := n.ReadFile(ctx, path); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v", path, b, err)
+		}
+	}
+	if _, err := n.ReadFile(ctx, p.VMConfig(101)); !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrBadFile) {
+		t.Errorf("missing: %v", err)
+	}
+	cfg := p.VMConfig(102)
+	for _, c := range []struct {
+		target, why string
+	}{
+		{filepath.Join(p.Root, "etc/pve/fifo"), "is a FIFO, not a regular file"},
+		{"/dev/zero", "outside " + p.Root},
+		{filepath.Join(outside, "shadow"), "outside " + p.Root},
+		{"../../../../shadow", "outside " + p.Join("/etc/pve")}, // below --root, yet not in /etc/pve
+		{"../../../../..", "outside"},
+		{"100.conf", ""}, // another config: inside /etc/pve
+	} {
+		link(t, c.target, cfg)
+		t0 := time.Now()
+		b, err := n.ReadFile(ctx, cfg)
+		if c.why == "" {
+			if err != nil || string(b) != "memory: 512\n" {
+				t.Errorf("-> %s: %q, %v", c.target, b, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || !strings.HasPrefix(err.Error(), cfg+": ") ||
+			!strings.Contains(err.Error(), c.why) || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "\n") || b != nil {
+			t.Errorf("-> %s: %q, %v", c.target, b, err)
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("-> %s: took %s", c.target, d)
+		}
+	}
+	rootN := New(NewPaths("/", "", ""), time.Second)
+	// /dev/zero named where a device is allowed by tree (--root /): still
+	// not a regular file, refused before it is opened.
+	if _, err := rootN.ReadFile(ctx, "/dev/zero"); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "/dev/zero: is a character device, not a regular file") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	// A directory.
+	if _, err := n.ReadFile(ctx, p.QemuServerDir()); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("directory: %v", err)
+	}
+}
+
+// The size bound, at its edge, with a clear message; memory stays bounded
+// by it (a /dev/zero or a huge file is never read whole).
+func TestReadFileBound(t *testing.T) {
+	n, _ := readTree(t)
+	big := filepath.Join(n.Paths.Root, "big")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{MaxFileBytes, MaxFileBytes + 1, 1 << 30} {
+		if err := os.Truncate(big, size); err != nil {
+			t.Fatal(err)
+		}
+		var b []byte
+		var err error
+		peak := peakHeap(func() { b, err = n.ReadFile(context.Background(), big) })
+		if size == MaxFileBytes && (err != nil || len(b) != MaxFileBytes) {
+			t.Errorf("%d bytes: %d, %v", size, len(b), err)
+		}
+		if size > MaxFileBytes && (!errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != big+": is larger than 16 MiB: not a file of a Proxmox VE node") {
+			t.Errorf("%d bytes: %v", size, err)
+		}
+		t.Logf("%d bytes: peak heap %.1f MiB", size, float64(peak)/(1<<20))
+		if peak > 4*MaxFileBytes {
+			t.Errorf("%d bytes: peak heap %d bytes", size, peak)
+		}
+	}
+}
+
+// peakHeap is the most heap in use while fn runs, above what was in use
+// before (runtime/metrics sampled every millisecond, as qmp's hostile
+// socket tests do).
+func peakHeap(fn func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	base := read()
+	var peak uint64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	fn()
+	close(done)
+	<-stopped
+	peak = max(peak, read())
+	if peak < base {
+		return 0
+	}
+	return peak - base
+}
+
+// A read that blocks (pmxcfs without quorum, a hung NFS) is given up after
+// the node's timeout, exit 3 naming the file; a cancelled context (SIGINT,
+// SIGTERM) ends it at once.
+func TestReadFileStalls(t *testing.T) {
+	n, _ := readTree(t)
+	release := make(chan struct{})
+	defer close(release)
+	orig := openFile
+	openFile = func(path string) (*os.File, error) { <-release; return orig(path) }
+	defer func() { openFile = orig }()
+	n.Timeout = 50 * time.Millisecond
+	t0 := time.Now()
+	_, err := n.ReadFile(context.Background(), n.Paths.StorageCfg())
+	if !errors.Is(err, ErrFileTimeout) || exitcode.Of(err) != exitcode.Unreachable || err.Error() != n.Paths.StorageCfg()+": no answer within 50ms (raise --timeout if the node is just slow)" {
+		t.Errorf("stall: %v", err)
+	}
+	n.Timeout = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := n.ReadFile(ctx, n.Paths.StorageCfg()); !errors.Is(err, context.Canceled) || exitcode.Of(err) != exitcode.Unreachable {
+		t.Errorf("cancel: %v", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
