@@ -218,3 +218,67 @@ func BenchmarkReply(b *testing.B) {
 		}
 	})
 }
+
+// deepSeeds are the hostile shapes of issue 21, small enough for a seed
+// corpus: past the nesting bound as arrays, as objects and inside a return
+// of the right shape, and just inside it.
+func deepSeeds() [][]byte {
+	var out [][]byte
+	for _, levels := range []int{MaxDepth, MaxDepth + 1, 4 * MaxDepth} {
+		out = append(out,
+			[]byte(strings.Repeat("[", levels)),
+			[]byte(strings.Repeat("[", levels)+strings.Repeat("]", levels)),
+			[]byte(`{"return": `+strings.Repeat(`{"a": `, levels)+"1"+strings.Repeat("}", levels+1)),
+			[]byte(`{"return": [{"qdev": "scsi0", "inserted": `+strings.Repeat("[", levels)+strings.Repeat("]", levels)+`}]}`),
+			[]byte("\xff"+strings.Repeat(`{"return": `, levels)+"\n"))
+	}
+	return out
+}
+
+// FuzzScanReply: for any line the scan agrees with gjson's validation, the
+// top-level walk and the shape walk it replaced (TestScanMatchesReference),
+// unless it refused the line, which only a bound exceeded may cause.
+func FuzzScanReply(f *testing.F) {
+	for _, b := range recordedLines(f) {
+		f.Add(b, "query-blockstats")
+	}
+	for _, b := range deepSeeds() {
+		f.Add(b, "query-block")
+	}
+	f.Add([]byte(`{"return": [{"qdev": "a", "inserted": {"cache": {"direct": "yes"}}}]}`), "query-block")
+	f.Add([]byte(`{"event": "RESUME", "return": 1}`), "query-status")
+	f.Fuzz(func(t *testing.T, line []byte, cmd string) {
+		_, err := scanReply(line, cmd)
+		if errors.Is(err, ErrHostileReply) {
+			// A container of more than MaxMembers takes two bytes a member.
+			if d := nesting(line); d <= MaxDepth && len(line) <= 2*MaxMembers {
+				t.Fatalf("refused at depth %d, %d bytes: %v", d, len(line), err)
+			}
+			return
+		}
+		compare(t, "fuzz", line, cmd)
+	})
+}
+
+// nesting is the deepest nesting in line, strings skipped, whether or not
+// the line is JSON.
+func nesting(line []byte) (deepest int) {
+	depth, inString, esc := 0, false, false
+	for _, c := range line {
+		switch {
+		case esc:
+			esc = false
+		case inString && c == '\\':
+			esc = true
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}
