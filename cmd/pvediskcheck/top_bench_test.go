@@ -90,7 +90,7 @@ func BenchmarkTop50VMs(b *testing.B) {
 	// The floor: the same commands sent by a client that reads the replies
 	// as lines and nothing more (rawQMP), at 1 Hz for as many seconds.
 	limits := func(v int) string {
-		return qomGet(qmp.ThrottleGroupPath(sf("scsi%d", s0(v))), "limits")
+		return qomGet(qmp.ThrottleGroupID(sf("scsi%d", s0(v))), "limits") // as ReadDiskProps asks one group
 	}
 	if newer {
 		paths := `"/objects/throttle-drive-scsi0","/objects/throttle-drive-scsi1","/objects/throttle-drive-scsi2","/objects/throttle-drive-scsi3"`
