@@ -6,8 +6,8 @@
 # shows "0 execs/sec" meanwhile: minimizing tries every cut of the input,
 # so a mutant of a large seed (a 20 KB recorded reply, a 4 KB real-world
 # config) at 0.1-0.4 ms an exec held FuzzParseReplies and FuzzParseConfig
-# for 20-60 s (Go's default -fuzzminimizetime). FUZZMINIMIZETIME (default
-# 5s) keeps that out of the exploring time; no input was slow in itself.
+# for 20-60 s each (Go's default -fuzzminimizetime 60s). FUZZMINIMIZETIME
+# (default 5s) bounds each stretch to that; no input was slow in itself.
 set -eu
 cd "$(dirname "$0")/.."
 t=${FUZZTIME:-30s}
