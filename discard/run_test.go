@@ -327,7 +327,7 @@ func TestRunTrim(t *testing.T) {
 }
 
 // TestRunTrimAgentFaults: a guest agent that is dead, silent, hangs in
-// guest-fstrim, or is not configured: exit 3 within the timeout (plus a
+// guest-fstrim, answers a hostile reply, or is not configured: exit 3 within the timeout (plus a
 // small margin), with nothing trimmed unless the trim itself hangs.
 func TestRunTrimAgentFaults(t *testing.T) {
 	// Timeouts of a second, margins of 600 ms: a loaded CI machine stays
@@ -365,6 +365,19 @@ func TestRunTrimAgentFaults(t *testing.T) {
 			a.Handle = qmptest.AgentReplies(map[string]string{"guest-get-fsinfo": `[]`})
 			return a
 		}, "", time.Second + 300*time.Millisecond, "did not finish guest-fstrim", true},
+		// Issue 21 #1: the guest writes these replies; 24 MB of "[" made
+		// the validator overflow Go's stack (a fatal error, 1.09 GB).
+		{"fsinfo: 24 MB of [", func(t *testing.T, f *fakeVM) *qmptest.Agent {
+			a := f.agent(t, 370)
+			a.Handle = qmptest.AgentReplies(map[string]string{"guest-get-fsinfo": strings.Repeat("[", 24_000_000)})
+			return a
+		}, "", timeout, "guest-get-fsinfo: reply refused: nested deeper than 1024 levels", false},
+		{"fstrim: deep paths", func(t *testing.T, f *fakeVM) *qmptest.Agent {
+			a := f.agent(t, 370)
+			a.Handle = qmptest.AgentReplies(map[string]string{"guest-get-fsinfo": `[]`,
+				"guest-fstrim": `{"paths": [{"path": "/", "trimmed": ` + strings.Repeat(`{"a": `, 1<<20) + `}]}`})
+			return a
+		}, "", time.Second, "guest-fstrim: reply refused: nested deeper than 1024 levels", true},
 		{"no socket", func(t *testing.T, f *fakeVM) *qmptest.Agent { return nil }, "", 100 * time.Millisecond, "no guest agent socket at", false},
 		{"agent: 0", func(t *testing.T, f *fakeVM) *qmptest.Agent { return f.agent(t, 370) }, "agent: 0\n", 100 * time.Millisecond, "has no guest agent configured", false},
 	}

@@ -42,7 +42,9 @@ func TestHostileConfigFiles(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, Handler(node.New(n.Paths, time.Minute), Options{}, 30*time.Second), ServerTimeouts(30*time.Second)) }()
+	go func() {
+		done <- Serve(ctx, ln, Handler(node.New(n.Paths, time.Minute), Options{}, 30*time.Second), ServerTimeouts(30*time.Second))
+	}()
 	defer func() { cancel(); <-done }()
 	scrape := func() string {
 		t.Helper()

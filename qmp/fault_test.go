@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
@@ -105,6 +106,12 @@ func TestMonitorHostileSockets(t *testing.T) {
 			flood(c, []byte(qmptest.Event+"\r\n"))
 		}, want: "no reply to query-block within"},
 		{name: "garbage reply", handler: func(string, gjson.Result) string { return "Segmentation fault" }, want: "malformed reply to query-block"},
+		// Issue 21: nesting that made gjson's validator overflow Go's
+		// stack (12 MB: fatal error; 2 MB: 244 MB of heap and stack).
+		{name: "12 MB of [", handler: always(strings.Repeat("[", 12<<20)), want: "query-block: reply refused: nested deeper than 1024 levels", big: true},
+		{name: "12 MB of {\"a\": chained", handler: always(strings.Repeat(`{"a":`, 12<<20/5)), want: "nested deeper than 1024 levels", big: true},
+		{name: "deep nesting inside a return of the right shape", handler: always(qmptest.Return(`[{"qdev": "scsi0", "inserted": {"image": ` + strings.Repeat("[", 2<<20) + strings.Repeat("]", 2<<20) + `}}]`)), want: "nested deeper than 1024 levels", big: true},
+		{name: "millions of empty entries", handler: always(qmptest.Return("[" + strings.Repeat("{},", 4<<20) + "{}]")), want: "more than 65536 members", big: true},
 		{name: "a client that holds the socket", raw: func(c net.Conn) { time.Sleep(2 * time.Second) }, busy: true, want: "busy"},
 	}
 	for _, c := range cases {
@@ -144,6 +151,11 @@ func TestMonitorHostileSockets(t *testing.T) {
 			t.Logf("%s: %v after %s, peak live heap +%d KiB", c.name, err, took.Round(time.Millisecond), peak>>10)
 		})
 	}
+}
+
+// always answers every command with text.
+func always(text string) func(string, gjson.Result) string {
+	return func(string, gjson.Result) string { return text }
 }
 
 // The whole exchange is bounded by the timeout, not each command: a QEMU
@@ -198,5 +210,54 @@ func TestAgentFloodBounded(t *testing.T) {
 	}
 	if limit := uint64(3*MaxAgentReplyBytes + 8<<20); peak > limit {
 		t.Errorf("peak live heap %d bytes, more than %d", peak, limit)
+	}
+}
+
+// Issue 21: the guest writes the agent's replies. Nesting that made the
+// validator overflow Go's stack (24 MB of "[": fatal error, 1.09 GB), as the
+// command's reply or as what the sync reads through, is refused in bounded
+// time and memory, an exit 3 error naming the command.
+func TestAgentHostileReplies(t *testing.T) {
+	deep := strings.Repeat("[", 24_000_000)
+	for _, c := range []struct {
+		name   string
+		reply  string // the command's reply line
+		before string // a line sent on connect, before the sync
+		want   string
+	}{
+		{name: "24 MB of [", reply: deep, want: "guest-ping: reply refused: nested deeper than 1024 levels"},
+		{name: "a chain of objects", reply: strings.Repeat(`{"a": `, 4_000_000), want: "guest-ping: reply refused: nested deeper"},
+		{name: "deep nesting inside a return", reply: `{"return": {"paths": [{"path": "/", "x": ` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `}]}}`, want: "nested deeper"},
+		{name: "millions of members", reply: `{"return": [` + strings.Repeat("0,", 8<<20) + `0]}`, want: "more than 65536 members"},
+		{name: "before the sync", before: "\xff" + deep, want: "guest-sync-delimited: reply refused: nested deeper"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := qmptest.NewAgent(t)
+			before, reply := []byte(c.before+"\n"), []byte(c.reply+"\n") // the fake's copies, made before the count
+			if c.before != "" {
+				f.OnAccept = func(w net.Conn) { w.Write(before) }
+			}
+			f.Handle = func(w net.Conn, _ string, _ gjson.Result) { w.Write(reply) }
+			const timeout = 5 * time.Second
+			var err error
+			var took time.Duration
+			peak := peakHeap(func() {
+				start := time.Now()
+				err = Agent{Path: f.Sock(), Timeout: timeout}.Ping(context.Background())
+				took = time.Since(start)
+			})
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrHostileReply) || exitcode.Of(err) != exitcode.Unreachable {
+				t.Fatalf("err = %v (exit %d), want one containing %q, exit 3", err, exitcode.Of(err), c.want)
+			}
+			if took > timeout {
+				t.Errorf("took %s", took)
+			}
+			// The line itself (read with doubling buffers) and the
+			// collector's slack; the stack overflow took 1.09 GB.
+			if limit := uint64(3*MaxAgentReplyBytes + 8<<20); peak > limit {
+				t.Errorf("peak live heap %d bytes, more than %d", peak, limit)
+			}
+			t.Logf("%v after %s, peak live heap +%d KiB", err, took.Round(time.Millisecond), peak>>10)
+		})
 	}
 }

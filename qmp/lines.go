@@ -24,11 +24,21 @@ const (
 // ErrTooLarge is a line longer than its cap.
 var ErrTooLarge = errors.New("reply too large")
 
-// readLine reads one newline-terminated line of at most limit bytes.
+// readLine reads one newline-terminated line of at most limit bytes. A
+// line that fits in rd's buffer is returned in place, without a copy: it
+// is valid only until the next read from rd (callers copy what they keep;
+// an event skipped or a reply whose value is copied out costs no
+// allocation of its own).
 func readLine(rd *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := rd.ReadSlice('\n')
+		if line == nil && !errors.Is(err, bufio.ErrBufferFull) {
+			if len(frag) > limit {
+				return nil, fmt.Errorf("%w: more than %d bytes without a line end", ErrTooLarge, limit)
+			}
+			return frag, err
+		}
 		if len(line)+len(frag) > limit {
 			return nil, fmt.Errorf("%w: more than %d bytes without a line end", ErrTooLarge, limit)
 		}

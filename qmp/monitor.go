@@ -115,8 +115,8 @@ func (m *SocketMonitor) Connect() error {
 		m.conn = nil
 		return fmt.Errorf("QMP %s: unexpected greeting %.80q", m.Path, line)
 	}
-	m.Greeting = line
-	if _, err := m.runLocked([]byte(`{"execute":"qmp_capabilities"}`)); err != nil {
+	m.Greeting = bytes.Clone(line)
+	if _, err := m.runLocked([]byte(`{"execute":"qmp_capabilities"}`), "qmp_capabilities"); err != nil {
 		c.Close()
 		m.conn = nil
 		return err
@@ -144,59 +144,64 @@ func (m *SocketMonitor) Disconnect() error {
 func (m *SocketMonitor) Run(cmd []byte) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.runLocked(cmd)
+	r, err := m.runLocked(cmd, "")
+	return bytes.Clone(r.line), err
 }
 
-func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
+// exec is Run for Session.Exec: the reply as its one scan indexed it, with
+// the shape of name's return value checked on the way.
+func (m *SocketMonitor) exec(cmd []byte, name string) (reply, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runLocked(cmd, name)
+}
+
+func (m *SocketMonitor) runLocked(cmd []byte, name string) (reply, error) {
 	if m.conn == nil {
-		return nil, fmt.Errorf("QMP %s: not connected", m.Path)
+		return reply{}, fmt.Errorf("QMP %s: not connected", m.Path)
+	}
+	command := func() string {
+		if name != "" {
+			return name
+		}
+		return gjson.GetBytes(cmd, "execute").String()
 	}
 	_ = m.conn.SetDeadline(m.end)
 	if _, err := m.conn.Write(append(cmd, '\n')); err != nil {
-		return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+		return reply{}, fmt.Errorf("QMP %s: %w", m.Path, err)
 	}
 	for {
 		line, err := readLine(m.rd, MaxReplyBytes)
 		if err != nil {
 			if m.ctx != nil && m.ctx.Err() != nil {
-				return nil, fmt.Errorf("QMP %s: %s interrupted: %w", m.Path, gjson.GetBytes(cmd, "execute").String(), m.ctx.Err())
+				return reply{}, fmt.Errorf("QMP %s: %s interrupted: %w", m.Path, command(), m.ctx.Err())
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Duration(m.Timeout))
+				return reply{}, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, command(), units.Duration(m.Timeout))
 			}
-			return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
+			return reply{}, fmt.Errorf("QMP %s: %w", m.Path, err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue // a blank line is no reply
 		}
-		if !gjson.ValidBytes(line) {
-			return nil, fmt.Errorf("QMP %s: malformed reply to %s: %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Clip(string(line), 80))
+		// One pass: validity, the bounds, the top-level keys (a reply can
+		// be tens of KiB) and the return value's shape.
+		r, err := scanReply(line, name)
+		if errors.Is(err, ErrHostileReply) {
+			return reply{}, fmt.Errorf("QMP %s: %s: %w", m.Path, command(), err)
 		}
-		// One pass over the top-level keys: a reply can be tens of KiB
-		// (query-blockstats), and a Get per key would scan it each time.
-		var event, ret bool
-		var qerr gjson.Result
-		gjson.ParseBytes(line).ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "event":
-				event = true
-			case "error":
-				qerr = v
-			case "return":
-				ret = true
-			default:
-				return true
-			}
-			return false
-		})
-		switch {
-		case event:
+		if err != nil {
+			return reply{}, fmt.Errorf("QMP %s: malformed reply to %s: %s", m.Path, command(), units.Clip(string(line), 80))
+		}
+		switch r.first {
+		case 'v':
 			continue // asynchronous event, not our reply
-		case qerr.Exists():
-			return nil, &Error{Class: qerr.Get("class").String(), Desc: qerr.Get("desc").String()}
-		case ret:
-			return line, nil
+		case 'e':
+			qerr := r.value(r.err)
+			return reply{}, &Error{Class: qerr.Get("class").String(), Desc: qerr.Get("desc").String()}
+		case 'r':
+			return r, nil
 		}
 	}
 }
@@ -219,15 +224,24 @@ func (s Session) Exec(name string, args any) (gjson.Result, error) {
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	out, err := s.M.Run(b)
+	var r reply
+	if m, ok := s.M.(*SocketMonitor); ok {
+		r, err = m.exec(b, name)
+	} else {
+		var out []byte
+		if out, err = s.M.Run(b); err == nil {
+			if r, err = scanReply(out, name); err != nil {
+				err = fmt.Errorf("QMP %s: %w", name, err)
+			}
+		}
+	}
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	ret := gjson.GetBytes(out, "return")
-	if err := checkShape(name, ret); err != nil {
-		return gjson.Result{}, err
+	if r.shape != nil {
+		return gjson.Result{}, r.shape
 	}
-	return ret, nil
+	return r.value(r.ret), nil
 }
 
 // Do connects to the socket, runs fn and disconnects: one exchange, so the

@@ -169,6 +169,9 @@ func FuzzParseReplies(f *testing.F) {
 	}
 	f.Add([]byte(`{"return": [{"qdev": 7, "inserted": "x", "stats": [1]}]}`))
 	f.Add([]byte(`{"return": {"nodes": [{"id": 1, "type": "block-driver", "name": "a"}], "edges": [{"parent": 1, "child": 1, "name": "file"}]}}`))
+	for _, b := range deepSeeds() {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := gjson.GetBytes(b, "return")
 		devs := ParseQueryBlock(r)
@@ -194,6 +197,10 @@ func FuzzAgentReply(f *testing.F) {
 	f.Add([]byte("\xff{\"return\": 42}\n{\"return\": {\"paths\": []}}\n"))
 	f.Add([]byte("{\"error\": {\"class\": \"GenericError\", \"desc\": \"guest-sync-delimited\"}}\n"))
 	f.Add([]byte("\xff\xff\n{]\n"))
+	for _, b := range deepSeeds() {
+		f.Add(append(b, '\n'))
+		f.Add(append([]byte("\xff{\"return\": 42}\n"), append(b, '\n')...))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = qgaReadSync(bufio.NewReader(bytes.NewReader(b)), 42)
 		ret, err := qgaReadReply(bufio.NewReader(bytes.NewReader(b)), "guest-ping")

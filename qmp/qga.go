@@ -197,28 +197,36 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 
 // qgaReadSync reads until the reply {"return": id} that follows a 0xFF
 // sentinel, discarding everything before it. Replies are newline-terminated
-// and bounded by MaxAgentReplyBytes.
+// and bounded by MaxAgentReplyBytes; each is read in one scan (scanReply),
+// and one past the nesting or member bounds ends the exchange.
 func qgaReadSync(rd *bufio.Reader, id int64) error {
 	for {
 		line, err := readLine(rd, MaxAgentReplyBytes)
 		if err != nil {
 			return err
 		}
-		if i := bytes.LastIndexByte(line, 0xff); i >= 0 {
-			r := gjson.ParseBytes(line[i+1:])
-			if v := r.Get("return"); v.Type == gjson.Number && v.Int() == id {
+		i := bytes.LastIndexByte(line, 0xff)
+		r, err := scanReply(line[i+1:], "")
+		if errors.Is(err, ErrHostileReply) {
+			return err
+		}
+		if err != nil {
+			continue // what an earlier client left behind
+		}
+		if i >= 0 {
+			if v := r.value(r.ret); v.Type == gjson.Number && v.Int() == id {
 				return nil
 			}
 			continue
 		}
 		// An agent that refuses the sync itself answers without a sentinel.
-		if e := gjson.GetBytes(line, "error"); e.Exists() && strings.Contains(e.Get("desc").String(), qgaSyncCommand) {
+		if e := r.value(r.err); e.Exists() && strings.Contains(e.Get("desc").String(), qgaSyncCommand) {
 			return &AgentError{Command: qgaSyncCommand, Class: e.Get("class").String(), Desc: e.Get("desc").String()}
 		}
 	}
 }
 
-// qgaReadReply reads the command's reply line.
+// qgaReadReply reads the command's reply line in one scan (scanReply).
 func qgaReadReply(rd *bufio.Reader, command string) (gjson.Result, error) {
 	for {
 		line, err := readLine(rd, MaxAgentReplyBytes)
@@ -229,18 +237,21 @@ func qgaReadReply(rd *bufio.Reader, command string) (gjson.Result, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if !gjson.ValidBytes(line) {
+		r, err := scanReply(line, "")
+		if errors.Is(err, ErrHostileReply) {
+			return gjson.Result{}, err
+		}
+		if err != nil {
 			return gjson.Result{}, fmt.Errorf("malformed reply %q", qgaClip(line))
 		}
-		r := gjson.ParseBytes(line)
-		if e := r.Get("error"); e.Exists() {
+		if r.err.ok() {
+			e := r.value(r.err)
 			return gjson.Result{}, &AgentError{Command: command, Class: e.Get("class").String(), Desc: e.Get("desc").String()}
 		}
-		ret := r.Get("return")
-		if !ret.Exists() {
+		if !r.ret.ok() {
 			return gjson.Result{}, fmt.Errorf("reply without return: %q", qgaClip(line))
 		}
-		return ret, nil
+		return r.value(r.ret), nil
 	}
 }
 

@@ -1,12 +1,9 @@
 package qmp
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // The reply shapes this tool relies on, per command: the type of the
@@ -67,38 +64,6 @@ type ShapeError struct {
 
 func (e *ShapeError) Error() string { return e.Msg }
 
-// checkShape reports a reply whose shape differs from what the command
-// returns. gjson has one type for true and false: gjson.True stands for a
-// boolean.
-func checkShape(cmd string, ret gjson.Result) error {
-	sh, ok := shapes[cmd]
-	if !ok {
-		return nil
-	}
-	bad := func(what string, got gjson.Result) error {
-		return &ShapeError{cmd, fmt.Sprintf("QMP %s: %s is %s, not %s", cmd, what, units.Clip(got.Raw, 40), describe(sh, what))}
-	}
-	if ret.Type != sh.ret || sh.array != ret.IsArray() {
-		return bad("the reply", ret)
-	}
-	if !sh.array {
-		return nil
-	}
-	tree := trees[cmd]
-	var err error
-	i := 0
-	ret.ForEach(func(_, e gjson.Result) bool {
-		if !e.IsObject() {
-			err = bad(fmt.Sprintf("entry %d", i), e)
-			return false
-		}
-		err = checkFields(cmd, i, "", e, tree)
-		i++
-		return err == nil
-	})
-	return err
-}
-
 // trees are the shapes' fields as trees, built once.
 var trees = func() map[string]*fieldTree {
 	m := map[string]*fieldTree{}
@@ -108,12 +73,14 @@ var trees = func() map[string]*fieldTree {
 	return m
 }()
 
-// fieldTree is a shape's fields by path segment: one walk over an entry
-// checks them all (a gjson Get per field scanned each entry once per field
-// and cost a third of an exchange's CPU).
+// fieldTree is a shape's fields by path segment, for scanReply to check
+// them while it reads the reply (a gjson Get per field scanned each entry
+// once per field and cost a third of an exchange's CPU; a walk after the
+// validation was a second pass).
 type fieldTree struct {
 	typ  gjson.Type // set for a leaf
 	leaf bool
+	path string // from the entry: "inserted.cache.direct"
 	sub  map[string]*fieldTree
 }
 
@@ -121,13 +88,14 @@ func (sh shape) tree() *fieldTree {
 	root := &fieldTree{sub: map[string]*fieldTree{}}
 	for path, typ := range sh.fields {
 		n := root
-		for _, seg := range strings.Split(path, ".") {
+		segs := strings.Split(path, ".")
+		for i, seg := range segs {
 			if n.sub == nil {
 				n.sub = map[string]*fieldTree{}
 			}
 			c := n.sub[seg]
 			if c == nil {
-				c = &fieldTree{}
+				c = &fieldTree{path: strings.Join(segs[:i+1], ".")}
 				n.sub[seg] = c
 			}
 			n = c
@@ -137,40 +105,11 @@ func (sh shape) tree() *fieldTree {
 	return root
 }
 
-// checkFields walks one object against the tree: optional fields may be
-// absent; a present one must have its type.
-func checkFields(cmd string, i int, prefix string, obj gjson.Result, t *fieldTree) error {
-	var err error
-	obj.ForEach(func(k, v gjson.Result) bool {
-		c := t.sub[k.Str]
-		if c == nil {
-			return true
-		}
-		path := prefix + k.Str
-		if c.leaf && !sameType(v.Type, c.typ) {
-			err = &ShapeError{cmd, fmt.Sprintf("QMP %s: entry %d's %s is %s, not %s", cmd, i, path, units.Clip(v.Raw, 40), typeName(c.typ))}
-			return false
-		}
-		if len(c.sub) > 0 && v.IsObject() {
-			err = checkFields(cmd, i, path+".", v, c)
-		}
-		return err == nil
-	})
-	return err
-}
-
 func sameType(got, want gjson.Type) bool {
 	if want == gjson.True {
 		return got == gjson.True || got == gjson.False
 	}
 	return got == want
-}
-
-func describe(sh shape, what string) string {
-	if what == "the reply" && sh.array {
-		return "an array"
-	}
-	return "an object"
 }
 
 func typeName(t gjson.Type) string {

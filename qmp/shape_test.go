@@ -27,15 +27,15 @@ func TestRecordedRepliesHaveTheirShape(t *testing.T) {
 		}
 		cmd := strings.TrimSuffix(filepath.Base(p), ".json")
 		cmd = strings.TrimSuffix(cmd, "-nodes") // query-blockstats-nodes
-		ret := gjson.GetBytes(b, "return")
-		if !ret.Exists() {
+		if !gjson.GetBytes(b, "return").Exists() {
 			continue // recorded errors
 		}
 		if _, ok := shapes[cmd]; ok {
 			checked++
 		}
-		if err := checkShape(cmd, ret); err != nil {
-			t.Errorf("%s: %v", p, err)
+		r, err := scanReply(b, cmd)
+		if err != nil || r.first != 'r' || r.shape != nil {
+			t.Errorf("%s: %v, %c, %v", p, err, r.first, r.shape)
 		}
 	}
 	if checked < 30 {
@@ -53,7 +53,7 @@ func TestWrongShapesAreErrors(t *testing.T) {
 		{"query-iothreads", `[{"id": "iothread-virtioscsi1", "thread-id": "123"}]`, "thread-id"},
 		{"query-status", `[]`, "the reply is"},
 	} {
-		err := checkShape(c.cmd, gjson.Parse(c.ret))
+		err := shapeOf(t, c.cmd, c.ret)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: err = %v, want %q", c.cmd, c.ret, err, c.want)
 		}
@@ -65,10 +65,20 @@ func TestWrongShapesAreErrors(t *testing.T) {
 		{"qom-get", `"on"`},
 		{"query-status", `{"status": "running", "running": true}`},
 	} {
-		if err := checkShape(c.cmd, gjson.Parse(c.ret)); err != nil {
+		if err := shapeOf(t, c.cmd, c.ret); err != nil {
 			t.Errorf("%s %s: %v", c.cmd, c.ret, err)
 		}
 	}
+}
+
+// shapeOf is the shape error scanReply finds in a reply returning ret.
+func shapeOf(t *testing.T, cmd, ret string) error {
+	t.Helper()
+	r, err := scanReply([]byte(qmptest.Return(ret)), cmd)
+	if err != nil || r.first != 'r' {
+		t.Fatalf("%s %s: %v, %c", cmd, ret, err, r.first)
+	}
+	return r.shape
 }
 
 // Through a session: a reply of the wrong shape is an error, not zeros.

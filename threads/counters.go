@@ -90,7 +90,8 @@ func parseSchedstat(b []byte) (run, wait uint64, ok bool) {
 	}
 	run, err1 := strconv.ParseUint(string(f[0]), 10, 64)
 	wait, err2 := strconv.ParseUint(string(f[1]), 10, 64)
-	return run, wait, err1 == nil && err2 == nil
+	_, err3 := strconv.ParseUint(string(f[2]), 10, 64) // timeslices: a line that is not the kernel's is no reading
+	return run, wait, err1 == nil && err2 == nil && err3 == nil
 }
 
 // parseStat reads /proc/PID/task/TID/stat (proc(5)): the name between the

@@ -218,3 +218,27 @@ func TestCPUSeconds(t *testing.T) {
 		}
 	}
 }
+
+// The stat and schedstat lines as the kernel writes them, read in place: a
+// name may hold spaces and parentheses (the fields start after the last
+// ')'); a short or non-numeric line is no reading, and neither is a number
+// past 64 bits.
+func TestParseLines(t *testing.T) {
+	line := "3607 (qemu) (x y)) S 1 3607 3607 0 -1 4194560 100 0 0 0 10 8 0 0 20 0 9 0 133653 1 2 3\n"
+	if comm, ticks, start, ok := parseStat([]byte(line)); !ok || comm != "qemu) (x y)" || ticks != 18 || start != 133653 {
+		t.Errorf("parseStat = %q %d %d %v", comm, ticks, start, ok)
+	}
+	for _, bad := range []string{"", "3607 qemu S 1", "3607 (q) S 1 2 3 4 5 6 7 8 9 10 x 8 0 0 20 0 9 0 1", "3607 (q) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\n"} {
+		if _, _, _, ok := parseStat([]byte(bad)); ok {
+			t.Errorf("parseStat(%q) ok", bad)
+		}
+	}
+	if run, wait, ok := parseSchedstat([]byte("188913482 382618976 1203\n")); !ok || run != 188913482 || wait != 382618976 {
+		t.Errorf("parseSchedstat = %d %d %v", run, wait, ok)
+	}
+	for _, bad := range []string{"", "1 2", "1 2 x\n", "18446744073709551616 0 0\n", "-1 2 3\n"} {
+		if _, _, ok := parseSchedstat([]byte(bad)); ok {
+			t.Errorf("parseSchedstat(%q) ok", bad)
+		}
+	}
+}

@@ -756,3 +756,36 @@ func TestMonitorBadConfig(t *testing.T) {
 		t.Errorf("370: %+v", v)
 	}
 }
+
+// Issue 21 #1: a QMP reply of 12 MB of nesting crashed top (gjson's
+// validator overflowed Go's stack). Now that VM's row is unreachable with
+// the refusal, the other VM is sampled as before, and top goes on: once
+// the VM answers normally again its rows span the interval across.
+func TestMonitorHostileReply(t *testing.T) {
+	n := newFakeNode(t)
+	rb, rd := recording(t, "blockdev"), recording(t, "drive")
+	a := n.addRecorded(rb, 370)
+	b := n.addRecorded(rd, 371)
+	m := n.monitor(Options{})
+	ctx := context.Background()
+	m.Sample(ctx)
+	a.proc(filepath.Join(rb.tdir, "proc-b"))
+	b.proc(filepath.Join(rd.tdir, "proc-b"))
+	normal := a.reply["query-blockstats"]
+	a.set("query-blockstats", "["+strings.Repeat("[", 12<<20)+"]")
+	start := time.Now()
+	s := m.Sample(ctx)
+	if row := vmRow(t, s, 370); row.Status != Unreachable || !strings.Contains(row.Error, "query-blockstats: reply refused: nested deeper than 1024 levels") || len(diskRows(s, 370)) != 0 {
+		t.Errorf("hostile: %+v", row)
+	}
+	if row := vmRow(t, s, 371); row.Status != OK || len(diskRows(s, 371)) != 4 {
+		t.Errorf("the other VM: %+v", row)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the sample took %s", took)
+	}
+	a.set("query-blockstats", normal...)
+	if s := m.Sample(ctx); vmRow(t, s, 370).Status != OK || len(diskRows(s, 370)) != 4 {
+		t.Errorf("after: %+v", vmRow(t, s, 370))
+	}
+}
