@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/pvediskcheck/pvediskcheck/storage/aio"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // DiskSettings is what QEMU runs a disk with: predicted from a config by
@@ -108,7 +108,8 @@ func Controller(bus, scsihw string) string {
 }
 
 // UsesCacheDirect is drive_uses_cache_direct: an explicit cache mode decides;
-// otherwise everything but CD-ROMs and btrfs without nocow opens O_DIRECT.
+// otherwise everything but CD-ROMs and the storages whose row says
+// DirectOffDefault (btrfs without nocow) opens O_DIRECT.
 func UsesCacheDirect(d *Drive, s *Storage) bool {
 	if c := d.Opts["cache"]; c != "" {
 		return c == "none" || c == "directsync" || c == "off"
@@ -116,7 +117,7 @@ func UsesCacheDirect(d *Drive, s *Storage) bool {
 	if d.IsCDROM() {
 		return false
 	}
-	if s != nil && s.Type == "btrfs" && !s.Bool("nocow") {
+	if s != nil && s.Facts().Direct == storagetype.DirectOffDefault {
 		return false
 	}
 	return true
@@ -138,9 +139,10 @@ func AIO(d *Drive, s *Storage, direct bool) string {
 }
 
 // storageAllowsIOUring is storage_allows_io_uring_default: the hazards are
-// package aio's, shared with the rule that warns about an explicit io_uring.
+// the storage-type table's, shared with the rule that warns about an
+// explicit io_uring.
 func storageAllowsIOUring(s *Storage, direct bool) bool {
-	return s == nil || aio.IOUringHazard(s.Type, s.Bool("krbd"), direct) == ""
+	return s == nil || s.Facts().IOUringHazard(direct) == ""
 }
 
 // DetectZeroes is detect_zeroes_cmdline_option.
