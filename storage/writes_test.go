@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // testdata/every-type.cfg is a storage.cfg with every storage type Proxmox
@@ -37,6 +38,7 @@ func TestBackendOf(t *testing.T) {
 		{"bt", "file", File},
 		{"local-lvm", "host_device", Block},
 		{"thick", "host_device", Block},
+		{"thick-chain", "host_device", Block},
 		{"san", "host_device", Block},
 		{"local-zfs", "host_device", Zvol},
 		{"ceph", "rbd", Librbd},
@@ -162,5 +164,61 @@ func TestForDisk(t *testing.T) {
 	// A storage id missing from storage.cfg and no settings: not modelled.
 	if w := ForDisk(st, drive("gone:vm-100-disk-0"), nil, "none"); w.Backend != Unknown {
 		t.Errorf("missing storage: %+v", w)
+	}
+}
+
+// TestEvidenceOf: the row picks the sentence for where unflushed writes
+// sit; a path and a plugin's volume take their protocol driver's.
+func TestEvidenceOf(t *testing.T) {
+	st := parse(t)
+	for _, c := range []struct {
+		storage, driver string
+		want            storagetype.Evidence
+	}{
+		{"local", "file", storagetype.EvidencePageCache},
+		{"thick-chain", "host_device", storagetype.EvidencePageCache},
+		{"ceph-krbd", "host_device", storagetype.EvidencePageCache},
+		{"ceph", "rbd", storagetype.EvidenceLibrbd},
+		{"san-direct", "iscsi", storagetype.EvidenceRemote},
+		{"zfs-over-iscsi", "iscsi", storagetype.EvidenceRemote},
+		{"drbd", "host_device", storagetype.EvidencePageCache},
+		{"drbd", "nbd", storagetype.EvidenceRemote},
+		{"drbd", "rbd", storagetype.EvidenceLibrbd},
+		{"", "nbd", storagetype.EvidenceRemote},
+		{"", "iscsi", storagetype.EvidenceRemote},
+		{"", "file", storagetype.EvidencePageCache},
+	} {
+		if got := EvidenceOf(st[c.storage], c.driver); got != c.want {
+			t.Errorf("%s/%s: %d, want %d", c.storage, c.driver, got, c.want)
+		}
+	}
+}
+
+// TestVolumeChain: a qcow2 volume on thick LVM (snapshot-as-volume-chain 1)
+// is reached as a block device, its new clusters' mapping waits in QEMU's
+// qcow2 metadata cache until a flush, and a discard gives nothing back
+// (a qcow2 on a file storage does).
+func TestVolumeChain(t *testing.T) {
+	st := parse(t)
+	d, err := qemuserver.ParseDrive("scsi0", "thick-chain:vm-100-disk-0.qcow2,discard=on,iothread=1,size=32G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := qemuserver.Predict(d, st, qemuserver.VMDefaults{Blockdev: true, SCSIHW: "virtio-scsi-single"}, nil)
+	if err != nil || s.Path != "/dev/vgchain/vm-100-disk-0.qcow2" || s.Driver != "host_device" || s.Format != "qcow2" || !s.CacheDirect || s.AIO != "native" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	w := ForDisk(st, d, &s, "none")
+	if w.Backend != Block || !w.HeldOnNode || !strings.Contains(w.AckedIn, "qcow2 metadata cache") || !strings.Contains(w.Unseen, "qcow2 metadata cache") {
+		t.Errorf("none: %+v", w)
+	}
+	if w := ForDisk(st, d, &s, "writeback"); !w.Visible || !strings.HasPrefix(w.AckedIn, PageCacheFacts["writeback"][0]) {
+		t.Errorf("writeback: %+v", w)
+	}
+	if ReturnsSpace(st["thick-chain"], "qcow2", "") || !ReturnsSpace(st["local"], "qcow2", "") {
+		t.Error("ReturnsSpace: a qcow2 on a thick LV frees nothing, a qcow2 file does")
+	}
+	if IOUringHazard(st["thick-chain"], true) != IOUringHazard(st["thick"], true) || IOUringHazard(st["thick-chain"], true) == "" {
+		t.Error("qemu-server avoids io_uring on every lvm storage")
 	}
 }

@@ -271,6 +271,18 @@ var Table = []Type{
 	with(files("btrfs", VolBtrfs), func(t *Type) { t.Variant = "nocow" }),
 	{Name: "lvm", Volumes: VolLVM, Layout: LayoutBlock, Provision: Thick, Alloc: AllocThick, Unmeasured: thickLVM, Discard: DiscardNever,
 		Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
+	// Proxmox 9's qcow2 volume chains on thick LVM (LVMPlugin.pm): a new
+	// volume defaults to qcow2, formatted with qemu-img on an LV sized by
+	// `qemu-img measure`'s fully-allocated figure (preallocation=metadata by
+	// default); each snapshot is a further LV (snap_<volume>_<snap>.qcow2)
+	// the current qcow2 backs onto. QEMU reaches the LV as a block device,
+	// so writes sit as on thick LVM plus QEMU's qcow2 metadata cache (the
+	// volume's format); qemu-server opens the qcow2 with discard-no-unref
+	// (Blockdev.pm, bug #6543), so a discard frees neither qcow2 clusters
+	// nor volume group space.
+	{Name: "lvm", Variant: "snapshot-as-volume-chain", Volumes: VolLVM, Layout: LayoutBlock, Provision: Thick, Alloc: AllocThick,
+		Unmeasured: "thick LVM with qcow2 volume chains: each volume and each snapshot is an LV allocated in full when created (sized by qemu-img measure), and a trim returns nothing to the volume group (qemu-server opens the qcow2 with discard-no-unref, so it keeps its clusters too; the trim may still reach the disk below)",
+		Discard:    DiscardNever, Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
 	{Name: NameLVMThin, Volumes: VolLVMThin, Layout: LayoutBlock, Provision: Thin, Alloc: AllocLvs, Discard: DiscardReturns,
 		Writes: Block, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceThinLV, Pool: PoolLVMThin},
 	// ZFSPoolPlugin.pm zfs_create_zvol: without `sparse 1` a zvol is created

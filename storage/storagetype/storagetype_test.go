@@ -2,6 +2,7 @@ package storagetype
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ import (
 var proxmoxTypes = []struct{ name, variant string }{
 	{"dir", ""}, {"nfs", ""}, {"cifs", ""}, {"cephfs", ""}, {"glusterfs", ""},
 	{"btrfs", ""}, {"btrfs", "nocow"},
-	{"lvm", ""}, {"lvmthin", ""},
+	{"lvm", ""}, {"lvm", "snapshot-as-volume-chain"}, {"lvmthin", ""},
 	{"zfspool", ""}, {"zfspool", "sparse"}, {"zfs", ""},
 	{"rbd", ""}, {"rbd", "krbd"},
 	{"iscsi", ""}, {"iscsidirect", ""},
@@ -107,6 +108,7 @@ func TestOf(t *testing.T) {
 		want  string
 	}{
 		{"lvm", nil, "lvm"},
+		{"lvm", []string{"snapshot-as-volume-chain"}, "lvm snapshot-as-volume-chain 1"},
 		{"lvm", []string{"krbd", "sparse", "nocow"}, "lvm"}, // another type's flag picks nothing
 		{"rbd", []string{"krbd"}, "rbd krbd 1"},
 		{"rbd", []string{"sparse"}, "rbd"},
@@ -141,6 +143,7 @@ func TestIOUringHazard(t *testing.T) {
 		{Of("rbd", nil), false, ""},
 		{Of("lvm", nil), true, "io_uring with cache mode writeback or writethrough on LVM will hang, without cache only sometimes"},
 		{Of("lvm", nil), false, "io_uring with cache mode writeback or writethrough on LVM will hang, without cache only sometimes"},
+		{Of("lvm", func(k string) bool { return k == "snapshot-as-volume-chain" }), true, "io_uring with cache mode writeback or writethrough on LVM will hang, without cache only sometimes"},
 		{Of("lvmthin", nil), false, ""},
 		{Of("cifs", nil), true, "io_uring causes problems when used with CIFS since kernel 5.15"},
 		{Of("nfs", nil), true, ""},
@@ -170,5 +173,32 @@ func TestReturnsSpace(t *testing.T) {
 		if got := c.typ.ReturnsSpace(c.perImage); got != c.want {
 			t.Errorf("%s: %v, want %v", c.typ, got, c.want)
 		}
+	}
+}
+
+// TestVolumeChainRow: Proxmox 9's qcow2 volume chains on thick LVM
+// (LVMPlugin.pm with snapshot-as-volume-chain 1) are thick LVM for
+// everything but what the allocation says: LVs allocated in full, no
+// space back from a discard, writes through a block device, no io_uring.
+func TestVolumeChainRow(t *testing.T) {
+	chain := Of("lvm", func(k string) bool { return k == "snapshot-as-volume-chain" })
+	plain := Of("lvm", nil)
+	if chain == plain || chain.Variant != "snapshot-as-volume-chain" {
+		t.Fatalf("the flag picks %s", chain)
+	}
+	if chain.Volumes != VolLVM || chain.Layout != LayoutBlock || chain.Provision != Thick || chain.Discard != DiscardNever ||
+		chain.Writes != Block || chain.IOUring != IOUringAvoided || chain.Direct != DirectDefault || chain.Pool != PoolNone || chain.Alloc != AllocThick {
+		t.Errorf("%+v", *chain)
+	}
+	if chain.ReturnsSpace(func() bool { return true }) {
+		t.Error("a qcow2 volume on a thick LV returns space")
+	}
+	for _, w := range []string{"qcow2 volume chains", "each snapshot is an LV allocated in full", "discard-no-unref"} {
+		if !strings.Contains(chain.Unmeasured, w) {
+			t.Errorf("Unmeasured %q lacks %q", chain.Unmeasured, w)
+		}
+	}
+	if strings.Contains(plain.Unmeasured, "qcow2") {
+		t.Errorf("plain lvm: %q", plain.Unmeasured)
 	}
 }
