@@ -242,7 +242,7 @@ func (r *diskRun) aio() {
 	default:
 		return
 	}
-	direct := qemuserver.UsesCacheDirect(r.drv, r.stor)
+	direct := r.settings.Cache().Direct // as the next start runs it (qemuserver.PredictVolume)
 	switch r.drv.Opts["aio"] {
 	case "native":
 		if !direct {

@@ -174,17 +174,21 @@ func backendFacts() map[Backend]map[string][2]string {
 	}
 }
 
-// WritesFor says what backend does with writes under a Proxmox cache mode
-// (qemuserver.CacheMode: none, writethrough, writeback, directsync, unsafe,
-// custom). format is the image format (qcow2 adds QEMU's metadata cache).
-func WritesFor(b Backend, mode, format string) Writes {
+// WritesFor says what backend does with writes under a disk's cache
+// (qemuserver.EffectiveCache: its Proxmox mode none, writethrough,
+// writeback, directsync, unsafe or custom, and its flags). A custom mode
+// (flags no Proxmox mode has) is judged as the worst case: buffered, with
+// flushes ignored. format is the image format (qcow2 adds QEMU's metadata
+// cache).
+func WritesFor(b Backend, c qemuserver.Cache, format string) Writes {
+	mode := c.Mode
 	facts, ok := backendFacts()[b][mode]
 	if !ok {
 		facts = PageCacheFacts[mode]
 	}
-	direct, noFlush, wc := qemuserver.CacheFlags(mode)
+	direct, noFlush, wc := c.Direct, c.NoFlush, c.WriteCache
 	if mode == "custom" {
-		direct, noFlush = false, true
+		direct, noFlush, wc = false, true, "on"
 	}
 	buffered := !direct // the node page cache (or librbd's cache) takes writes
 	waits := wc == "on" // QEMU acknowledges before the data is stable
@@ -244,8 +248,8 @@ func WritesFor(b Backend, mode, format string) Writes {
 
 // ForDisk is WritesFor for one disk: its drive line (nil for a disk only
 // the running QEMU has), the settings QEMU runs or would run it with (nil
-// when unknown) and the mode those amount to.
-func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSettings, mode string) Writes {
+// when unknown) and the cache it runs with.
+func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSettings, c qemuserver.Cache) Writes {
 	var stor *qemuserver.Storage
 	if d != nil && d.StorageID() != "" {
 		stor = st[d.StorageID()]
@@ -254,7 +258,7 @@ func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSett
 	if s != nil {
 		driver, format = s.Driver, s.Format
 	}
-	return WritesFor(BackendOf(stor, driver), mode, format)
+	return WritesFor(BackendOf(stor, driver), c, format)
 }
 
 // Note is the sentence for the cache view about what the node cannot

@@ -95,7 +95,6 @@ type Live struct {
 	// inserted.cache.writeback); it can differ from the configuration.
 	GuestWriteCache bool
 	WriteCache      string // effective configured write cache: on/off
-	Mode            string // Proxmox mode name the live flags amount to
 	// Limits are the I/O limits QEMU applies now (a live change such as
 	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
 	Limits qemuserver.Limits
@@ -473,7 +472,6 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 					l.WriteCache = d.Running.WriteCache
 				}
 			}
-			l.Mode = qemuserver.CacheMode(l.Format.Direct, l.Format.NoFlush, l.WriteCache)
 		}
 		d.Live = l
 	}
@@ -494,6 +492,18 @@ func (d *Disk) RunningNow() *qemuserver.DiskSettings {
 		}
 	}
 	return &r
+}
+
+// Effective is the cache the running QEMU runs the disk with, decided once
+// (qemuserver.EffectiveCache) from RunningNow's flags: the live ones QMP
+// reported, else the command line's. nil when the disk is not running.
+func (d *Disk) Effective() *qemuserver.Cache {
+	r := d.RunningNow()
+	if r == nil {
+		return nil
+	}
+	c := r.Cache()
+	return &c
 }
 
 // ProcCmdline is exposed for tests that need the raw argv.
