@@ -427,17 +427,12 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 				continue
 			}
 			if !v.Blockdev {
-				l := qemuserver.Limits{}
-				for k, val := range b.BackendLimits {
-					l[qmp.BackendToQEMULimitName(k)] = val
-				}
-				limits[b.ID] = l.Normal()
+				limits[b.ID] = DriveLimits(b)
 				continue
 			}
-			if d.Drive != nil && d.Drive.Bool("scsiblock") {
-				continue // no throttle group
+			if v.HasThrottleGroup(d) {
+				groups = append(groups, b.ID)
 			}
-			groups = append(groups, b.ID)
 		}
 		props, err := s.ReadDiskProps(wcIDs, groups)
 		if err != nil {
@@ -492,6 +487,25 @@ func (d *Disk) RunningNow() *qemuserver.DiskSettings {
 		}
 	}
 	return &r
+}
+
+// HasThrottleGroup reports a running disk whose limits QEMU keeps in a
+// throttle group object: under -blockdev every drive's top node is a
+// throttle filter, except a passed-through SCSI disk's (scsiblock:
+// qemu-server attaches none, Blockdev.pm); under -drive the limits sit on
+// the drive (DriveLimits).
+func (v *VM) HasThrottleGroup(d *Disk) bool {
+	return v.Blockdev && d.Running != nil && !(d.Drive != nil && d.Drive.Bool("scsiblock"))
+}
+
+// DriveLimits are a -drive disk's running limits as query-block lists them
+// (legacy names such as bps_wr), in ThrottleLimits names.
+func DriveLimits(b qmp.BlockDevice) qemuserver.Limits {
+	l := qemuserver.Limits{}
+	for k, val := range b.BackendLimits {
+		l[qmp.BackendToQEMULimitName(k)] = val
+	}
+	return l.Normal()
 }
 
 // Effective is the cache the running QEMU runs the disk with, decided once
