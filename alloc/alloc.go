@@ -1,5 +1,6 @@
 // Package alloc measures how much of a VM volume the storage has really
-// allocated, each storage type through its own tool: lvs for LVM-thin, the
+// allocated, each storage type through its own tool (the storage-type
+// table's Alloc says which): lvs for LVM-thin, the
 // file's allocated blocks for raw images on directory storages (dir, nfs,
 // cifs, btrfs), qemu-img's actual-size for qcow2, `zfs get` for zvols and
 // `rbd du` for Ceph. What cannot be measured is reported as such, with the
@@ -18,6 +19,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // Runner runs one external command with the node's deadline (node.Runner).
@@ -108,18 +110,18 @@ func (m *Meter) Measure(ctx context.Context, v Volume) (Result, error) {
 		}
 		return m.file(ctx, v, res)
 	}
-	switch v.Storage.Type {
-	case "lvmthin":
+	switch f := v.Storage.Facts(); f.Alloc {
+	case storagetype.AllocLvs:
 		return m.lvmthin(ctx, v, res)
-	case "dir", "nfs", "cifs", "btrfs", "glusterfs", "cephfs":
+	case storagetype.AllocFile:
 		return m.file(ctx, v, res)
-	case "zfspool":
+	case storagetype.AllocZFS:
 		return m.zfs(ctx, v, res)
-	case "rbd":
+	case storagetype.AllocRBD:
 		return m.rbd(ctx, v, res)
-	case "lvm":
+	case storagetype.AllocThick:
 		res.Method = "none"
-		res.Unmeasured = "thick LVM: the volume is fully allocated when created, and a trim returns nothing to the volume group (it may still reach the disk below)"
+		res.Unmeasured = f.Unmeasured
 		return res, nil
 	}
 	res.Method = "none"

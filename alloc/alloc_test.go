@@ -147,13 +147,26 @@ func TestRBD(t *testing.T) {
 	}
 }
 
-// TestUnmeasured: types without a tool say so instead of guessing.
+// TestUnmeasured: types without a tool say so instead of guessing; thick
+// LVM says why there is nothing to measure, with qcow2 volume chains
+// (snapshot-as-volume-chain 1) what the chain adds.
 func TestUnmeasured(t *testing.T) {
-	for _, typ := range []string{"lvm", "iscsi", "zfs"} {
-		st := &qemuserver.Storage{ID: "s", Type: typ, Props: map[string]string{}}
-		r, err := NewMeter(script{}, 0).Measure(context.Background(), Volume{Storage: st, VolName: "v"})
-		if err != nil || r.AllocatedBytes != nil || r.Unmeasured == "" {
-			t.Errorf("%s: %+v %v", typ, r, err)
+	for _, c := range []struct {
+		typ   string
+		props map[string]string
+		want  string
+	}{
+		{"lvm", map[string]string{}, "thick LVM: the volume is fully allocated when created, and a trim returns nothing to the volume group (it may still reach the disk below)"},
+		{"lvm", map[string]string{"snapshot-as-volume-chain": "1"}, "thick LVM with qcow2 volume chains: each volume and each snapshot is an LV allocated in full when created (sized by qemu-img measure), and a trim returns nothing to the volume group (qemu-server opens the qcow2 with discard-no-unref, so it keeps its clusters too; the trim may still reach the disk below)"},
+		{"lvm", map[string]string{"snapshot-as-volume-chain": "0"}, "thick LVM: the volume is fully allocated when created, and a trim returns nothing to the volume group (it may still reach the disk below)"},
+		{"iscsi", map[string]string{}, "storage type iscsi: no tool on this node reports a volume's allocation"},
+		{"zfs", map[string]string{}, "storage type zfs: no tool on this node reports a volume's allocation"},
+		{"drbd", map[string]string{}, "storage type drbd: no tool on this node reports a volume's allocation"},
+	} {
+		st := &qemuserver.Storage{ID: "s", Type: c.typ, Props: c.props}
+		r, err := NewMeter(script{}, 0).Measure(context.Background(), Volume{Storage: st, VolName: "vm-100-disk-0.qcow2", Format: "qcow2"})
+		if err != nil || r.AllocatedBytes != nil || r.Method != "none" || r.Unmeasured != c.want {
+			t.Errorf("%s %v: %+v %v", c.typ, c.props, r, err)
 		}
 	}
 }

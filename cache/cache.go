@@ -164,16 +164,17 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 	if mode == "" && j.Cache.Pending != nil {
 		mode, from, settings = *j.Cache.Pending, "at the next start", d.Pending
 	}
+	eff := qemuserver.CacheOf(mode)
 	if d.Running != nil {
 		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
 		now := d.RunningNow()
-		direct, noFlush, wc := now.CacheDirect, now.CacheNoFlush, now.WriteCache
 		if d.Live != nil && d.Live.Inserted {
 			g := d.Live.GuestWriteCache
 			j.Cache.GuestWriteCache = &g
 		}
-		mode, from, settings = qemuserver.CacheMode(direct, noFlush, wc), "", d.Running
-		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &mode, &direct, &noFlush, &wc
+		eff = *d.Effective()
+		mode, from, settings = eff.Mode, "", d.Running
+		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &eff.Mode, &eff.Direct, &eff.NoFlush, &eff.WriteCache
 		if d.Configured != nil {
 			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, *now)...)
 		} else if d.Drive == nil {
@@ -190,7 +191,7 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
 	}
 	j.Shown = mode
-	w := storage.ForDisk(v.Storages, drive, settings, mode)
+	w := storage.ForDisk(v.Storages, drive, settings, eff)
 	j.Backend = string(w.Backend)
 	facts := [2]string{w.AckedIn, w.CrashLoses}
 	heading := mode

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -103,7 +104,7 @@ func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache
 		}
 		return use
 	}
-	if d.Running != nil && (s != nil && s.IsFileBased() || s == nil && d.Running.Driver == "file") {
+	if d.Running != nil && (s != nil && s.Facts().Layout == storagetype.LayoutFiles || s == nil && d.Running.Driver == "file") {
 		total, free, err := statfs(ctx, v.HostPath(d.Running.Path))
 		if err != nil {
 			return name + ": use unknown (statfs: " + err.Error() + ")"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -241,7 +242,7 @@ func (r *diskRun) aio() {
 	default:
 		return
 	}
-	direct := qemuserver.UsesCacheDirect(r.drv, r.stor)
+	direct := r.settings.Cache().Direct // as the next start runs it (qemuserver.PredictVolume)
 	switch r.drv.Opts["aio"] {
 	case "native":
 		if !direct {
@@ -262,8 +263,8 @@ func (r *diskRun) cacheName() string {
 	if c := r.drv.Opts["cache"]; c != "" {
 		return c
 	}
-	if r.stor != nil && r.stor.Type == "btrfs" {
-		return "default (btrfs storage: no O_DIRECT)"
+	if r.stor != nil && r.stor.Facts().Direct == storagetype.DirectOffDefault {
+		return "default (" + r.stor.Type + " storage: no O_DIRECT)"
 	}
 	return "default"
 }
@@ -275,15 +276,15 @@ func (r *diskRun) storageName() string {
 	return r.stor.Type + " storage " + r.stor.ID
 }
 
-// where says where writes the guest has not had flushed sit, for the
-// storage's protocol driver: the node's page cache for what the kernel
-// opens (the lab measured it there), librbd's own cache inside QEMU for
-// Ceph without krbd, the target's cache for iSCSI.
+// where says where writes the guest has not had flushed sit, as the
+// storage's row (or a path's protocol driver) says: the node's page cache
+// for what the kernel opens (the lab measured it there), librbd's own cache
+// inside QEMU for Ceph without krbd, the target's cache for iSCSI.
 func (r *diskRun) where() string {
-	switch r.settings.Driver {
-	case "rbd":
+	switch storage.EvidenceOf(r.stor, r.settings.Driver) {
+	case storagetype.EvidenceLibrbd:
 		return "librbd's cache inside the QEMU process (rbd_cache; not measured here, no Ceph)"
-	case "iscsi", "nbd":
+	case storagetype.EvidenceRemote:
 		return "the storage's volatile write cache (not measured here)"
 	}
 	return "node RAM (page cache; lab: 1,050,036 kB still dirty after fsync)"
@@ -292,12 +293,16 @@ func (r *diskRun) where() string {
 // evidenceDiscard names what keeps the space and the measurement that shows
 // it, for this storage.
 func (r *diskRun) evidenceDiscard() string {
-	switch {
-	case r.stor != nil && r.stor.Type == "lvmthin":
+	e := storagetype.DiscardEvidenceImage
+	if r.stor != nil {
+		e = r.stor.Facts().DiscardEvidence
+	}
+	switch e {
+	case storagetype.DiscardEvidenceThinLV:
 		return "pool (lab: fstrim reported 2.9 GiB, lvs unchanged at 50.79 %)"
-	case r.stor != nil && r.stor.Type == "zfspool":
+	case storagetype.DiscardEvidenceZvol:
 		return "pool (the zvol's referenced bytes stay; not measured here, no ZFS)"
-	case r.stor != nil && r.stor.Type == "rbd":
+	case storagetype.DiscardEvidenceRBD:
 		return "pool (rbd du's used size stays; not measured here, no Ceph)"
 	}
 	return "storage (measured with QEMU on a sparse image: a guest trim of 128 MiB left its allocated blocks unchanged with discard=ignore; with discard=on 128 MiB went back)"

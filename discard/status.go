@@ -7,6 +7,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -136,7 +137,7 @@ func hasKey(bus, k string) bool {
 // it a refreservation of its full size and the pool's free space does not
 // grow when the zvol frees blocks (storage.ReturnsSpace is false there).
 func zvolReserved(s *qemuserver.Storage) bool {
-	return s != nil && s.Type == "zfspool" && !s.Bool("sparse")
+	return s != nil && s.Facts().Provision == storagetype.Reserved
 }
 
 // zvolDataset is the zvol's dataset name (pool/vm-100-disk-0).

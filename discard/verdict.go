@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -121,7 +122,8 @@ func judge(in Input) (Verdict, []Reason) {
 		add(CodeSharedFilesystem, fmt.Sprintf("this disk is one of several under the guest's %s: what the guest trimmed there cannot be split between them", strings.Join(in.GuestShared, ", ")), "")
 	}
 	// The storage's answer.
-	lvmIgnores := in.StorageType == "lvmthin" && in.PoolDiscards == "ignore"
+	thinLV := storagetype.Of(in.StorageType, nil).Pool == storagetype.PoolLVMThin
+	lvmIgnores := thinLV && in.PoolDiscards == "ignore"
 	if in.FailedOps > 0 {
 		text := fmt.Sprintf("the storage refused %d discard requests (QEMU's discard-nb-failed): the volume does not accept discards", in.FailedOps)
 		if lvmIgnores {
@@ -153,7 +155,7 @@ func judge(in Input) (Verdict, []Reason) {
 	if !ignore && in.FailedOps == 0 && in.OKBytes > 0 {
 		held, snaps := snapshotText(in.Snapshots, in.SnapshotHeldBytes)
 		switch {
-		case in.StorageType == "lvmthin" && in.ChunkBytes > 0 && in.OKOps > 0 && in.OKBytes/in.OKOps < in.ChunkBytes:
+		case thinLV && in.ChunkBytes > 0 && in.OKOps > 0 && in.OKBytes/in.OKOps < in.ChunkBytes:
 			add(CodeBelowChunkSize, fmt.Sprintf("the storage accepted %s in %d discards, %s each on average, smaller than pool %s's chunk size (%s): a thin pool frees only whole chunks",
 				units.Bytes(in.OKBytes), in.OKOps, units.Bytes(in.OKBytes/in.OKOps), in.PoolName, units.Bytes(in.ChunkBytes)), "")
 		case snaps && in.SnapshotHeldBytes != nil && *in.SnapshotHeldBytes > 0:

@@ -11,32 +11,28 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// Input is what Judge needs about one disk: the flags QEMU runs it with,
+// Input is what Judge needs about one disk: the cache QEMU runs it with,
 // what its storage does with writes, and the series.
 type Input struct {
 	Disk string
-	// Direct, NoFlush and WriteCache ("on"/"off") are the flags QEMU runs
+	// Cache is the effective cache (vm.Disk.Effective): the flags QEMU runs
 	// the disk with (the format node's cache options, the device's
-	// write-cache).
-	Direct, NoFlush bool
-	WriteCache      string
+	// write-cache) and the Proxmox mode they amount to.
+	Cache qemuserver.Cache
 	// Writes is what the disk's storage does with writes in this mode.
 	Writes  storage.Writes
 	Samples []Sample
 }
 
-// Mode is the Proxmox cache mode the flags amount to.
-func (in Input) Mode() string { return qemuserver.CacheMode(in.Direct, in.NoFlush, in.WriteCache) }
-
-// InputFor builds a disk's Input from the VM model: the live flags when
-// QMP gave them, else the running command line's.
+// InputFor builds a disk's Input from the VM model: the disk's effective
+// cache (the live flags when QMP gave them, else the running command
+// line's; cache=none's for a disk that does not run).
 func InputFor(v *vm.VM, d *vm.Disk, samples []Sample) Input {
-	in := Input{Disk: d.ID, Direct: true, WriteCache: "on", Samples: samples}
-	var run *qemuserver.DiskSettings
-	if run = d.RunningNow(); run != nil {
-		in.Direct, in.NoFlush, in.WriteCache = run.CacheDirect, run.CacheNoFlush, run.WriteCache
+	in := Input{Disk: d.ID, Cache: qemuserver.CacheOf("none"), Samples: samples}
+	if c := d.Effective(); c != nil {
+		in.Cache = *c
 	}
-	in.Writes = storage.ForDisk(v.Storages, d.Drive, run, in.Mode())
+	in.Writes = storage.ForDisk(v.Storages, d.Drive, d.RunningNow(), in.Cache)
 	return in
 }
 
@@ -110,7 +106,7 @@ func (e evidence) realData() bool {
 // rests on QEMU's flags and the flush timing, and the reason says so.
 func Judge(in Input) Judgement {
 	e := collect(in.Disk, in.Samples)
-	mode := in.Mode()
+	mode := in.Cache.Mode
 	w := in.Writes
 	j := Judgement{Disk: in.Disk, Mode: mode, WrittenBytes: e.written, Flushes: e.flushes, Backend: string(w.Backend)}
 	j.FlushTimeMs = float64(e.flushNs) / 1e6
@@ -122,7 +118,7 @@ func Judge(in Input) Judgement {
 		j.DeviceFlushes, j.DeviceWriteBytes = &df, &dw
 	}
 	switch {
-	case !in.NoFlush && !w.HeldOnNode:
+	case !in.Cache.NoFlush && !w.HeldOnNode:
 		j.Verdict, j.Reason = NotApplicable, notApplicable(in, e)
 	case w.Visible:
 		judgePageCache(&j, in, e)
@@ -138,17 +134,17 @@ func Judge(in Input) Judgement {
 
 // notApplicable says why nothing acknowledged waits on this node.
 func notApplicable(in Input, e evidence) string {
-	mode, written := in.Mode(), units.MiBf(float64(e.written))
+	mode, written := in.Cache.Mode, units.MiBf(float64(e.written))
 	flushes := fmt.Sprintf("%d flushes taking %.1f ms", e.flushes, float64(e.flushNs)/1e6)
 	switch in.Writes.Backend {
 	case storage.Librbd:
-		if !in.Direct {
+		if !in.Cache.Direct {
 			return fmt.Sprintf("cache=%s: librbd's cache is on, but QEMU flushes every write before acknowledging it: nothing acknowledged waits (%s written)", mode, written)
 		}
 		return fmt.Sprintf("cache=%s turns librbd's cache off (rbd_cache=false): a write is acknowledged once all replicas have it (%s written, %s)", mode, written, flushes)
 	case storage.Libiscsi:
 		s := fmt.Sprintf("QEMU's libiscsi sends writes straight to the iSCSI target: nothing is held on this node (%s written, %s)", written, flushes)
-		if in.WriteCache == "on" {
+		if in.Cache.WriteCache == "on" {
 			s += "; flushes reach the target's write cache"
 		}
 		return s
@@ -176,7 +172,7 @@ func judgePageCache(j *Judgement, in Input, e evidence) {
 	case e.flushes == 0:
 		j.Verdict = NoFlushes
 		j.Reason = fmt.Sprintf("the guest sent no flush in the window (%s written): run a workload that fsyncs, or use --trigger to run sync in the guest", written)
-	case e.fast() && (in.NoFlush || (real && e.endHeld > 0)):
+	case e.fast() && (in.Cache.NoFlush || (real && e.endHeld > 0)):
 		j.Verdict = Ignored
 		// What a crash loses is what this volume holds in node RAM now
 		// (whenever the guest wrote it); without cachestat, at most what
@@ -191,7 +187,7 @@ func judgePageCache(j *Judgement, in Input, e evidence) {
 		}
 		j.Reason = fmt.Sprintf("%d flush(es) counted but took %.3f ms in all: the data the guest believes safe is still in node RAM (%s now %s, %s written in the window); a host crash would lose up to %s",
 			e.flushes, j.FlushTimeMs, held, units.MiBf(float64(e.endHeld)), written, units.MiBf(float64(j.CrashLosesBytes)))
-		if in.NoFlush {
+		if in.Cache.NoFlush {
 			j.Reason += " (QEMU runs this disk with cache.no-flush: cache=unsafe)"
 		}
 	case e.fast():
@@ -222,7 +218,7 @@ func judgeTiming(j *Judgement, in Input, e evidence) {
 		j.Verdict = NoFlushes
 		j.Reason = fmt.Sprintf("the guest sent no flush in the window (%s written): run a workload that fsyncs, or use --trigger to run sync in the guest; %s", written, unseen)
 		return
-	case in.NoFlush && e.fast():
+	case in.Cache.NoFlush && e.fast():
 		j.Verdict = Ignored
 		j.Reason = fmt.Sprintf("%d flush(es) counted but took %.3f ms in all: QEMU runs this disk with cache.no-flush (cache=unsafe), so they never reach the storage and what the guest believes safe stays where it was acknowledged (%s written in the window); how much that is cannot be measured from the node: %s",
 			e.flushes, j.FlushTimeMs, written, w.Unseen)

@@ -28,8 +28,8 @@ func load(t *testing.T, name string) Result {
 
 // input is a disk's Input for a Proxmox mode on a backend.
 func input(disk, mode string, b storage.Backend, format string, samples []Sample) Input {
-	direct, noFlush, wc := qemuserver.CacheFlags(mode)
-	return Input{Disk: disk, Direct: direct, NoFlush: noFlush, WriteCache: wc, Writes: storage.WritesFor(b, mode, format), Samples: samples}
+	c := qemuserver.CacheOf(mode)
+	return Input{Disk: disk, Cache: c, Writes: storage.WritesFor(b, c, format), Samples: samples}
 }
 
 // TestJudgeRecorded judges series recorded from real QEMU (testdata/README.md)

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/pvediskcheck/pvediskcheck/storage/aio"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // DiskSettings is what QEMU runs a disk with: predicted from a config by
@@ -60,6 +60,36 @@ func CacheMode(direct, noFlush bool, writeCache string) string {
 // Mode returns the Proxmox cache mode these settings amount to.
 func (s DiskSettings) Mode() string { return CacheMode(s.CacheDirect, s.CacheNoFlush, s.WriteCache) }
 
+// Cache is how QEMU runs (or would run) a disk's cache: the three flags
+// and the Proxmox mode they amount to, decided together by EffectiveCache
+// so that no reader turns one into the other again.
+type Cache struct {
+	Mode       string // none, writethrough, writeback, directsync, unsafe, custom (CacheMode)
+	Direct     bool   // cache.direct: O_DIRECT, no node page cache
+	NoFlush    bool   // cache.no-flush: guest flushes complete at once
+	WriteCache string // the device's write cache: on, off
+}
+
+// EffectiveCache is the one function that decides a disk's effective cache
+// from the flags QEMU runs it with.
+func EffectiveCache(direct, noFlush bool, writeCache string) Cache {
+	return Cache{Mode: CacheMode(direct, noFlush, writeCache), Direct: direct, NoFlush: noFlush, WriteCache: writeCache}
+}
+
+// Cache is the cache these settings run with.
+func (s DiskSettings) Cache() Cache {
+	return EffectiveCache(s.CacheDirect, s.CacheNoFlush, s.WriteCache)
+}
+
+// CacheOf is the cache of a Proxmox mode named in a config (cache=), with
+// the flags qemu-server gives it; "custom" is no Proxmox mode: it keeps
+// writeback's flags (CacheFlags), and readers judge it by its name.
+func CacheOf(mode string) Cache {
+	c := EffectiveCache(CacheFlags(mode))
+	c.Mode = mode
+	return c
+}
+
 // CacheFlags returns cache.direct, cache.no-flush and the device write cache
 // for a Proxmox cache mode name.
 func CacheFlags(mode string) (direct, noFlush bool, writeCache string) {
@@ -108,7 +138,8 @@ func Controller(bus, scsihw string) string {
 }
 
 // UsesCacheDirect is drive_uses_cache_direct: an explicit cache mode decides;
-// otherwise everything but CD-ROMs and btrfs without nocow opens O_DIRECT.
+// otherwise everything but CD-ROMs and the storages whose row says
+// DirectOffDefault (btrfs without nocow) opens O_DIRECT.
 func UsesCacheDirect(d *Drive, s *Storage) bool {
 	if c := d.Opts["cache"]; c != "" {
 		return c == "none" || c == "directsync" || c == "off"
@@ -116,7 +147,7 @@ func UsesCacheDirect(d *Drive, s *Storage) bool {
 	if d.IsCDROM() {
 		return false
 	}
-	if s != nil && s.Type == "btrfs" && !s.Bool("nocow") {
+	if s != nil && s.Facts().Direct == storagetype.DirectOffDefault {
 		return false
 	}
 	return true
@@ -138,9 +169,10 @@ func AIO(d *Drive, s *Storage, direct bool) string {
 }
 
 // storageAllowsIOUring is storage_allows_io_uring_default: the hazards are
-// package aio's, shared with the rule that warns about an explicit io_uring.
+// the storage-type table's, shared with the rule that warns about an
+// explicit io_uring.
 func storageAllowsIOUring(s *Storage, direct bool) bool {
-	return s == nil || aio.IOUringHazard(s.Type, s.Bool("krbd"), direct) == ""
+	return s == nil || s.Facts().IOUringHazard(direct) == ""
 }
 
 // DetectZeroes is detect_zeroes_cmdline_option.

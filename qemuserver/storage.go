@@ -10,12 +10,14 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // Storage is one section of /etc/pve/storage.cfg.
 type Storage struct {
 	ID    string
-	Type  string // dir, lvmthin, lvm, zfspool, zfs, rbd, nfs, cifs, btrfs, iscsi, ...
+	Type  string // dir, lvmthin, lvm, zfspool, zfs, rbd, nfs, cifs, btrfs, iscsi, ... (Facts says what it means)
 	Props map[string]string
 }
 
@@ -92,24 +94,12 @@ func (s *Storage) Bool(k string) bool {
 	return b
 }
 
-// IsThin reports storage types whose volumes allocate on write, so discards
-// can return space: lvmthin, zfspool (sparse or not, zvols free on discard),
-// rbd. File storages are thin when the image is sparse (decided per file).
-func (s *Storage) IsThin() bool {
-	switch s.Type {
-	case "lvmthin", "zfspool", "rbd", "zfs":
-		return true
-	}
-	return false
-}
-
-// IsFileBased reports storages that keep images as files below a path.
-func (s *Storage) IsFileBased() bool {
-	switch s.Type {
-	case "dir", "nfs", "cifs", "btrfs", "glusterfs", "cephfs":
-		return true
-	}
-	return false
+// Facts is the storage's row of the storage-type table: what its type (and
+// the variant its flags pick: krbd, nocow, sparse,
+// snapshot-as-volume-chain) means for volumes, writes, discards and
+// allocation. A type pve-storage does not register is storagetype.Plugin.
+func (s *Storage) Facts() *storagetype.Type {
+	return storagetype.Of(s.Type, s.Bool)
 }
 
 // Volume describes where a volume lives, as PVE::Storage resolves it and
@@ -206,10 +196,10 @@ var (
 )
 
 func (s *Storage) resolve(volname string) (Volume, error) {
-	switch s.Type {
-	case "dir", "nfs", "cifs", "cephfs", "btrfs", "glusterfs":
+	switch s.Facts().Volumes {
+	case storagetype.VolDir, storagetype.VolMounted, storagetype.VolGluster, storagetype.VolBtrfs:
 		return s.resolveFile(volname)
-	case "lvm":
+	case storagetype.VolLVM:
 		if !lvmNameRe.MatchString(volname) {
 			return Volume{}, fmt.Errorf("unable to parse lvm volume name %s", clip(volname))
 		}
@@ -218,12 +208,12 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 			v.Format = "qcow2" // qcow2 on LVM (snapshot-as-volume-chain)
 		}
 		return v, nil
-	case "lvmthin":
+	case storagetype.VolLVMThin:
 		if !lvmThinNameRe.MatchString(volname) {
 			return Volume{}, fmt.Errorf("unable to parse lvm volume name %s", clip(volname))
 		}
 		return Volume{Path: "/dev/" + s.Props["vgname"] + "/" + volname, Driver: "host_device", Format: "raw"}, nil
-	case "zfspool", "zfs":
+	case storagetype.VolZvol, storagetype.VolZFSOverISCSI:
 		m := zfsNameRe.FindStringSubmatch(volname)
 		if m == nil {
 			return Volume{}, fmt.Errorf("unable to parse zfs volume name %s", clip(volname))
@@ -231,19 +221,19 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 		if m[2] == "subvol" || m[2] == "basevol" {
 			return Volume{}, fmt.Errorf("volume %s is a container's subvolume, not usable as VM image", clip(volname))
 		}
-		if s.Type == "zfs" {
+		if s.Facts().Volumes == storagetype.VolZFSOverISCSI {
 			// ZFS over iSCSI: the LUN is looked up on the target (over
 			// ssh) at start; QEMU opens it with its iscsi driver.
 			return Volume{Path: "iscsi://" + s.Props["portal"] + "/" + s.Props["target"], Driver: "iscsi", Format: "raw"}, nil
 		}
 		return Volume{Path: "/dev/zvol/" + s.Props["pool"] + "/" + m[1], Driver: "host_device", Format: "raw"}, nil
-	case "rbd":
+	case storagetype.VolRBD, storagetype.VolKRBD:
 		m := rbdNameRe.FindStringSubmatch(volname)
 		if m == nil {
 			return Volume{}, fmt.Errorf("unable to parse rbd volume name %s", clip(volname))
 		}
 		image := s.rbdPool() + "/" + m[1]
-		if s.Bool("krbd") {
+		if s.Facts().Volumes == storagetype.VolKRBD {
 			fsid := s.Props["fsid"]
 			if fsid == "" {
 				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold"}
@@ -251,19 +241,19 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 			return Volume{Path: "/dev/rbd-pve/" + fsid + "/" + image, Driver: "host_device", Format: "raw"}, nil
 		}
 		return Volume{Path: image, Driver: "rbd", Format: "raw"}, nil
-	case "iscsi":
+	case storagetype.VolISCSI:
 		m := iscsiNameRe.FindStringSubmatch(volname)
 		if m == nil {
 			return Volume{}, fmt.Errorf("unable to parse iscsi volume name %s", clip(volname))
 		}
 		return Volume{Path: "/dev/disk/by-id/" + m[1], Driver: "host_device", Format: "raw"}, nil
-	case "iscsidirect":
+	case storagetype.VolISCSIDirect:
 		m := iscsiDirectRe.FindStringSubmatch(volname)
 		if m == nil {
 			return Volume{}, fmt.Errorf("unable to parse iscsi volume name %s", clip(volname))
 		}
 		return Volume{Path: "iscsi://" + s.Props["portal"] + "/" + s.Props["target"] + "/" + m[1], Driver: "iscsi", Format: "raw"}, nil
-	case "pbs":
+	case storagetype.VolNoDisks:
 		return Volume{}, fmt.Errorf("storage %s is a Proxmox Backup Server: it holds backups, not VM disks", s.ID)
 	}
 	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
@@ -318,17 +308,18 @@ func (s *Storage) resolveFile(volname string) (Volume, error) {
 		}
 	}
 	base := s.Props["path"]
-	if base == "" && (s.Type == "nfs" || s.Type == "cifs" || s.Type == "cephfs" || s.Type == "glusterfs") {
+	vols := s.Facts().Volumes
+	if base == "" && (vols == storagetype.VolMounted || vols == storagetype.VolGluster) {
 		base = "/mnt/pve/" + s.ID // their default mount point
 	}
 	dir := path.Join(base, s.contentDir(vtype))
 	if vtype == "images" {
 		dir = path.Join(dir, vmid)
-		if s.Type == "glusterfs" {
+		if vols == storagetype.VolGluster {
 			// PVE 8's GlusterfsPlugin: QEMU opens images through gluster://.
 			return Volume{Path: "gluster://" + s.Props["server"] + "/" + s.Props["volume"] + "/images/" + vmid + "/" + name, Driver: "gluster", Format: format}, nil
 		}
-		if s.Type == "btrfs" && format == "raw" {
+		if vols == storagetype.VolBtrfs && format == "raw" {
 			// <path>/images/<vmid>/<name without .raw>/disk.raw: each raw
 			// image is a subvolume.
 			return Volume{Path: path.Join(dir, strings.TrimSuffix(name, ".raw"), "disk.raw"), Driver: "file", Format: format}, nil
@@ -434,7 +425,7 @@ func ParseCephFSID(conf []byte) (string, bool) {
 // (monhost set) is left alone: only `pvesm path` can ask that cluster.
 func (st Storages) SetCephFSID(fsid string) {
 	for _, s := range st {
-		if s.Type == "rbd" && s.Bool("krbd") && s.Props["monhost"] == "" && s.Props["fsid"] == "" {
+		if s.Facts().Volumes == storagetype.VolKRBD && s.Props["monhost"] == "" && s.Props["fsid"] == "" {
 			s.Props["fsid"] = fsid
 		}
 	}

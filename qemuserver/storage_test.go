@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // storageCfg declares one storage of every type pve-storage 9.1 has (and
@@ -246,14 +248,15 @@ func TestStorageHelpers(t *testing.T) {
 	if !st["local-zfs"].Bool("sparse") || st["local"].Bool("sparse") || !st["ceph-krbd"].Bool("krbd") {
 		t.Error("Bool")
 	}
-	for id, thin := range map[string]bool{"local-lvm": true, "local-zfs": true, "ceph": true, "zfs-over-iscsi": true, "local": false, "vg-lvm": false} {
-		if st[id].IsThin() != thin {
-			t.Errorf("%s: IsThin %v", id, !thin)
+	for id, row := range map[string]string{"local-lvm": "lvmthin", "local-zfs": "zfspool sparse 1", "ceph": "rbd", "ceph-krbd": "rbd krbd 1",
+		"zfs-over-iscsi": "zfs", "local": "dir", "vg-lvm": "lvm", "butter": "btrfs"} {
+		if got := st[id].Facts().String(); got != row {
+			t.Errorf("%s: row %s, want %s", id, got, row)
 		}
 	}
 	for id, file := range map[string]bool{"local": true, "nas": true, "smb": true, "butter": true, "cephfs": true, "local-lvm": false} {
-		if st[id].IsFileBased() != file {
-			t.Errorf("%s: IsFileBased %v", id, !file)
+		if (st[id].Facts().Layout == storagetype.LayoutFiles) != file {
+			t.Errorf("%s: files %v", id, !file)
 		}
 	}
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // ReturnsSpace reports whether discards that reach this volume can give
-// space back to the storage: thin storages (lvmthin, rbd, zfspool with
-// sparse), qcow2 images, and raw files that are sparse. hostPath is the
-// volume's path as this process can open it (for the sparse test of raw
-// files).
+// space back to the storage, as its row of the storage-type table says:
+// thin storages (lvmthin, rbd, zfspool with sparse), and on file storages
+// qcow2 images and raw files that are sparse. hostPath is the volume's path
+// as this process can open it (for the sparse test of raw files).
 //
 // A zfspool without `sparse 1` creates its zvols without -s
 // (ZFSPoolPlugin.pm zfs_create_zvol), so each carries a refreservation of its
@@ -26,19 +26,18 @@ func ReturnsSpace(s *qemuserver.Storage, format, hostPath string) bool {
 	if s == nil {
 		return false
 	}
-	if s.Type == "zfspool" {
-		return s.Bool("sparse")
+	return s.Facts().ReturnsSpace(func() bool { return format == "qcow2" || IsSparse(hostPath) })
+}
+
+// IOUringHazard says why qemu-server does not use io_uring by default for a
+// disk on s opened with (cacheDirect) or without O_DIRECT: a hang or
+// misbehaviour qemu-server works around (the storage row's IOUringWhy); ""
+// where io_uring is its default, and for a disk given as a path (s nil).
+func IOUringHazard(s *qemuserver.Storage, cacheDirect bool) string {
+	if s == nil {
+		return ""
 	}
-	if s.IsThin() {
-		return true
-	}
-	if !s.IsFileBased() {
-		return false
-	}
-	if format == "qcow2" {
-		return true
-	}
-	return IsSparse(hostPath)
+	return s.Facts().IOUringHazard(cacheDirect)
 }
 
 // IsSparse reports a regular file that allocates less than its size.

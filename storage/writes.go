@@ -32,42 +32,29 @@ package storage
 
 import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
-// Backend is the way QEMU reaches a volume; it decides which layers below
-// QEMU can hold an acknowledged write.
-type Backend string
+// Backend is the way QEMU reaches a volume (storagetype.Backend); it
+// decides which layers below QEMU can hold an acknowledged write.
+type Backend = storagetype.Backend
 
-// Backends.
+// Backends (storagetype's, named here for the packages reading Writes).
 const (
-	// File is an image file on a node filesystem (dir, nfs, cifs, btrfs,
-	// cephfs; raw or qcow2): the node page cache unless O_DIRECT.
-	File Backend = "file"
-	// Block is a block device on the node (lvm, lvmthin, kernel iSCSI, a
-	// passthrough device): the node page cache unless O_DIRECT, then the
-	// device's own write cache.
-	Block Backend = "block"
-	// KRBD is a Ceph RBD image mapped by the kernel (rbd with krbd 1): a
-	// block device on the node; the OSDs acknowledge a write once all
-	// replicas have it.
-	KRBD Backend = "krbd"
-	// Zvol is a ZFS volume (zfspool): ZFS keeps writes in node RAM, in the
-	// open transaction group, whether or not QEMU uses O_DIRECT.
-	Zvol Backend = "zvol"
-	// Librbd is a Ceph RBD image opened by QEMU's rbd driver (rbd without
-	// krbd): librbd's cache lives in the QEMU process.
-	Librbd Backend = "librbd"
-	// Libiscsi is a LUN QEMU's iscsi driver talks to itself (iscsidirect,
-	// ZFS over iSCSI): nothing on the node caches it.
-	Libiscsi Backend = "libiscsi"
-	// Unknown is a storage type this tool does not model (a third-party
-	// plugin, NBD): what the layers below QEMU do is not known.
-	Unknown Backend = "unknown"
+	File     = storagetype.File
+	Block    = storagetype.Block
+	KRBD     = storagetype.KRBD
+	Zvol     = storagetype.Zvol
+	Librbd   = storagetype.Librbd
+	Libiscsi = storagetype.Libiscsi
+	Unknown  = storagetype.Unknown
 )
 
 // BackendOf classifies a volume from its storage (nil for a path or a
 // storage.cfg entry that is missing) and the protocol driver QEMU uses for
-// it (qemuserver.DiskSettings.Driver).
+// it (qemuserver.DiskSettings.Driver): the storage's row says, except that
+// QEMU's own rbd and iscsi drivers decide for any storage, and a path is
+// what its driver opens.
 func BackendOf(s *qemuserver.Storage, driver string) Backend {
 	switch driver {
 	case "rbd":
@@ -84,23 +71,26 @@ func BackendOf(s *qemuserver.Storage, driver string) Backend {
 		}
 		return Unknown
 	}
-	switch s.Type {
-	case "lvm", "lvmthin", "iscsi":
-		return Block
-	case "zfspool":
-		return Zvol
-	case "rbd":
-		if s.Bool("krbd") {
-			return KRBD
+	return s.Facts().Writes
+}
+
+// EvidenceOf is which sentence says where a disk's unflushed writes sit:
+// the storage's row's, or for a path and a plugin's volume the protocol
+// driver's (librbd's cache, the remote end of iscsi and nbd, else the node
+// page cache).
+func EvidenceOf(s *qemuserver.Storage, driver string) storagetype.Evidence {
+	if s != nil {
+		if e := s.Facts().Evidence; e != storagetype.EvidenceByDriver {
+			return e
 		}
-		return Librbd
-	case "zfs", "iscsidirect":
-		return Libiscsi
 	}
-	if s.IsFileBased() {
-		return File
+	switch driver {
+	case "rbd":
+		return storagetype.EvidenceLibrbd
+	case "iscsi", "nbd":
+		return storagetype.EvidenceRemote
 	}
-	return Unknown
+	return storagetype.EvidencePageCache
 }
 
 // Writes is what one backend does with a guest's writes under one cache
@@ -184,17 +174,21 @@ func backendFacts() map[Backend]map[string][2]string {
 	}
 }
 
-// WritesFor says what backend does with writes under a Proxmox cache mode
-// (qemuserver.CacheMode: none, writethrough, writeback, directsync, unsafe,
-// custom). format is the image format (qcow2 adds QEMU's metadata cache).
-func WritesFor(b Backend, mode, format string) Writes {
+// WritesFor says what backend does with writes under a disk's cache
+// (qemuserver.EffectiveCache: its Proxmox mode none, writethrough,
+// writeback, directsync, unsafe or custom, and its flags). A custom mode
+// (flags no Proxmox mode has) is judged as the worst case: buffered, with
+// flushes ignored. format is the image format (qcow2 adds QEMU's metadata
+// cache).
+func WritesFor(b Backend, c qemuserver.Cache, format string) Writes {
+	mode := c.Mode
 	facts, ok := backendFacts()[b][mode]
 	if !ok {
 		facts = PageCacheFacts[mode]
 	}
-	direct, noFlush, wc := qemuserver.CacheFlags(mode)
+	direct, noFlush, wc := c.Direct, c.NoFlush, c.WriteCache
 	if mode == "custom" {
-		direct, noFlush = false, true
+		direct, noFlush, wc = false, true, "on"
 	}
 	buffered := !direct // the node page cache (or librbd's cache) takes writes
 	waits := wc == "on" // QEMU acknowledges before the data is stable
@@ -254,8 +248,8 @@ func WritesFor(b Backend, mode, format string) Writes {
 
 // ForDisk is WritesFor for one disk: its drive line (nil for a disk only
 // the running QEMU has), the settings QEMU runs or would run it with (nil
-// when unknown) and the mode those amount to.
-func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSettings, mode string) Writes {
+// when unknown) and the cache it runs with.
+func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSettings, c qemuserver.Cache) Writes {
 	var stor *qemuserver.Storage
 	if d != nil && d.StorageID() != "" {
 		stor = st[d.StorageID()]
@@ -264,7 +258,7 @@ func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSett
 	if s != nil {
 		driver, format = s.Driver, s.Format
 	}
-	return WritesFor(BackendOf(stor, driver), mode, format)
+	return WritesFor(BackendOf(stor, driver), c, format)
 }
 
 // Note is the sentence for the cache view about what the node cannot

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // testdata/every-type.cfg is a storage.cfg with every storage type Proxmox
@@ -37,6 +38,7 @@ func TestBackendOf(t *testing.T) {
 		{"bt", "file", File},
 		{"local-lvm", "host_device", Block},
 		{"thick", "host_device", Block},
+		{"thick-chain", "host_device", Block},
 		{"san", "host_device", Block},
 		{"local-zfs", "host_device", Zvol},
 		{"ceph", "rbd", Librbd},
@@ -113,7 +115,7 @@ func TestWritesFor(t *testing.T) {
 		{Unknown, "none", "raw", want{acked: "not modelled", loses: PageCacheFacts["none"][1], flush: "own cache"}},
 		{Unknown, "writeback", "raw", want{acked: "not modelled", loses: "GiBs", held: true, visible: true, flush: "dirty pages"}},
 	} {
-		w := WritesFor(c.b, c.mode, c.format)
+		w := WritesFor(c.b, qemuserver.CacheOf(c.mode), c.format)
 		name := string(c.b) + "/" + c.mode + "/" + c.format
 		if w.Backend != c.b || !strings.Contains(w.AckedIn, c.w.acked) || !strings.Contains(w.CrashLoses, c.w.loses) {
 			t.Errorf("%s: acked %q, loses %q; want %q, %q", name, w.AckedIn, w.CrashLoses, c.w.acked, c.w.loses)
@@ -145,22 +147,93 @@ func TestForDisk(t *testing.T) {
 		}
 		return d
 	}
-	if w := ForDisk(st, drive("ceph:vm-100-disk-0,cache=writeback"), &qemuserver.DiskSettings{Driver: "rbd", Format: "raw"}, "writeback"); w.Backend != Librbd || !w.HeldOnNode || w.Visible {
+	if w := ForDisk(st, drive("ceph:vm-100-disk-0,cache=writeback"), &qemuserver.DiskSettings{Driver: "rbd", Format: "raw"}, qemuserver.CacheOf("writeback")); w.Backend != Librbd || !w.HeldOnNode || w.Visible {
 		t.Errorf("librbd writeback: %+v", w)
 	}
-	if w := ForDisk(st, drive("local:100/vm-100-disk-0.qcow2"), &qemuserver.DiskSettings{Driver: "file", Format: "qcow2"}, "none"); w.Backend != File || !w.HeldOnNode || w.Unseen == "" {
+	if w := ForDisk(st, drive("local:100/vm-100-disk-0.qcow2"), &qemuserver.DiskSettings{Driver: "file", Format: "qcow2"}, qemuserver.CacheOf("none")); w.Backend != File || !w.HeldOnNode || w.Unseen == "" {
 		t.Errorf("qcow2 none: %+v", w)
 	}
 	// A disk the running QEMU has but the config does not: the driver decides.
-	if w := ForDisk(st, nil, &qemuserver.DiskSettings{Driver: "host_device"}, "writeback"); w.Backend != Block || !w.Visible {
+	if w := ForDisk(st, nil, &qemuserver.DiskSettings{Driver: "host_device"}, qemuserver.CacheOf("writeback")); w.Backend != Block || !w.Visible {
 		t.Errorf("running only: %+v", w)
 	}
 	// Stopped, storage only: the type decides.
-	if w := ForDisk(st, drive("local-zfs:vm-100-disk-0"), nil, "none"); w.Backend != Zvol || !w.HeldOnNode {
+	if w := ForDisk(st, drive("local-zfs:vm-100-disk-0"), nil, qemuserver.CacheOf("none")); w.Backend != Zvol || !w.HeldOnNode {
 		t.Errorf("zvol from storage.cfg: %+v", w)
 	}
 	// A storage id missing from storage.cfg and no settings: not modelled.
-	if w := ForDisk(st, drive("gone:vm-100-disk-0"), nil, "none"); w.Backend != Unknown {
+	if w := ForDisk(st, drive("gone:vm-100-disk-0"), nil, qemuserver.CacheOf("none")); w.Backend != Unknown {
 		t.Errorf("missing storage: %+v", w)
+	}
+}
+
+// TestEvidenceOf: the row picks the sentence for where unflushed writes
+// sit; a path and a plugin's volume take their protocol driver's.
+func TestEvidenceOf(t *testing.T) {
+	st := parse(t)
+	for _, c := range []struct {
+		storage, driver string
+		want            storagetype.Evidence
+	}{
+		{"local", "file", storagetype.EvidencePageCache},
+		{"thick-chain", "host_device", storagetype.EvidencePageCache},
+		{"ceph-krbd", "host_device", storagetype.EvidencePageCache},
+		{"ceph", "rbd", storagetype.EvidenceLibrbd},
+		{"san-direct", "iscsi", storagetype.EvidenceRemote},
+		{"zfs-over-iscsi", "iscsi", storagetype.EvidenceRemote},
+		{"drbd", "host_device", storagetype.EvidencePageCache},
+		{"drbd", "nbd", storagetype.EvidenceRemote},
+		{"drbd", "rbd", storagetype.EvidenceLibrbd},
+		{"", "nbd", storagetype.EvidenceRemote},
+		{"", "iscsi", storagetype.EvidenceRemote},
+		{"", "file", storagetype.EvidencePageCache},
+	} {
+		if got := EvidenceOf(st[c.storage], c.driver); got != c.want {
+			t.Errorf("%s/%s: %d, want %d", c.storage, c.driver, got, c.want)
+		}
+	}
+}
+
+// TestVolumeChain: a qcow2 volume on thick LVM (snapshot-as-volume-chain 1)
+// is reached as a block device, its new clusters' mapping waits in QEMU's
+// qcow2 metadata cache until a flush, and a discard gives nothing back
+// (a qcow2 on a file storage does).
+func TestVolumeChain(t *testing.T) {
+	st := parse(t)
+	d, err := qemuserver.ParseDrive("scsi0", "thick-chain:vm-100-disk-0.qcow2,discard=on,iothread=1,size=32G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := qemuserver.Predict(d, st, qemuserver.VMDefaults{Blockdev: true, SCSIHW: "virtio-scsi-single"}, nil)
+	if err != nil || s.Path != "/dev/vgchain/vm-100-disk-0.qcow2" || s.Driver != "host_device" || s.Format != "qcow2" || !s.CacheDirect || s.AIO != "native" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	w := ForDisk(st, d, &s, s.Cache())
+	if w.Backend != Block || !w.HeldOnNode || !strings.Contains(w.AckedIn, "qcow2 metadata cache") || !strings.Contains(w.Unseen, "qcow2 metadata cache") {
+		t.Errorf("none: %+v", w)
+	}
+	if w := ForDisk(st, d, &s, qemuserver.CacheOf("writeback")); !w.Visible || !strings.HasPrefix(w.AckedIn, PageCacheFacts["writeback"][0]) {
+		t.Errorf("writeback: %+v", w)
+	}
+	if ReturnsSpace(st["thick-chain"], "qcow2", "") || !ReturnsSpace(st["local"], "qcow2", "") {
+		t.Error("ReturnsSpace: a qcow2 on a thick LV frees nothing, a qcow2 file does")
+	}
+	if IOUringHazard(st["thick-chain"], true) != IOUringHazard(st["thick"], true) || IOUringHazard(st["thick-chain"], true) == "" {
+		t.Error("qemu-server avoids io_uring on every lvm storage")
+	}
+}
+
+// TestWritesForCustom: flags no Proxmox mode has are judged as the worst
+// case whatever they are (buffered, flushes ignored), the same as the mode
+// named custom.
+func TestWritesForCustom(t *testing.T) {
+	want := WritesFor(Block, qemuserver.CacheOf("custom"), "raw")
+	for _, c := range []qemuserver.Cache{qemuserver.EffectiveCache(true, true, "on"), qemuserver.EffectiveCache(true, true, "off"), qemuserver.EffectiveCache(false, true, "off")} {
+		if c.Mode != "custom" {
+			t.Fatalf("%+v is not custom", c)
+		}
+		if got := WritesFor(Block, c, "raw"); got != want || !got.HeldOnNode || !got.Visible {
+			t.Errorf("%+v: %+v, want %+v", c, got, want)
+		}
 	}
 }

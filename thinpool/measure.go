@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
 // Runner runs one external command with the node's deadline (node.Runner).
@@ -21,10 +22,14 @@ type Runner interface {
 	Run(ctx context.Context, argv ...string) ([]byte, error)
 }
 
-// IsPool reports the storage types this package reports a pool for.
+// IsPool reports the storage types this package reports a pool for (their
+// row's Pool: lvmthin, zfspool).
 func IsPool(s *qemuserver.Storage) bool {
-	return s != nil && (s.Type == TypeLVMThin || s.Type == TypeZFSPool)
+	return s != nil && s.Facts().Pool != storagetype.PoolNone
 }
+
+// isLVMThin: the pool is an LVM thin pool (else a ZFS dataset).
+func isLVMThin(s *qemuserver.Storage) bool { return s.Facts().Pool == storagetype.PoolLVMThin }
 
 // Measure reports the named storages' pools, or every lvmthin and zfspool
 // storage of storage.cfg when none is named: lvs once for their volume
@@ -108,7 +113,7 @@ func measureWith(ctx context.Context, n node.Node, r Runner, names []string, lis
 	var vgs []string
 	seen := map[string]bool{}
 	for _, s := range want {
-		if vg, _ := s.ThinPool(); s.Type == TypeLVMThin && !seen[vg] {
+		if vg, _ := s.ThinPool(); isLVMThin(s) && !seen[vg] {
 			seen[vg] = true
 			vgs = append(vgs, vg)
 		}
@@ -121,7 +126,7 @@ func measureWith(ctx context.Context, n node.Node, r Runner, names []string, lis
 	}
 	for _, s := range want {
 		var pl Pool
-		if s.Type == TypeLVMThin {
+		if isLVMThin(s) {
 			pl, err = FromLVS(s, rep, uses)
 		} else {
 			pl, err = zfsPool(ctx, r, s, uses)
@@ -193,7 +198,7 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 	c.mu.Unlock()
 	e.once.Do(func() {
 		var p Pool
-		if s.Type == TypeZFSPool {
+		if !isLVMThin(s) {
 			p, e.err = zfsPool(ctx, c.runner, s, nil)
 		} else {
 			var rep *lvm.Report

@@ -20,6 +20,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -89,10 +90,10 @@ type Warning struct {
 	Level Level  `json:"-"` // Warning or Failure
 }
 
-// Storage types a pool is reported for.
+// Storage types a pool is reported for, as Pool.Type names them.
 const (
-	TypeLVMThin = "lvmthin"
-	TypeZFSPool = "zfspool"
+	TypeLVMThin = storagetype.NameLVMThin
+	TypeZFSPool = storagetype.NameZFSPool
 )
 
 // Pool is one thin pool's figures (README: `thin --json` pools[]).
@@ -184,9 +185,12 @@ func (p *Pool) finish() {
 	})
 }
 
+// isZFS: the pool is a ZFS dataset (its storage type's row says).
+func (p *Pool) isZFS() bool { return storagetype.Of(p.Type, nil).Pool == storagetype.PoolZFS }
+
 // growHint is how the pool grows, for the fixes.
 func (p *Pool) growHint() string {
-	if p.Type == TypeZFSPool {
+	if p.isZFS() {
 		return "add space to the ZFS pool (zpool add, or larger disks) holding " + p.Pool
 	}
 	return "grow the pool (lvextend -L +SIZE " + p.Pool + ")"
@@ -211,7 +215,7 @@ func Judge(p *Pool) []Warning {
 		text += ": writes fail for every guest on it once the pool fills"
 		fix := fmt.Sprintf("lvextend -L +%.0fG %s (or move disks to other storage, or delete old snapshots)",
 			math.Ceil(units.GiBf(p.VirtualSumBytes-p.SizeBytes)), p.Pool)
-		if p.Type == TypeZFSPool {
+		if p.isZFS() {
 			fix = p.growHint() + " (or move disks to other storage, or delete old snapshots)"
 		}
 		ws = append(ws, Warning{CodeOvercommit, text, fix, LevelWarning})

@@ -376,7 +376,7 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
 			continue
 		}
-		ds := &diskState{id: d.ID, group: v.Blockdev && !(d.Drive != nil && d.Drive.Bool("scsiblock"))}
+		ds := &diskState{id: d.ID, group: v.HasThrottleGroup(d)}
 		if d.Drive != nil {
 			ds.storage = d.Drive.StorageID()
 			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
@@ -547,11 +547,7 @@ func (st *vmState) readLimits(s qmp.Session) error {
 			if !b.Inserted {
 				continue
 			}
-			l := qemuserver.Limits{}
-			for k, v := range b.BackendLimits {
-				l[qmp.BackendToQEMULimitName(k)] = v
-			}
-			limits[b.ID] = l.Normal()
+			limits[b.ID] = vm.DriveLimits(b)
 		}
 		st.limits = limits
 		return nil

@@ -125,12 +125,12 @@ func TestFetchLiveCommands(t *testing.T) {
 		}
 		var got []string
 		for _, d := range v.Disks {
-			got = append(got, fmt.Sprintf("%s wc=%q mode=%s limits=%s", d.ID, d.Live.WriteCacheProp, d.Live.Mode, d.Live.Limits))
+			got = append(got, fmt.Sprintf("%s wc=%q mode=%s limits=%s", d.ID, d.Live.WriteCacheProp, d.Effective().Mode, d.Live.Limits))
 		}
 		if tc.disks == 15 {
 			results = append(results, strings.Join(got, "\n"))
 		}
-		if d := v.Disks[0]; d.Live.Limits.String() != "bps-write=10485760" || d.Live.Mode != "none" {
+		if d := v.Disks[0]; d.Live.Limits.String() != "bps-write=10485760" || d.Effective().Mode != "none" {
 			t.Errorf("%s: %+v", d.ID, d.Live)
 		}
 	}

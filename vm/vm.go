@@ -101,7 +101,6 @@ type Live struct {
 	// inserted.cache.writeback); it can differ from the configuration.
 	GuestWriteCache bool
 	WriteCache      string // effective configured write cache: on/off
-	Mode            string // Proxmox mode name the live flags amount to
 	// Limits are the I/O limits QEMU applies now (a live change such as
 	// 'pvediskcheck limit' or qom-set shows here, not on the command line).
 	Limits qemuserver.Limits
@@ -482,17 +481,12 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 				continue
 			}
 			if !v.Blockdev {
-				l := qemuserver.Limits{}
-				for k, val := range b.BackendLimits {
-					l[qmp.BackendToQEMULimitName(k)] = val
-				}
-				limits[b.ID] = l.Normal()
+				limits[b.ID] = DriveLimits(b)
 				continue
 			}
-			if d.Drive != nil && d.Drive.Bool("scsiblock") {
-				continue // no throttle group
+			if v.HasThrottleGroup(d) {
+				groups = append(groups, b.ID)
 			}
-			groups = append(groups, b.ID)
 		}
 		props, err := s.ReadDiskProps(wcIDs, groups)
 		if err != nil {
@@ -527,7 +521,6 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 					l.WriteCache = d.Running.WriteCache
 				}
 			}
-			l.Mode = qemuserver.CacheMode(l.Format.Direct, l.Format.NoFlush, l.WriteCache)
 		}
 		d.Live = l
 	}
@@ -548,6 +541,37 @@ func (d *Disk) RunningNow() *qemuserver.DiskSettings {
 		}
 	}
 	return &r
+}
+
+// HasThrottleGroup reports a running disk whose limits QEMU keeps in a
+// throttle group object: under -blockdev every drive's top node is a
+// throttle filter, except a passed-through SCSI disk's (scsiblock:
+// qemu-server attaches none, Blockdev.pm); under -drive the limits sit on
+// the drive (DriveLimits).
+func (v *VM) HasThrottleGroup(d *Disk) bool {
+	return v.Blockdev && d.Running != nil && !(d.Drive != nil && d.Drive.Bool("scsiblock"))
+}
+
+// DriveLimits are a -drive disk's running limits as query-block lists them
+// (legacy names such as bps_wr), in ThrottleLimits names.
+func DriveLimits(b qmp.BlockDevice) qemuserver.Limits {
+	l := qemuserver.Limits{}
+	for k, val := range b.BackendLimits {
+		l[qmp.BackendToQEMULimitName(k)] = val
+	}
+	return l.Normal()
+}
+
+// Effective is the cache the running QEMU runs the disk with, decided once
+// (qemuserver.EffectiveCache) from RunningNow's flags: the live ones QMP
+// reported, else the command line's. nil when the disk is not running.
+func (d *Disk) Effective() *qemuserver.Cache {
+	r := d.RunningNow()
+	if r == nil {
+		return nil
+	}
+	c := r.Cache()
+	return &c
 }
 
 // ProcCmdline is exposed for tests that need the raw argv.
