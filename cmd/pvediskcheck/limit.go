@@ -17,7 +17,23 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, limitCommand) }
+func init() {
+	commands = append(commands, command{new: limitCommand, cluster: clusterRole{Forward: limitChanges}})
+}
+
+// limitChanges: a limit value or --clear changes the disk's limits, unless
+// --dry-run.
+func limitChanges(c *cli.Context) bool {
+	if c.Bool("dry-run") {
+		return false
+	}
+	for _, k := range qemuserver.LimitKeys {
+		if c.IsSet(limitFlagName(k.Proxmox)) {
+			return true
+		}
+	}
+	return c.Bool("clear")
+}
 
 func limitFlagName(proxmoxKey string) string { return strings.ReplaceAll(proxmoxKey, "_", "-") }
 
