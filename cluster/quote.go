@@ -83,7 +83,7 @@ func ValidateDisk(s string) error {
 	return nil
 }
 
-// ValidateVMID accepts a VMID as Proxmox does.
+// ValidateVMID accepts a VMID as Proxmox does (qemuserver.ParseVMID).
 func ValidateVMID(s string) error {
 	_, err := qemuserver.ParseVMID(s)
 	return err

@@ -57,7 +57,7 @@ func (in Input) Validate() (Valid, error) {
 	}
 	vmid, err := qemuserver.ParseVMID(in.Args[0])
 	if err != nil {
-		return out, exitcode.Usagef("%v", err)
+		return out, err
 	}
 	if len(in.Args) > 2 {
 		return out, exitcode.Usagef("limit: too many arguments %s (usage: pvediskcheck limit %s)", units.Clip(strings.Join(in.Args[2:], " "), 40), ArgsUsage)

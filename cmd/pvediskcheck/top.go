@@ -54,7 +54,7 @@ func topAction(c *cli.Context) error {
 	for _, a := range c.Args().Slice() {
 		id, err := qemuserver.ParseVMID(a)
 		if err != nil {
-			return exitcode.Usagef("%v", err)
+			return err
 		}
 		ids = append(ids, id)
 	}
