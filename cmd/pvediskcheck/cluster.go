@@ -21,12 +21,14 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-// Cluster mode, wired around the commands without changing them: a VMID
-// that lives on another node is answered by that node; --cluster on check
-// and thin asks every node; a node asked by another answers with one
-// cluster.Reply. What is decided (pmxcfs, which node answers, validation,
-// quoting, SSH, the merge and reading it back, the exit codes) is package
-// cluster's; this file reads flags, wires and renders.
+// Cluster mode, wired around the commands from what each declares
+// (clusterRole, in its own file): a VMID that lives on another node is
+// answered by that node (Forward); a command that asks nodes (Ask: check,
+// thin) gets --cluster, and prints the merged answers with its own view; a
+// node asked by another answers with one cluster.Reply. What is decided
+// (pmxcfs, which node answers, validation, quoting, SSH, the merge and
+// reading it back, the exit codes) is package cluster's; this file reads
+// flags, wires and prints what a node answered.
 
 // configOnlyFlag makes this node answer for another node that did not
 // answer, from that node's configs in pmxcfs (hidden, as --cluster-reply).
