@@ -206,7 +206,7 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 		for _, a := range args {
 			id, err := qemuserver.ParseVMID(a)
 			if err != nil {
-				return nil, exitcode.Usagef("%v", err)
+				return nil, err
 			}
 			if _, err := os.Lstat(p.VMConfig(id)); err != nil {
 				return nil, exitcode.Usagef("VM %d: %v (no %s)", id, vm.ErrNoConfig, p.VMConfig(id))

@@ -83,7 +83,7 @@ func ValidateDisk(s string) error {
 	return nil
 }
 
-// ValidateVMID accepts a VMID as Proxmox does.
+// ValidateVMID accepts a VMID as Proxmox does (qemuserver.ParseVMID).
 func ValidateVMID(s string) error {
 	_, err := qemuserver.ParseVMID(s)
 	return err
@@ -111,15 +111,28 @@ func errValue(s string) error {
 	return fmt.Errorf("%s is neither a number nor a word", units.Clip(s, 40))
 }
 
+// Args is what a command's positional arguments are, as the command
+// declares it: what ValidateArgs checks each of them as before it goes to
+// another node.
+type Args int
+
+const (
+	// VMThenDisks: a VM command's VMID, then disk keys.
+	VMThenDisks Args = iota
+	// VMIDs: VMIDs only (check).
+	VMIDs
+	// StorageIDs: storage IDs only (thin).
+	StorageIDs
+)
+
 // ValidateArgs checks the positional arguments of a command sent to
-// another node, each as what it is: check's are VMIDs, thin's storage IDs,
-// a VM command's a VMID and then disk keys.
-func ValidateArgs(command string, pos []string) error {
+// another node, each as what it is.
+func ValidateArgs(kind Args, pos []string) error {
 	for i, a := range pos {
 		validate := ValidateDisk // a VM command's disks
-		if command == "thin" {
+		if kind == StorageIDs {
 			validate = ValidateStorageID
-		} else if command == "check" || i == 0 {
+		} else if kind == VMIDs || i == 0 {
 			validate = ValidateVMID
 		}
 		if err := validate(a); err != nil {

@@ -81,30 +81,31 @@ func TestValidators(t *testing.T) {
 // The arguments sent to another node, each validated as what it is.
 func TestValidateArgs(t *testing.T) {
 	cases := []struct {
-		command string
-		pos     []string
-		ok      bool
+		kind Args
+		pos  []string
+		ok   bool
 	}{
-		{"check", nil, true},
-		{"check", []string{"370", "100", "999999999"}, true},
-		{"check", []string{"370", "scsi0"}, false},
-		{"thin", []string{"local-lvm", "local-zfs"}, true},
-		{"thin", []string{"local;reboot"}, false},
-		{"thin", []string{"370"}, false},
-		{"cache", []string{"370"}, true},
-		{"cache", []string{"370", "scsi0", "virtio15", "efidisk0"}, true},
-		{"cache", []string{"scsi0"}, false},
-		{"cache", []string{"370", "370"}, false},
-		{"limit", []string{"370", "sata0;touch x"}, false},
-		{"discard", []string{"abc"}, false},
+		{VMIDs, nil, true},
+		{VMIDs, []string{"370", "100", "999999999"}, true},
+		{VMIDs, []string{"370", "scsi0"}, false},
+		{VMIDs, []string{"370", "371"}, true},
+		{StorageIDs, []string{"local-lvm", "local-zfs"}, true},
+		{StorageIDs, []string{"local;reboot"}, false},
+		{StorageIDs, []string{"370"}, false},
+		{VMThenDisks, []string{"370"}, true},
+		{VMThenDisks, []string{"370", "scsi0", "virtio15", "efidisk0"}, true},
+		{VMThenDisks, []string{"scsi0"}, false},
+		{VMThenDisks, []string{"370", "370"}, false},
+		{VMThenDisks, []string{"370", "sata0;touch x"}, false},
+		{VMThenDisks, []string{"abc"}, false},
 	}
 	for _, c := range cases {
-		err := ValidateArgs(c.command, c.pos)
+		err := ValidateArgs(c.kind, c.pos)
 		if (err == nil) != c.ok || err != nil && exitcode.Of(err) != exitcode.Usage {
-			t.Errorf("%s %q: %v (exit %d), want ok=%v", c.command, c.pos, err, exitcode.Of(err), c.ok)
+			t.Errorf("%d %q: %v (exit %d), want ok=%v", c.kind, c.pos, err, exitcode.Of(err), c.ok)
 		}
 	}
-	if err := ValidateArgs("thin", []string{"local-lvm", "x"}); err == nil || !strings.Contains(err.Error(), `storage "x" is not a valid storage ID`) {
+	if err := ValidateArgs(StorageIDs, []string{"local-lvm", "x"}); err == nil || !strings.Contains(err.Error(), `storage "x" is not a valid storage ID`) {
 		t.Errorf("the error names the argument: %v", err)
 	}
 }

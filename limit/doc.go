@@ -1,6 +1,7 @@
-// Package limit owns every decision about a disk's I/O limits: what a value
-// is (ParseValue: each value parsed as the number it is), how a change merges
-// into the limits a disk has (Merge) and whether Proxmox and QEMU would take
+// Package limit owns every decision about a disk's I/O limits: the limit
+// command's request rules (Input.Validate, before anything is read); what a
+// value is (ParseValue: each value parsed as the number it is), how a change
+// merges into the limits a disk has (Merge) and whether Proxmox and QEMU would take
 // the result (Validate); the command that applies it, built from the numbers
 // (LiveCommand: qom-set of throttle-drive-DISK under -blockdev,
 // block_set_io_throttle under -drive; PersistArgv: qm set); applying it and

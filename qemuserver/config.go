@@ -50,14 +50,16 @@ const (
 // blank, no leading zero, 3 to 9 digits.
 var vmidRe = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
 
-// ParseVMID validates a VMID argument as Proxmox does: "0370" and "+370"
-// are not VMIDs.
+// ParseVMID is the one VMID parser: every VMID the tool reads (an
+// argument, a config file's name, a .vmlist key, qm's argv) is validated
+// as Proxmox's pve-vmid format does it (pve_verify_vmid): "0370" and
+// "+370" are not VMIDs. A bad one is bad input (exit 2), in one text.
 func ParseVMID(s string) (int, error) {
 	if !vmidRe.MatchString(s) {
 		if _, err := strconv.Atoi(s); err == nil && !strings.HasPrefix(s, "0") && !strings.HasPrefix(s, "+") {
-			return 0, fmt.Errorf("invalid VMID %s: out of range %d-%d", clip(s), MinVMID, MaxVMID)
+			return 0, exitcode.Usagef("invalid VMID %s: out of range %d-%d", clip(s), MinVMID, MaxVMID)
 		}
-		return 0, fmt.Errorf("invalid VMID %s: not a number of 3 to 9 digits without a leading zero (Proxmox's pve-vmid)", clip(s))
+		return 0, exitcode.Usagef("invalid VMID %s: not a number of 3 to 9 digits without a leading zero (Proxmox's pve-vmid)", clip(s))
 	}
 	n, _ := strconv.Atoi(s)
 	return n, nil

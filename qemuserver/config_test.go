@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
 // pve-vmid is ^[1-9][0-9]{2,8}$ (PVE::JSONSchema).
@@ -23,6 +25,9 @@ func TestParseVMID(t *testing.T) {
 		_, err := ParseVMID(in)
 		if err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "invalid VMID") {
 			t.Errorf("ParseVMID(%q): %v, want %q", in, err, why)
+		}
+		if c := exitcode.Of(err); c != exitcode.Usage {
+			t.Errorf("ParseVMID(%q): exit %d, want 2 (bad input)", in, c)
 		}
 	}
 	if _, err := ParseVMID(strings.Repeat("9", 5000)); err == nil || len(err.Error()) > 200 {

@@ -12,10 +12,17 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-// commands lists every subcommand; each file adds its own in init().
-// Each is a constructor: every run builds its commands afresh, so no parsed
+// command is one subcommand as its file registers it in init(): its
+// urfave/cli definition and what it declares about itself for cluster mode.
+// new is a constructor: every run builds its commands afresh, so no parsed
 // state is shared between runs (tests call run many times in one process).
-var commands []func() *cli.Command
+type command struct {
+	new     func() *cli.Command
+	cluster clusterRole
+}
+
+// commands lists every subcommand; each file adds its own.
+var commands []command
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
@@ -35,7 +42,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},
-		Commands: newCommands(),
 		Before: func(c *cli.Context) error {
 			if d := c.Duration("timeout"); d <= 0 {
 				return exitcode.Usagef("--timeout %s: give a positive duration, e.g. 5s", d)
@@ -54,7 +60,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return cli.ShowAppHelp(c)
 		},
 	}
-	wireCluster(app)
+	var roles map[string]clusterRole
+	app.Commands, roles = newCommands()
+	wireCluster(app, roles)
 	for _, c := range app.Commands {
 		if c.OnUsageError == nil {
 			c.OnUsageError = app.OnUsageError
@@ -89,10 +97,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return int(exitcode.Of(err))
 }
 
-func newCommands() []*cli.Command {
+// newCommands builds the commands and what each declares, by name.
+func newCommands() ([]*cli.Command, map[string]clusterRole) {
 	out := make([]*cli.Command, len(commands))
+	roles := make(map[string]clusterRole, len(commands))
 	for i, c := range commands {
-		out[i] = c()
+		out[i] = c.new()
+		roles[out[i].Name] = c.cluster
 	}
-	return out
+	return out, roles
 }

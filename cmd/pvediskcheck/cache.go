@@ -11,7 +11,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, cacheCommand) }
+func init() {
+	commands = append(commands, command{new: cacheCommand, cluster: clusterRole{
+		Forward: func(c *cli.Context) bool { return c.Bool("verify") && c.Bool("trigger") },
+	}})
+}
 
 func cacheCommand() *cli.Command {
 	return &cli.Command{

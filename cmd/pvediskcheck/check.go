@@ -2,16 +2,27 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, checkCommand) }
+func init() {
+	commands = append(commands, command{new: checkCommand, cluster: clusterRole{Ask: &clusterAsk{
+		Usage:      "with --all: check every VM of the cluster, every node at the same time",
+		Help:       "cluster-check",
+		Args:       cluster.VMIDs,
+		ConfigOnly: true,
+		Route:      checkNodes,
+		Text:       printCheckCluster,
+	}}})
+}
 
 func checkCommand() *cli.Command {
 	return &cli.Command{
@@ -106,4 +117,73 @@ func printCheckVM(e *env, v *check.VMResult, on, state string) {
 	for _, n := range v.Notes {
 		fmt.Fprintf(e.out, "  note: %s\n", n)
 	}
+}
+
+// checkNodes: check --all --cluster asks every node; check VMID... asks
+// the nodes the VMs live on when any is not this one.
+func checkNodes(c *cli.Context, e *env) (*cluster.View, []cluster.Member, func(string) []string, error) {
+	if c.Bool("cluster") {
+		if !c.Bool("all") {
+			return nil, nil, nil, exitcode.Usagef("check: --cluster goes with --all (a VMID that lives on another node is checked there without it)")
+		}
+		if c.NArg() > 0 {
+			return nil, nil, nil, nil // VMIDs and --all: check's own usage error
+		}
+		view, err := loadCluster(e)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return view, view.Nodes(), func(string) []string { return nil }, nil
+	}
+	if c.Bool("all") || c.NArg() == 0 {
+		return nil, nil, nil, nil
+	}
+	view, nodes, groups, ok, err := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !ok {
+		return nil, nil, nil, nil // all here, or check says what is wrong with one
+	}
+	return view, nodes, func(n string) []string { return groups[n] }, nil
+}
+
+// printCheckCluster prints the nodes' merged answers: each VM marked with
+// its node, then a table of the nodes and the summary added up.
+func printCheckCluster(e *env, doc *cluster.Object) error {
+	var d struct {
+		VMs     []cluster.Tagged[check.VMResult] `json:"vms"`
+		Summary check.Summary                    `json:"summary"` // the nodes' own, added up
+		Nodes   []struct {
+			cluster.NodeReport
+			Summary *check.Summary `json:"summary"`
+		} `json:"nodes"`
+	}
+	if err := cluster.Decode(doc, &d); err != nil {
+		return exitcode.Unreachablef("cluster: %v", err)
+	}
+	status := map[string]cluster.Status{}
+	for _, n := range d.Nodes {
+		status[n.Node] = n.Status
+	}
+	for i := range d.VMs {
+		v := &d.VMs[i]
+		state := vmState(v.Item.Running)
+		if v.ConfigOnly {
+			state = "config only: " + v.Node + " " + string(status[v.Node])
+		}
+		printCheckVM(e, &v.Item, v.Node, state)
+	}
+	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")
+	for _, n := range d.Nodes {
+		c := []string{"-", "-", "-", "-"}
+		if s := n.Summary; s != nil {
+			c = []string{strconv.Itoa(s.VMs), strconv.Itoa(s.Errors), strconv.Itoa(s.Warnings), strconv.Itoa(s.Infos)}
+		}
+		t.row(append(append([]string{n.Node, string(n.Status)}, c...), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))...)
+	}
+	t.flush()
+	s := d.Summary
+	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), s.VMs, s.Errors, s.Warnings, s.Infos)
+	return nil
 }

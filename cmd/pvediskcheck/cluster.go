@@ -14,21 +14,21 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-// Cluster mode, wired around the commands without changing them: a VMID
-// that lives on another node is answered by that node; --cluster on check
-// and thin asks every node; a node asked by another answers with one
-// cluster.Reply. What is decided (pmxcfs, which node answers, validation,
-// quoting, SSH, the merge and reading it back, the exit codes) is package
-// cluster's; this file reads flags, wires and renders.
+// Cluster mode, wired around the commands from what each declares
+// (clusterRole, in its own file): a VMID that lives on another node is
+// answered by that node (Forward); a command that asks nodes (Ask: check,
+// thin) gets --cluster, and prints the merged answers with its own view; a
+// node asked by another answers with one cluster.Reply. What is decided
+// (pmxcfs, which node answers, validation, quoting, SSH, the merge and
+// reading it back, the exit codes) is package cluster's; this file reads
+// flags, wires and prints what a node answered.
 
 // configOnlyFlag makes this node answer for another node that did not
 // answer, from that node's configs in pmxcfs (hidden, as --cluster-reply).
@@ -37,44 +37,55 @@ const configOnlyFlag = "cluster-config-only"
 // envSSH names a program used instead of /usr/bin/ssh, with its arguments.
 const envSSH = "PVEDISKCHECK_SSH"
 
-// forwarded are the VM commands a VM's own node answers, each with whether
-// a run changes something (it then says where it acted).
-var forwarded = map[string]func(c *cli.Context) bool{
-	"cache":   func(c *cli.Context) bool { return c.Bool("verify") && c.Bool("trigger") },
-	"flush":   func(c *cli.Context) bool { return c.Bool("trigger") },
-	"discard": func(c *cli.Context) bool { return c.Bool("trim") },
-	"limit": func(c *cli.Context) bool {
-		if c.Bool("dry-run") {
-			return false
-		}
-		for _, f := range c.Command.Flags {
-			if _, ok := f.(*cli.StringFlag); ok && c.IsSet(f.Names()[0]) {
-				return true // a limit value
-			}
-		}
-		return c.Bool("clear")
-	},
+// clusterRole is what a command declares about itself for cluster mode,
+// in its own file next to its urfave/cli definition; wireCluster reads it
+// and names no command. Every command declares exactly one of the three
+// (TestEveryCommandDeclaresClusterRole): one that declares nothing would
+// answer "no such VM" for a VM on another node.
+type clusterRole struct {
+	// Forward: a VM command (VMID, then disks) that the node running the
+	// VM answers. It says whether a run with these flags changes something
+	// (the answer then says the command acted there).
+	Forward func(c *cli.Context) (changes bool)
+	// Ask: the command asks other nodes itself (--cluster, or VMIDs of
+	// other nodes) and merges their answers.
+	Ask *clusterAsk
+	// Local: why the command answers for this node alone.
+	Local string
 }
 
-// wireCluster adds cluster mode to the app's commands (called by newApp).
-func wireCluster(app *cli.App) {
+// clusterAsk is a command that asks nodes and merges what they answer.
+type clusterAsk struct {
+	Usage string       // --cluster's usage line
+	Help  string       // the help section cluster mode adds (help/NAME.txt)
+	Args  cluster.Args // what its positional arguments are
+	// ConfigOnly: the VMs of a node that did not answer are judged here
+	// from that node's configs in pmxcfs.
+	ConfigOnly bool
+	// Route says which nodes to ask and each node's positional arguments;
+	// a nil view: this node answers alone (the command runs as usual).
+	Route func(c *cli.Context, e *env) (view *cluster.View, nodes []cluster.Member, pos func(node string) []string, err error)
+	// Text prints the merged document (cluster.Merge) as the command's
+	// view of the nodes' answers.
+	Text func(e *env, doc *cluster.Object) error
+}
+
+// wireCluster adds cluster mode to the app's commands (called by newApp),
+// from what each declares.
+func wireCluster(app *cli.App, roles map[string]clusterRole) {
 	app.Flags = append(app.Flags,
 		&cli.StringFlag{Name: cluster.ReplyFlag, Hidden: true, Usage: "answer NODE's request with one JSON reply (used by cluster mode over SSH)"},
 		&cli.StringFlag{Name: configOnlyFlag, Hidden: true, Usage: "answer for NODE from its configs in /etc/pve/nodes/NODE/qemu-server"},
 	)
 	for _, c := range app.Commands {
-		switch {
-		case forwarded[c.Name] != nil:
-			c.Action = forwardVM(c.Action)
+		switch r := roles[c.Name]; {
+		case r.Forward != nil:
+			c.Action = forwardVM(r.Forward, c.Action)
 			c.Description = withHelp(c.Description, helpText("cluster-vm"))
-		case c.Name == "check":
-			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "with --all: check every VM of the cluster, every node at the same time"})
-			c.Action = clusterCheck(c.Action)
-			c.Description = withHelp(c.Description, helpText("cluster-check"))
-		case c.Name == "thin":
-			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: "report the pools of every node of the cluster"})
-			c.Action = clusterThin(c.Action)
-			c.Description = withHelp(c.Description, helpText("cluster-thin"))
+		case r.Ask != nil:
+			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: r.Ask.Usage})
+			c.Action = askNodes(r.Ask, c.Action)
+			c.Description = withHelp(c.Description, helpText(r.Ask.Help))
 		}
 	}
 }
@@ -97,7 +108,7 @@ func askedByNode(c *cli.Context) bool {
 
 // forwardVM runs a VM command on the node the VM lives on when it is not
 // this one.
-func forwardVM(next cli.ActionFunc) cli.ActionFunc {
+func forwardVM(changes func(*cli.Context) bool, next cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if askedByNode(c) || c.NArg() == 0 {
 			return next(c)
@@ -122,7 +133,7 @@ func forwardVM(next cli.ActionFunc) cli.ActionFunc {
 			return exitcode.Usagef("%s: pvediskcheck reads QEMU VMs, not containers", g)
 		}
 		m := view.Member(g.Node)
-		args, err := remoteArgs(c, e, m.Name, e.json, c.Args().Slice())
+		args, err := remoteArgs(c, e, cluster.VMThenDisks, m.Name, e.json, c.Args().Slice())
 		if err != nil {
 			return err
 		}
@@ -136,7 +147,7 @@ func forwardVM(next cli.ActionFunc) cli.ActionFunc {
 		} else if err != nil {
 			return err
 		}
-		return printForwarded(e, g, m, r, forwarded[c.Command.Name](c))
+		return printForwarded(e, g, m, r, changes(c))
 	}
 }
 
@@ -192,7 +203,7 @@ func deadline(c *cli.Context, e *env) time.Duration {
 // parsed values (a number travels as the number it was read as), and the
 // positional arguments, each validated as what it is. Every argument is
 // quoted for the remote shell when it is sent (cluster.SSH.Argv).
-func remoteArgs(c *cli.Context, e *env, nodeName string, asJSON bool, pos []string) ([]string, error) {
+func remoteArgs(c *cli.Context, e *env, kind cluster.Args, nodeName string, asJSON bool, pos []string) ([]string, error) {
 	args := []string{"--" + cluster.ReplyFlag + "=" + nodeName, "--timeout=" + e.timeout.String()}
 	if asJSON {
 		args = append(args, "--json")
@@ -227,7 +238,7 @@ func remoteArgs(c *cli.Context, e *env, nodeName string, asJSON bool, pos []stri
 		}
 		args = append(args, "--"+name+"="+v)
 	}
-	if err := cluster.ValidateArgs(c.Command.Name, pos); err != nil {
+	if err := cluster.ValidateArgs(kind, pos); err != nil {
 		return nil, err
 	}
 	return append(args, pos...), nil
@@ -242,55 +253,22 @@ func runHere(ctx context.Context, e *env, want string, args []string) (*cluster.
 	return cluster.ParseReply(want, out.Bytes(), nil)
 }
 
-// clusterCheck: check --all --cluster asks every node; check VMID... asks
-// the nodes the VMs live on when any is not this one.
-func clusterCheck(next cli.ActionFunc) cli.ActionFunc {
+// askNodes runs a command that asks nodes: those its Route names, at the
+// same time; with none, the command runs here as usual.
+func askNodes(a *clusterAsk, next cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if askedByNode(c) {
 			return next(c)
 		}
-		if c.Bool("cluster") {
-			if !c.Bool("all") {
-				return exitcode.Usagef("check: --cluster goes with --all (a VMID that lives on another node is checked there without it)")
-			}
-			if c.NArg() > 0 {
-				return next(c) // VMIDs and --all: check's own usage error
-			}
-			e := newEnv(c)
-			view, err := loadCluster(e)
-			if err != nil {
-				return err
-			}
-			return askCluster(c, e, view, view.Nodes(), func(string) []string { return nil }, true)
-		}
-		if c.Bool("all") || c.NArg() == 0 {
-			return next(c)
-		}
 		e := newEnv(c)
-		view, nodes, groups, ok, err := cluster.Route(e.ctx(), e.node, c.Args().Slice())
+		view, nodes, pos, err := a.Route(c, e)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return next(c) // all here, or check says what is wrong with one
-		}
-		return askCluster(c, e, view, nodes, func(n string) []string { return groups[n] }, true)
-	}
-}
-
-// clusterThin: thin --cluster asks every node.
-func clusterThin(next cli.ActionFunc) cli.ActionFunc {
-	return func(c *cli.Context) error {
-		if askedByNode(c) || !c.Bool("cluster") {
+		if view == nil {
 			return next(c)
 		}
-		e := newEnv(c)
-		view, err := loadCluster(e)
-		if err != nil {
-			return err
-		}
-		storages := c.Args().Slice()
-		return askCluster(c, e, view, view.Nodes(), func(string) []string { return storages }, false)
+		return askCluster(c, e, a, view, nodes, pos)
 	}
 }
 
@@ -306,15 +284,15 @@ func loadCluster(e *env) (*cluster.View, error) {
 
 // askCluster asks nodes (each its own positional arguments from pos) at
 // the same time, runs the config rules for the VMs of nodes that did not
-// answer when configOnly, merges and prints.
-func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Member, pos func(string) []string, configOnly bool) error {
+// answer when a.ConfigOnly, merges and prints.
+func askCluster(c *cli.Context, e *env, a *clusterAsk, view *cluster.View, nodes []cluster.Member, pos func(string) []string) error {
 	args := map[string][]string{}
 	for _, m := range nodes {
-		a, err := remoteArgs(c, e, m.Name, true, pos(m.Name))
+		r, err := remoteArgs(c, e, a.Args, m.Name, true, pos(m.Name))
 		if err != nil {
 			return err
 		}
-		args[m.Name] = a
+		args[m.Name] = r
 	}
 	limit := deadline(c, e)
 	answers := cluster.Ask(e.ctx(), nodes, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
@@ -323,9 +301,9 @@ func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Memb
 		}
 		return sshTo(e, view).Call(ctx, m, args[m.Name], limit)
 	})
-	if configOnly {
+	if a.ConfigOnly {
 		cluster.FromConfigs(e.ctx(), answers, view.Local, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
-			own, _ := remoteArgs(c, e, view.Local, true, pos(m.Name))
+			own, _ := remoteArgs(c, e, a.Args, view.Local, true, pos(m.Name))
 			return runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + m.Name}, own...))
 		})
 	}
@@ -334,69 +312,12 @@ func askCluster(c *cli.Context, e *env, view *cluster.View, nodes []cluster.Memb
 	if e.json {
 		err = e.printJSON(doc)
 	} else {
-		err = printClusterText(e, c.Command.Name, doc)
+		err = a.Text(e, doc)
 	}
 	if err != nil {
 		return err
 	}
 	return cluster.Err(answers)
-}
-
-// printClusterText prints a merged document with check's and thin's own
-// views, each VM or pool marked with its node, and a table of the nodes.
-func printClusterText(e *env, command string, doc *cluster.Object) error {
-	if command == "thin" {
-		var d struct {
-			Pools []cluster.Tagged[thinpool.Pool] `json:"pools"`
-			Notes []string                        `json:"notes"`
-			Nodes []cluster.NodeReport            `json:"nodes"`
-		}
-		if err := cluster.Decode(doc, &d); err != nil {
-			return exitcode.Unreachablef("cluster: %v", err)
-		}
-		printThinCluster(e, d.Pools, d.Notes)
-		t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
-		for _, n := range d.Nodes {
-			t.row(n.Node, string(n.Status), nodeVersion(n), nodeTime(n), nodeNote(n))
-		}
-		t.flush()
-		return nil
-	}
-	var d struct {
-		VMs     []cluster.Tagged[check.VMResult] `json:"vms"`
-		Summary check.Summary                    `json:"summary"` // the nodes' own, added up
-		Nodes   []struct {
-			cluster.NodeReport
-			Summary *check.Summary `json:"summary"`
-		} `json:"nodes"`
-	}
-	if err := cluster.Decode(doc, &d); err != nil {
-		return exitcode.Unreachablef("cluster: %v", err)
-	}
-	status := map[string]cluster.Status{}
-	for _, n := range d.Nodes {
-		status[n.Node] = n.Status
-	}
-	for i := range d.VMs {
-		v := &d.VMs[i]
-		state := vmState(v.Item.Running)
-		if v.ConfigOnly {
-			state = "config only: " + v.Node + " " + string(status[v.Node])
-		}
-		printCheckVM(e, &v.Item, v.Node, state)
-	}
-	t := newTable(e.out, "NODE", "STATUS", "VMS", "ERRORS", "WARNINGS", "INFO", "VERSION", "TIME", "")
-	for _, n := range d.Nodes {
-		c := []string{"-", "-", "-", "-"}
-		if s := n.Summary; s != nil {
-			c = []string{strconv.Itoa(s.VMs), strconv.Itoa(s.Errors), strconv.Itoa(s.Warnings), strconv.Itoa(s.Infos)}
-		}
-		t.row(append(append([]string{n.Node, string(n.Status)}, c...), nodeVersion(n.NodeReport), nodeTime(n.NodeReport), nodeNote(n.NodeReport))...)
-	}
-	t.flush()
-	s := d.Summary
-	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), s.VMs, s.Errors, s.Warnings, s.Infos)
-	return nil
 }
 
 func nodeVersion(n cluster.NodeReport) string {

@@ -14,7 +14,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 )
 
-func init() { commands = append(commands, discardCommand) }
+func init() {
+	commands = append(commands, command{new: discardCommand, cluster: clusterRole{
+		Forward: func(c *cli.Context) bool { return c.Bool("trim") },
+	}})
+}
 
 func discardCommand() *cli.Command {
 	return &cli.Command{

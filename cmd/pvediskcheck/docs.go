@@ -13,7 +13,10 @@ import (
 // The man page and the bash completion are generated at build time from the
 // same App that prints --help, so the three never disagree (Makefile `man`,
 // `completion`; debian/rules). The commands are hidden: not part of the tool.
-func init() { commands = append(commands, genManCommand, genBashCompletionCommand) }
+func init() {
+	local := clusterRole{Local: "prints this program's own documentation"}
+	commands = append(commands, command{new: genManCommand, cluster: local}, command{new: genBashCompletionCommand, cluster: local})
+}
 
 func genManCommand() *cli.Command {
 	return &cli.Command{

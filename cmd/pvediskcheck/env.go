@@ -69,11 +69,7 @@ func vmidArg(c *cli.Context) (int, error) {
 	if c.NArg() < 1 {
 		return 0, exitcode.Usagef("%s: missing VMID (usage: pvediskcheck %s %s)", c.Command.Name, c.Command.Name, c.Command.ArgsUsage)
 	}
-	id, err := qemuserver.ParseVMID(c.Args().First())
-	if err != nil {
-		return 0, exitcode.Usagef("%v", err)
-	}
-	return id, nil
+	return qemuserver.ParseVMID(c.Args().First())
 }
 
 // loadVM loads a VM; its errors carry their exit codes (no config or a

@@ -16,7 +16,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/fio"
 )
 
-func init() { commands = append(commands, fioCommand) }
+func init() {
+	commands = append(commands, command{new: fioCommand, cluster: clusterRole{
+		Local: "reads fio result files and names disks of the machine it runs on",
+	}})
+}
 
 func fioCommand() *cli.Command {
 	groupBy := &cli.StringFlag{Name: "group-by", Value: string(fio.GroupAuto),

@@ -9,7 +9,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 )
 
-func init() { commands = append(commands, flushCommand) }
+func init() {
+	commands = append(commands, command{new: flushCommand, cluster: clusterRole{
+		Forward: func(c *cli.Context) bool { return c.Bool("trigger") },
+	}})
+}
 
 func flushCommand() *cli.Command {
 	return &cli.Command{

@@ -3,13 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -17,14 +15,16 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, limitCommand) }
-
-func limitFlagName(proxmoxKey string) string { return strings.ReplaceAll(proxmoxKey, "_", "-") }
+func init() {
+	commands = append(commands, command{new: limitCommand, cluster: clusterRole{
+		Forward: func(c *cli.Context) bool { return limitInput(c, "").Changes() },
+	}})
+}
 
 func limitCommand() *cli.Command {
 	flags := []cli.Flag{}
 	for _, k := range qemuserver.LimitKeys {
-		flags = append(flags, &cli.StringFlag{Name: limitFlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + limit.Describe(k), Category: "LIMITS (Proxmox keys and units)"})
+		flags = append(flags, &cli.StringFlag{Name: limit.FlagName(k.Proxmox), Usage: "set " + k.Proxmox + ": " + limit.Describe(k), Category: "LIMITS (Proxmox keys and units)"})
 	}
 	flags = append(flags,
 		&cli.BoolFlag{Name: "clear", Usage: "remove every limit of the disk (flags given with it are then the only limits)"},
@@ -36,71 +36,41 @@ func limitCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "limit",
 		Usage:       "show the I/O limits a disk runs with, set them live, and prove them by measurement",
-		ArgsUsage:   "VMID [DISK]",
+		ArgsUsage:   limit.ArgsUsage,
 		Description: helpText("limit"),
 		Flags:       flags,
 		Action:      limitAction,
 	}
 }
 
+// limitInput is the command as typed; root is --root as node.Paths holds it.
+func limitInput(c *cli.Context, root string) limit.Input {
+	in := limit.Input{
+		Args: c.Args().Slice(), Values: map[string]string{},
+		Clear: c.Bool("clear"), Persist: c.Bool("persist"), DryRun: c.Bool("dry-run"), Verify: c.Bool("verify"),
+		Root: root, RootEnv: os.Getenv("PVEDISKCHECK_ROOT"),
+	}
+	for _, k := range qemuserver.LimitKeys {
+		if flag := limit.FlagName(k.Proxmox); c.IsSet(flag) {
+			in.Values[k.Proxmox] = c.String(flag)
+		}
+	}
+	if c.IsSet("for") {
+		d := c.Duration("for")
+		in.For = &d
+	}
+	return in
+}
+
 func limitAction(c *cli.Context) error {
 	// Flags written after VMID and DISK were moved in front by interspersed.
-	pos := c.Args().Slice()
 	e := newEnv(c)
-	if len(pos) == 0 {
-		return exitcode.Usagef("limit: missing VMID (usage: pvediskcheck limit %s)", c.Command.ArgsUsage)
-	}
-	vmid, err := qemuserver.ParseVMID(pos[0])
+	asked, err := limitInput(c, e.paths.Root).Validate()
 	if err != nil {
-		return exitcode.Usagef("%v", err)
+		return err
 	}
-	if len(pos) > 2 {
-		return exitcode.Usagef("limit: too many arguments %s (usage: pvediskcheck limit %s)", units.Clip(strings.Join(pos[2:], " "), 40), c.Command.ArgsUsage)
-	}
-	diskArg := ""
-	if len(pos) == 2 {
-		diskArg = pos[1]
-	}
-	// Each value as the number it is, before anything else: a value that
-	// is not one never goes further.
-	values := map[string]float64{}
-	for _, k := range qemuserver.LimitKeys {
-		flag := limitFlagName(k.Proxmox)
-		if !c.IsSet(flag) {
-			continue
-		}
-		raw := c.String(flag)
-		v, err := limit.ParseValue(k.Proxmox, raw)
-		if err != nil {
-			return exitcode.Usagef("limit: --%s %s: %v", flag, units.Clip(raw, 40), err)
-		}
-		values[k.Proxmox] = v
-	}
-	clear, persist, dry, verify := c.Bool("clear"), c.Bool("persist"), c.Bool("dry-run"), c.Bool("verify")
-	req := limit.Request{Persist: persist, DryRun: dry}
-	if clear || len(values) > 0 {
-		req.Change = &limit.Change{Values: values, Clear: clear}
-	}
-	switch {
-	case req.Change != nil && diskArg == "":
-		return exitcode.Usagef("limit: name the disk to change (pvediskcheck limit %d DISK --mbps-wr 20)", vmid)
-	case (persist || dry) && req.Change == nil:
-		return exitcode.Usagef("limit: --persist and --dry-run need limit flags or --clear")
-	case c.IsSet("for") && !verify:
-		return exitcode.Usagef("limit: --for needs --verify")
-	case verify && diskArg == "":
-		return exitcode.Usagef("limit: --verify needs DISK")
-	case verify && c.Duration("for") < limit.MinWindow:
-		return exitcode.Usagef("limit: --for %s is too short: the first %s are not judged and a verdict needs %s more", c.Duration("for"), limit.Skip, limit.MinSteady)
-	case verify && dry:
-		return exitcode.Usagef("limit: --verify cannot be combined with --dry-run")
-	case persist && filepath.Clean(e.paths.Root) != "/" && filepath.Clean(os.Getenv("PVEDISKCHECK_ROOT")) != filepath.Clean(e.paths.Root):
-		return exitcode.Usagef("limit: --persist runs this node's qm, which does not know --root %s; refusing (set PVEDISKCHECK_ROOT to that root when its qm serves it)", e.paths.Root)
-	}
-	progress := verify && !e.json && isTerminal(e.errOut)
-	if verify {
-		req.Verify = c.Duration("for")
-	}
+	vmid, diskArg, req := asked.VMID, asked.Disk, asked.Request
+	progress := req.Verify > 0 && !e.json && isTerminal(e.errOut)
 	if progress {
 		req.OnSample = func(_ sampler.Sample, elapsed, window time.Duration) {
 			fmt.Fprintf(e.errOut, "\rsampling %s for %s: %4.1f s", diskArg, window, elapsed.Seconds())

@@ -10,7 +10,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, metricsCommand) }
+func init() {
+	commands = append(commands, command{new: metricsCommand, cluster: clusterRole{
+		Local: "each node's exporter (or textfile) reports its own VMs; the scraper joins the nodes",
+	}})
+}
 
 func metricsCommand() *cli.Command {
 	return &cli.Command{

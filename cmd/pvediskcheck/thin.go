@@ -12,7 +12,15 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
-func init() { commands = append(commands, thinCommand) }
+func init() {
+	commands = append(commands, command{new: thinCommand, cluster: clusterRole{Ask: &clusterAsk{
+		Usage: "report the pools of every node of the cluster",
+		Help:  "cluster-thin",
+		Args:  cluster.StorageIDs,
+		Route: thinNodes,
+		Text:  printThinCluster,
+	}}})
+}
 
 func thinCommand() *cli.Command {
 	return &cli.Command{
@@ -99,10 +107,32 @@ func thinVolumeCells(v thinpool.Volume) []string {
 	return []string{guest, units.OrDash(v.Disk), units.Bytes(v.VirtualBytes), units.BytesPtr(v.AllocatedBytes), units.PercentPtr(v.DataPercent), v.Discard}
 }
 
+// thinNodes: thin --cluster asks every node, each for the storages named.
+func thinNodes(c *cli.Context, e *env) (*cluster.View, []cluster.Member, func(string) []string, error) {
+	if !c.Bool("cluster") {
+		return nil, nil, nil, nil
+	}
+	view, err := loadCluster(e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	storages := c.Args().Slice()
+	return view, view.Nodes(), func(string) []string { return storages }, nil
+}
+
 // printThinCluster is thin --cluster's view: one table of every node's
 // pools and one of their volumes, each row with its node, then the pools'
-// warnings and the notes.
-func printThinCluster(e *env, pools []cluster.Tagged[thinpool.Pool], notes []string) {
+// warnings and the notes, and a table of the nodes.
+func printThinCluster(e *env, doc *cluster.Object) error {
+	var d struct {
+		Pools []cluster.Tagged[thinpool.Pool] `json:"pools"`
+		Notes []string                        `json:"notes"`
+		Nodes []cluster.NodeReport            `json:"nodes"`
+	}
+	if err := cluster.Decode(doc, &d); err != nil {
+		return exitcode.Unreachablef("cluster: %v", err)
+	}
+	pools := d.Pools
 	volumes := 0
 	if len(pools) > 0 {
 		t := newTable(e.out, "NODE", "STORAGE", "TYPE", "POOL", "USED", "SIZE", "DATA", "METADATA", "VIRTUAL", "OVERCOMMIT")
@@ -129,5 +159,11 @@ func printThinCluster(e *env, pools []cluster.Tagged[thinpool.Pool], notes []str
 			e.warning("", tp.Node+" "+tp.Item.Storage+": "+w.Text, w.Fix)
 		}
 	}
-	e.notes(notes)
+	e.notes(d.Notes)
+	t := newTable(e.out, "NODE", "STATUS", "VERSION", "TIME", "")
+	for _, n := range d.Nodes {
+		t.row(n.Node, string(n.Status), nodeVersion(n), nodeTime(n), nodeNote(n))
+	}
+	t.flush()
+	return nil
 }

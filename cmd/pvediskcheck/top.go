@@ -20,7 +20,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-func init() { commands = append(commands, topCommand) }
+func init() {
+	commands = append(commands, command{new: topCommand, cluster: clusterRole{
+		Local: "I/O wait and CPU are a node's: top watches this node's VMs and names the node (and the command) for a VMID that runs on another",
+	}})
+}
 
 func topCommand() *cli.Command {
 	return &cli.Command{
@@ -50,7 +54,7 @@ func topAction(c *cli.Context) error {
 	for _, a := range c.Args().Slice() {
 		id, err := qemuserver.ParseVMID(a)
 		if err != nil {
-			return exitcode.Usagef("%v", err)
+			return err
 		}
 		ids = append(ids, id)
 	}
