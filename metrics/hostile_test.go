@@ -48,7 +48,9 @@ func TestHostileReplyKeepsServing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, Handler(r.node(), Options{}, 10*time.Second), ServerTimeouts(10*time.Second)) }()
+	go func() {
+		done <- Serve(ctx, ln, Handler(r.node(), Options{}, 10*time.Second), ServerTimeouts(10*time.Second))
+	}()
 	for i := 0; i < 2; i++ {
 		start := time.Now()
 		resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
