@@ -13,14 +13,15 @@ if ! "$gremlins" --version >/dev/null 2>&1; then
 fi
 export PVE_CFG2CMD_DIR="${PVE_CFG2CMD_DIR:-$(cd .. && pwd)/shared/pve-cfg2cmd}"
 export PVE_REALWORLD_DIR="${PVE_REALWORLD_DIR:-$(cd .. && pwd)/shared/real-world}"
-pkgs=${MUTANT_PKGS:-"cache check discard flush limit thinpool storage qemuserver fio top cluster metrics"}
+pkgs=${MUTANT_PKGS:-"cache check discard flush limit thinpool storage storage/storagetype qemuserver fio top cluster metrics"}
 fail=0
 for p in $pkgs; do
 	[ -d "$p" ] || continue
 	echo "== gremlins ./$p"
-	if ! "$gremlins" unleash --workers "${MUTANT_WORKERS:-1}" --threshold-efficacy 85 --threshold-mcover 80 "./$p" >"/tmp/gremlins-$p.log" 2>&1; then
+	log="/tmp/gremlins-$(echo "$p" | tr / -).log"
+	if ! "$gremlins" unleash --workers "${MUTANT_WORKERS:-1}" --threshold-efficacy 85 --threshold-mcover 80 "./$p" >"$log" 2>&1; then
 		fail=1
 	fi
-	grep -E 'Killed:|Timed out|Test efficacy|Mutator coverage' "/tmp/gremlins-$p.log" | sed 's/^/   /'
+	grep -E 'Killed:|Timed out|Test efficacy|Mutator coverage' "$log" | sed 's/^/   /'
 done
 exit $fail
