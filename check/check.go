@@ -283,12 +283,10 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	v, err := vm.LoadNode(ctx, n, vmid)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
-			file := n.Paths.VMConfig(vmid)
-			if strings.Contains(err.Error(), n.Paths.StorageCfg()) {
-				file = n.Paths.StorageCfg()
-			}
+			// storage.cfg: a VM config's lines Proxmox cannot parse are
+			// skipped, as Proxmox skips them (vm.VM.Notes), never this.
 			out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: err.Error(),
-				Fix: "edit " + file + " (or 'qm set') so Proxmox can parse it"})
+				Fix: "edit " + n.Paths.StorageCfg() + " so Proxmox can parse it"})
 			return out
 		}
 		out.Notes = append(out.Notes, err.Error())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -541,17 +542,15 @@ func ValidateCommand(argv []string) error {
 				}
 			}
 		case k == "scsihw":
-			switch v {
-			case "lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi":
-			default:
+			if !slices.Contains(qemuserver.SCSIControllers, v) {
 				return fmt.Errorf("--scsihw %q: not a SCSI controller", v)
 			}
 		case k == "boot":
-			opts, _ := qemuserver.SplitQemuOpts(v, "legacy")
-			for _, x := range strings.Split(opts["order"], ";") {
-				if x == "" || !qemuserver.IsDiskKey(x) && !strings.HasPrefix(x, "net") && !strings.HasPrefix(x, "hostpci") && !strings.HasPrefix(x, "usb") {
-					return fmt.Errorf("--boot %q: %q is not a boot device", v, x)
-				}
+			if err := qemuserver.CheckBoot(v); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(v, "order=") || strings.Contains(v, ",") {
+				return fmt.Errorf("--boot %q: check's fixes set order= only", v)
 			}
 		default:
 			return fmt.Errorf("--%s: not an option check's fixes use", k)

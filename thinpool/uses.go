@@ -71,6 +71,8 @@ func LoadUses(p node.Paths) (Uses, []string) {
 			notes = append(notes, fmt.Sprintf("%s: %v", f, err))
 			continue
 		}
+		// A line Proxmox skips names no volume; it is said.
+		notes = append(notes, cfg.Skipped...)
 		u.addVM(vmid, cfg.Main)
 	}
 	cts, _ := filepath.Glob(p.Join("/etc/pve/lxc/*.conf"))

@@ -44,7 +44,8 @@ type VM struct {
 	Unused []Unused
 	// Notes say what the model had to take from the node rather than from
 	// storage.cfg: volumes of storages it does not model, resolved through
-	// `pvesm path`, and those storages' use from `pvesm status`.
+	// `pvesm path`, and those storages' use from `pvesm status`; and the
+	// config lines Proxmox skips with a warning (qemuserver Config.Skipped).
 	Notes []string
 	paths node.Paths
 	// pvesmPath resolves a volume of a storage the model does not know (nil
@@ -142,6 +143,8 @@ func load(p node.Paths, vmid int, pvesmPath func(string) (string, error)) (*VM, 
 		return nil, exitcode.Wrap(exitcode.Usage, fmt.Sprintf("VM %d: %s is not a readable VM config", vmid, cfgPath), err)
 	}
 	v.Config = cfg
+	// What Proxmox skips with a warning is said, and the rest is checked.
+	v.Notes = append(v.Notes, cfg.Skipped...)
 	if v.Storages, err = qemuserver.LoadStorages(p.StorageCfg()); err != nil {
 		return nil, err
 	}
