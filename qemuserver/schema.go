@@ -12,6 +12,13 @@ import (
 // $confdesc scsihw enum; the default is lsi).
 var SCSIControllers = []string{"lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi"}
 
+// VirtIOSCSI reports a scsihw whose disks are VirtIO SCSI devices (not
+// emulated: virtio-scsi-pci and virtio-scsi-single); "" is Proxmox's
+// default, lsi.
+func VirtIOSCSI(scsihw string) bool {
+	return scsihw == "virtio-scsi-pci" || scsihw == "virtio-scsi-single"
+}
+
 // osTypes are the ostype values Proxmox knows (QemuServer.pm $confdesc
 // ostype enum; the default is other).
 var osTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}

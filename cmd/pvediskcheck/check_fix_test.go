@@ -137,7 +137,7 @@ func TestCheckFixesApply(t *testing.T) {
 				}
 				// The printed command is the command.
 				text := strings.TrimPrefix(f.Fix, "with the VM stopped: ")
-				for _, end := range []string{", then qm reboot", " (adjust the guest"} {
+				for _, end := range []string{", then qm reboot", " (adjust the guest", " (the guest needs"} {
 					text, _, _ = strings.Cut(text, end)
 				}
 				if argv, err := qemuserver.SplitShell(text); err != nil || !slices.Equal(argv, f.Command) {
