@@ -17,8 +17,9 @@
 //
 // On a stopped VM it first applies what [PENDING] holds, as qemu-server
 // does. --delete KEYS removes keys (a stopped VM's disk volume stays as unusedN,
-// and an unusedN a disk uses again goes, as qemu-server writes configs); on
-// a running VM they wait in [PENDING]'s delete list. Other VM options are
+// and an unusedN a disk uses again goes, as qemu-server writes configs, so a
+// move in one command leaves none; a deleted device leaves boot: order=, as
+// update_vm does); on a running VM they wait in [PENDING]'s delete list. Other VM options are
 // written to the main section.
 //
 // It prints "update VM <vmid>: -<key> <value>" as qm does.
@@ -393,6 +394,7 @@ func (c *config) remove(keys string, running bool) error {
 		if k == "" {
 			continue
 		}
+		c.dropFromBootOrder(k, running)
 		if running {
 			old, _ := c.get("PENDING", "delete")
 			if old != "" {
@@ -419,6 +421,39 @@ func (c *config) remove(keys string, running bool) error {
 		}
 	}
 	return nil
+}
+
+// dropFromBootOrder is update_vm's "remove from bootorder if necessary"
+// (API2/Qemu.pm): a deleted device leaves boot: order=, the new order
+// written to [PENDING] (applied at once on a stopped VM).
+func (c *config) dropFromBootOrder(k string, running bool) {
+	boot, ok := c.get("", "boot")
+	order, isOrder := strings.CutPrefix(boot, "order=")
+	if !ok || !isOrder || strings.Contains(order, ",") {
+		return
+	}
+	var keep []string
+	found := false
+	for _, d := range strings.FieldsFunc(order, func(r rune) bool { return r == ';' || r == ' ' }) {
+		if d == k {
+			found = true
+			continue
+		}
+		keep = append(keep, d)
+	}
+	if !found {
+		return
+	}
+	sec := ""
+	if running {
+		sec = "PENDING"
+	}
+	if len(keep) == 0 {
+		// print_bootorder of no devices is "": no boot line.
+		c.unset(sec, "boot")
+		return
+	}
+	c.set(sec, "boot", "order="+strings.Join(keep, ";"))
 }
 
 // applyPending moves [PENDING] into the main section: its values, then its
@@ -486,8 +521,10 @@ func (c *config) dropReusedUnused() {
 	s.lines = out
 }
 
-func (c *config) unsetPending(key string) {
-	s := c.section("PENDING", false)
+func (c *config) unsetPending(key string) { c.unset("PENDING", key) }
+
+func (c *config) unset(sec, key string) {
+	s := c.section(sec, false)
 	if s == nil {
 		return
 	}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMoveLeavesNoUnused (issue 26 #8): `qm set VMID --delete sata0 --scsi0
+// <the same volume>` on a stopped VM, as qemu-server carries it out:
+// update_vm writes scsi0 to [PENDING] and sata0 to its delete list, then
+// vmconfig_apply_pending applies the delete first (vmconfig_register_unused_drive
+// lists the volume as unused0) and the new scsi0, and write_vm_config drops
+// an unusedN whose volume a disk of the main section or [PENDING] uses.
+// So the move leaves no unused0; a delete alone leaves it.
+func TestMoveLeavesNoUnused(t *testing.T) {
+	const base = "ostype: l26\nboot: order=sata0;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\n"
+	for _, c := range []struct {
+		name, conf string
+		args       []string
+		want       string
+	}{
+		{"move", base, []string{"--scsihw", "virtio-scsi-single", "--delete", "sata0", "--scsi0", "local-lvm:vm-105-disk-0,size=20G,discard=on", "--boot", "order=scsi0;net0"},
+			"ostype: l26\nboot: order=scsi0;net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsihw: virtio-scsi-single\nscsi0: local-lvm:vm-105-disk-0,size=20G,discard=on\n"},
+		// The options in another order: qemu-server deletes first whatever
+		// the order, and the result is the same.
+		// update_vm drops a deleted disk from the boot order: without
+		// --boot the moved disk no longer boots.
+		{"move, delete last, no --boot", base, []string{"--scsi0", "local-lvm:vm-105-disk-0,size=20G", "--delete", "sata0"},
+			"ostype: l26\nboot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsi0: local-lvm:vm-105-disk-0,size=20G\n"},
+		{"delete alone keeps the volume as unused0", base, []string{"--delete", "sata0"},
+			"ostype: l26\nboot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nunused0: local-lvm:vm-105-disk-0\n"},
+		{"the last boot device goes: no boot line", "boot: order=sata0\nsata0: local-lvm:vm-105-disk-0\n", []string{"--delete", "sata0"}, "unused0: local-lvm:vm-105-disk-0\n"},
+		{"legacy boot is left alone", "boot: cdn\nbootdisk: sata0\nsata0: local-lvm:vm-105-disk-0\n", []string{"--delete", "sata0", "--scsi0", "local-lvm:vm-105-disk-0", "--bootdisk", "scsi0"},
+			"boot: cdn\nbootdisk: scsi0\nscsi0: local-lvm:vm-105-disk-0\n"},
+		{"a CD-ROM is no volume of the VM", "ide2: local:iso/debian.iso,media=cdrom\n", []string{"--delete", "ide2"}, ""},
+		// A pending disk that uses the volume counts (write_vm_config
+		// collects the volumes of [PENDING] too).
+		{"an unused volume a pending disk takes", "unused0: local-lvm:vm-105-disk-3\n[PENDING]\nscsi1: local-lvm:vm-105-disk-3\n", []string{"--memory", "1024"},
+			"scsi1: local-lvm:vm-105-disk-3\nmemory: 1024\n"},
+		{"an unused volume no disk uses stays", "unused0: local-lvm:vm-105-disk-3\nscsi1: local-lvm:vm-105-disk-4\n", []string{"--memory", "1024"},
+			"unused0: local-lvm:vm-105-disk-3\nscsi1: local-lvm:vm-105-disk-4\nmemory: 1024\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := t.TempDir()
+			t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+			p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, []byte(c.conf), 0o644)
+			var out, errs bytes.Buffer
+			if code := run(append([]string{"set", "105"}, c.args...), &out, &errs); code != 0 {
+				t.Fatalf("exit %d: %s", code, errs.String())
+			}
+			got, _ := os.ReadFile(p)
+			if string(got) != c.want {
+				t.Errorf("config\n%s\nwant\n%s", got, c.want)
+			}
+			if !strings.HasPrefix(out.String(), "update VM 105: -") {
+				t.Errorf("stdout %q", out.String())
+			}
+		})
+	}
+}
