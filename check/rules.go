@@ -162,6 +162,9 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	if !r.prepare() {
 		return r.findings
 	}
+	if r.iso() && r.drv.Opts["media"] == "" {
+		return r.isoWithoutMedia()
+	}
 	kind := r.drv.Kind()
 	hasDriveOpts := kind == qemuserver.KindDisk || kind == qemuserver.KindCDROM || kind == qemuserver.KindEmptyCDROM
 	if p := r.drv.LimitProblems(); hasDriveOpts && len(p) > 0 {
@@ -186,9 +189,15 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps everything the guest has not flushed in "+r.where()+": safe only if the guest flushes and the node has power-loss protection (UPS)", editCache)
 	}
 	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && virtioCapable(j.ostype) {
-		r.add(Warning, CodeEmulatedController,
-			fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord()),
-			editMove)
+		msg := fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord())
+		if r.iso() {
+			// qm set refuses the moved line too: no command moves it.
+			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
+				Message: msg + "; qm set refuses an ISO image without media=cdrom (API2/Qemu.pm), so only an edit of the config file moves it"})
+			r.fixed = append(r.fixed, false)
+		} else {
+			r.add(Warning, CodeEmulatedController, msg, editMove)
+		}
 	}
 	// The emulated SCSI controllers cost what SATA and IDE cost: QEMU
 	// emulates every request in its main loop and no disk gets an IO
@@ -260,6 +269,38 @@ func (r *diskRun) prepare() bool {
 	r.stor = v.Storages[r.drv.StorageID()]
 	return true
 }
+
+// iso: the drive's volume is ISO content (pve-storage vtype iso) and not
+// a CD-ROM: qm set refuses any line for it (API2/Qemu.pm
+// check_drive_param: "explicit 'media=cdrom' is required for iso images"),
+// so its fixes are edits of the config file, never a qm set.
+func (r *diskRun) iso() bool {
+	return r.j.v.Storages.IsISO(r.drv.Volume) && r.drv.Opts["media"] != "cdrom"
+}
+
+// isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
+// that sets no media (QemuServer.pm print_drive_commandline_full and
+// Blockdev.pm, commit 2e2f8cb7 "print drive commandline: die if drive with
+// ISO sets no explicit media"). qm set accepts the line with media=cdrom;
+// media=disk, for an image the guest writes to, only by editing the file.
+func (r *diskRun) isoWithoutMedia() []Finding {
+	vmid := strconv.Itoa(r.j.v.VMID)
+	f := r.drv.Clone()
+	f.Opts["media"] = "cdrom"
+	argv := []string{"qm", "set", vmid, "--" + r.d.ID, f.String()}
+	fix := shellJoin(argv) + " (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in " + configFile(vmid) + " instead: qm set refuses that for an ISO image)"
+	when := "the VM will not start"
+	if r.j.v.Running {
+		when = "the running VM was started before this line was set, and its next start fails"
+		fix += ", then qm reboot " + vmid + " " + restartHint
+	}
+	return append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: r.d.ID,
+		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.d.ID+": explicit media parameter is required for iso images"),
+		Fix:     fix, Command: argv})
+}
+
+// configFile is the VM's config as the admin edits it on the node.
+func configFile(vmid string) string { return "/etc/pve/qemu-server/" + vmid + ".conf" }
 
 // aio judges an explicit aio mode where QEMU applies it (the protocol
 // drivers that open a file or device: with -blockdev qemu-server emits aio
@@ -394,6 +435,19 @@ func (r *diskRun) fix() ([]string, string) {
 		if !qemuserver.VirtIOSCSI(j.scsihw) {
 			note = driverNote
 		}
+	}
+	if lineChanged && r.iso() {
+		// qm set refuses the line (an ISO image without media=cdrom):
+		// the fix is an edit of the file, and the VM option a qm set.
+		text := ""
+		if len(argv) > 3 {
+			text = shellJoin(argv) + note + ", and "
+		}
+		text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (qm set refuses an ISO image without media=cdrom)"
+		if j.v.Running {
+			text += ", then qm reboot " + vmid + " " + restartHint
+		}
+		return nil, text
 	}
 	if lineChanged {
 		argv = append(argv, "--"+r.d.ID, f.String())

@@ -135,6 +135,30 @@ func ruleCases() []ruleCase {
 		{name: "an unknown scsihw is dropped: lsi", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
 			want: []string{"warning emulated-controller scsi0"}, msgs: map[string]string{"emulated-controller scsi0": "(Proxmox's default when scsihw is not set)"},
 			notes: []string{`line 2: scsihw: value "virtio" is not one of`}},
+		// Issue 26 #6: ISO images as disks. Without media= qemu-server
+		// refuses to start (the cfg2cmd case ide-no-media-error); qm set
+		// takes the line only with media=cdrom.
+		{name: "an ISO image without media: the VM does not start", conf: "ostype: l26\nide3: local:iso/three.iso,size=112M\n",
+			want:  []string{"error config-invalid ide3"},
+			fixes: map[string]string{"config-invalid ide3": "qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in /etc/pve/qemu-server/100.conf instead: qm set refuses that for an ISO image)"},
+			msgs:  map[string]string{"config-invalid ide3": `ide3: local:iso/three.iso is an ISO image without media=: the VM will not start; qemu-server says "ide3: explicit media parameter is required for iso images"`}},
+		{name: "an ISO image without media, cache=unsafe: only the start matters", conf: "sata0: local:iso/OpenCore-v21.iso,cache=unsafe,size=150M\n", want: []string{"error config-invalid sata0"}},
+		// The real macOS configs: media=disk starts, but qm set refuses
+		// any line for it, so the fix edits the file.
+		{name: "an ISO image as media=disk with cache=unsafe", conf: "ostype: other\nsata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M\n",
+			want:  []string{"error cache-unsafe sata0"},
+			fixes: map[string]string{"cache-unsafe sata0": "edit /etc/pve/qemu-server/100.conf: the line 'sata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M' becomes 'sata0: local:iso/OpenCore-v21.iso,media=disk,size=150M' (qm set refuses an ISO image without media=cdrom)"}},
+		{name: "an ISO image as media=disk on SATA in a Linux guest: no move command", conf: "ostype: l26\nscsihw: virtio-scsi-single\nsata0: local:iso/OpenCore-v21.iso,media=disk,size=150M\n",
+			want:  []string{"warning emulated-controller sata0"},
+			fixes: map[string]string{"emulated-controller sata0": ""},
+			msgs:  map[string]string{"emulated-controller sata0": "qm set refuses an ISO image without media=cdrom (API2/Qemu.pm), so only an edit of the config file moves it"}},
+		{name: "an ISO image as media=disk on lsi: the controller by qm set, the line by hand", conf: "ostype: l26\nscsi0: local:iso/x.iso,media=disk,cache=writeback\n",
+			want: []string{"warning cache-writeback scsi0", "warning emulated-controller scsi0"},
+			fixes: map[string]string{"cache-writeback scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver + ", and edit /etc/pve/qemu-server/100.conf: the line 'scsi0: local:iso/x.iso,media=disk,cache=writeback' becomes 'scsi0: local:iso/x.iso,media=disk' (qm set refuses an ISO image without media=cdrom)",
+				"emulated-controller scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver + ", and edit /etc/pve/qemu-server/100.conf: the line 'scsi0: local:iso/x.iso,media=disk,cache=writeback' becomes 'scsi0: local:iso/x.iso,media=disk' (qm set refuses an ISO image without media=cdrom)"}},
+		{name: "an ISO image as a CD-ROM", conf: "ostype: l26\nsata0: local:iso/OpenCore-v21.iso,media=cdrom,cache=unsafe\n", want: none},
+		{name: "an .img on an image storage's images dir is a disk", conf: "ostype: l26\nscsihw: virtio-scsi-single\nscsi0: local:100/vm-100-disk-0.raw,cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe scsi0"}, fixes: map[string]string{"cache-unsafe scsi0": "qm set 100 --scsi0 local:100/vm-100-disk-0.raw,discard=on"}},
 		// read-only drives and drive kinds
 		{name: "ro=1 takes no guest writes", conf: "scsi0: " + lvmVol + ",ro=1,cache=unsafe\nvirtio0: local-lvm:vm-100-disk-1,ro=1,cache=writeback\n", want: none},
 		{name: "a template's disks are read-only", conf: "template: 1\nscsi0: " + lvmVol + ",cache=unsafe\n", want: none},

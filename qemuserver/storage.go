@@ -263,6 +263,30 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
 }
 
+// IsISO reports a volume of ISO content: pve-storage's parse_volname gives
+// vtype iso for iso/NAME.iso or .img on the storages that keep files
+// (Plugin.pm; dir, nfs, cifs, cephfs, btrfs, glusterfs). qemu-server
+// refuses to start such a drive without an explicit media= (QemuServer.pm
+// print_drive_commandline_full, Blockdev.pm: "explicit media parameter is
+// required for iso images"), and qm set refuses it without media=cdrom
+// (API2/Qemu.pm check_drive_param: "explicit 'media=cdrom' is required for
+// iso images").
+func (st Storages) IsISO(volid string) bool {
+	sid, volname, ok := strings.Cut(volid, ":")
+	if !ok {
+		return false
+	}
+	s := st[sid]
+	if s == nil {
+		return false
+	}
+	switch s.Type {
+	case "dir", "nfs", "cifs", "cephfs", "btrfs", "glusterfs":
+		return dirISORe.MatchString(volname)
+	}
+	return false
+}
+
 // rbdPool is get_rbd_path's pool and namespace.
 func (s *Storage) rbdPool() string {
 	pool := s.Props["pool"]

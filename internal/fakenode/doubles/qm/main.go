@@ -4,7 +4,8 @@
 // state:
 //
 //   - the drive line is checked as Proxmox checks it (schema, and mbps with
-//     mbps_rd, a *_max without its rate: "400 Parameter verification failed.");
+//     mbps_rd, a *_max without its rate, an ISO image without media=cdrom:
+//     "400 Parameter verification failed.");
 //   - the VM is stopped: the line is written to the config's main section;
 //   - the VM runs and only I/O limits changed: the new limits are applied to
 //     the running QEMU first, through QMP, as vmconfig_update_disk and
@@ -123,6 +124,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if p := drv.LimitProblems(); len(p) > 0 {
 			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: %s\n", key, strings.Join(p, "; "))
+			return 255
+		}
+		// API2/Qemu.pm check_drive_param: an ISO-content volume only as
+		// a CD-ROM.
+		if st, err := qemuserver.LoadStorages(filepath.Join(r, "etc/pve/storage.cfg")); err == nil && st.IsISO(drv.Volume) && drv.Opts["media"] != "cdrom" {
+			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: explicit 'media=cdrom' is required for iso images\n", key)
 			return 255
 		}
 		oldLine, had := cfg.get("", key)

@@ -63,3 +63,33 @@ func TestMoveLeavesNoUnused(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusesISOWithoutCDROM (issue 26 #6): qm set refuses an ISO-content
+// volume unless media=cdrom (API2/Qemu.pm check_drive_param), and changes
+// nothing; a path or a disk image is no ISO volume.
+func TestRefusesISOWithoutCDROM(t *testing.T) {
+	const conf = "sata0: p2b:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M\n"
+	for _, c := range []struct {
+		line string
+		ok   bool
+	}{
+		{"p2b:iso/OpenCore-v21.iso,media=disk,size=150M", false},
+		{"p2b:iso/OpenCore-v21.iso,size=150M", false},
+		{"p2b:iso/OpenCore-v21.iso,media=cdrom", true},
+		{"p2b:105/vm-105-disk-0.raw,size=150M", true},
+		{"local-lvm:vm-105-disk-0,size=150M", true},
+	} {
+		r := t.TempDir()
+		t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+		p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(conf), 0o644)
+		os.WriteFile(filepath.Join(r, "etc/pve/storage.cfg"), []byte("dir: p2b\n\tpath /mnt/p2b\n\tcontent iso,images\n\nlvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n"), 0o644)
+		var out, errs bytes.Buffer
+		code := run([]string{"set", "105", "--sata0", c.line}, &out, &errs)
+		got, _ := os.ReadFile(p)
+		if c.ok != (code == 0) || !c.ok && (string(got) != conf || errs.String() != "400 Parameter verification failed.\nsata0: explicit 'media=cdrom' is required for iso images\n") {
+			t.Errorf("%s: exit %d %q, config %q", c.line, code, errs.String(), got)
+		}
+	}
+}
