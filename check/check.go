@@ -71,12 +71,13 @@ const (
 	CodeThinOvercommit       Code = "thin-overcommit"
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
+	CodeLocked               Code = "locked"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {

@@ -61,6 +61,7 @@ func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) 
 	}
 	ioErrors(ctx, v, pools, out)
 	thinPools(ctx, v, pools, out)
+	locked(v, out)
 }
 
 // judger holds what the disk rules need from the VM.
@@ -280,7 +281,7 @@ func (r *diskRun) iso() bool {
 
 // isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
 // that sets no media (QemuServer.pm print_drive_commandline_full and
-// Blockdev.pm, commit 2e2f8cb7 "print drive commandline: die if drive with
+// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive commandline: die if drive with
 // ISO sets no explicit media"). qm set accepts the line with media=cdrom;
 // media=disk, for an image the guest writes to, only by editing the file.
 func (r *diskRun) isoWithoutMedia() []Finding {

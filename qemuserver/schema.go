@@ -23,10 +23,14 @@ func VirtIOSCSI(scsihw string) bool {
 // ostype enum; the default is other).
 var osTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}
 
+// lockKinds are the lock values Proxmox knows (QemuServer.pm $confdesc lock
+// enum).
+var lockKinds = []string{"backup", "clone", "create", "migrate", "rollback", "snapshot", "snapshot-delete", "suspending", "suspended"}
+
 // checkValue checks the value of a main-section key the way
 // parse_vm_config's check_type does (PVE::JSONSchema against QemuServer.pm's
-// $confdesc), for the VM-level keys this tool reads: scsihw, ostype, boot
-// and template. "" when Proxmox accepts it (and for every other key: disk
+// $confdesc), for the VM-level keys this tool reads: scsihw, ostype, boot,
+// template and lock. "" when Proxmox accepts it (and for every other key: disk
 // lines are checked by ParseDrive, where a refused one is config-invalid).
 func checkValue(key, val string) string {
 	switch key {
@@ -37,6 +41,10 @@ func checkValue(key, val string) string {
 	case "ostype":
 		if !slices.Contains(osTypes, val) {
 			return "value " + clip(val) + " is not one of " + strings.Join(osTypes, ", ")
+		}
+	case "lock":
+		if !slices.Contains(lockKinds, val) {
+			return "value " + clip(val) + " is not one of " + strings.Join(lockKinds, ", ")
 		}
 	case "template":
 		if _, ok := ParseBool(val); !ok {

@@ -267,7 +267,8 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 // vtype iso for iso/NAME.iso or .img on the storages that keep files
 // (Plugin.pm; dir, nfs, cifs, cephfs, btrfs, glusterfs). qemu-server
 // refuses to start such a drive without an explicit media= (QemuServer.pm
-// print_drive_commandline_full, Blockdev.pm: "explicit media parameter is
+// print_drive_commandline_full, Blockdev.pm generate_file_blockdev:
+// "explicit media parameter is
 // required for iso images"), and qm set refuses it without media=cdrom
 // (API2/Qemu.pm check_drive_param: "explicit 'media=cdrom' is required for
 // iso images").

@@ -23,6 +23,9 @@
 // update_vm does); on a running VM they wait in [PENDING]'s delete list. Other VM options are
 // written to the main section.
 //
+// A locked config (lock: KIND) is refused with "VM is locked (KIND)" unless
+// --skiplock 1, as update_vm's check_lock does.
+//
 // It prints "update VM <vmid>: -<key> <value>" as qm does.
 //
 // Node state, below $PVEDISKCHECK_FAKENODE_ROOT (default /):
@@ -42,6 +45,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +100,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := parseConfig(string(text))
+	// check_lock (update_vm, unless --skiplock): a locked config takes no
+	// change.
+	skip := changes["skiplock"] == "1"
+	if lock, ok := cfg.get("", "lock"); ok && !skip {
+		fmt.Fprintf(stderr, "VM is locked (%s)\n", lock)
+		return 255
+	}
+	delete(changes, "skiplock")
+	order = slices.DeleteFunc(order, func(k string) bool { return k == "skiplock" })
 	blockdev, running := runningVM(r, vmid)
 	if !running {
 		// qemu-server applies every pending change of a stopped VM when

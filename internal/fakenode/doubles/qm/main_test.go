@@ -93,3 +93,29 @@ func TestRefusesISOWithoutCDROM(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusesLocked (issue 26 #7): qm set on a locked config fails with
+// check_lock's message and changes nothing; --skiplock 1 writes the change
+// (and is no config key).
+func TestRefusesLocked(t *testing.T) {
+	const conf = "lock: snapshot-delete\nmemory: 512\n"
+	r := t.TempDir()
+	t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+	p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte(conf), 0o644)
+	var out, errs bytes.Buffer
+	if code := run([]string{"set", "105", "--memory", "1024"}, &out, &errs); code != 255 || errs.String() != "VM is locked (snapshot-delete)\n" {
+		t.Errorf("exit %d %q", code, errs.String())
+	}
+	if got, _ := os.ReadFile(p); string(got) != conf {
+		t.Errorf("changed: %q", got)
+	}
+	errs.Reset()
+	if code := run([]string{"set", "105", "--skiplock", "1", "--memory", "1024"}, &out, &errs); code != 0 {
+		t.Fatalf("--skiplock: exit %d %q", code, errs.String())
+	}
+	if got, _ := os.ReadFile(p); string(got) != "lock: snapshot-delete\nmemory: 1024\n" {
+		t.Errorf("--skiplock: %q", got)
+	}
+}
