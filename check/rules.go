@@ -169,7 +169,11 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	kind := r.drv.Kind()
 	hasDriveOpts := kind == qemuserver.KindDisk || kind == qemuserver.KindCDROM || kind == qemuserver.KindEmptyCDROM
 	if p := r.drv.LimitProblems(); hasDriveOpts && len(p) > 0 {
-		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+": Proxmox rejects the whole disk line", editLimits)
+		why := ": Proxmox rejects the whole disk line (Drive.pm parse_drive) and starts the VM without the disk"
+		if qemuserver.LimitRefuser(p) == "QEMU" {
+			why = fmt.Sprintf(": qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: %q", qemuserver.QEMUMaxMsg)
+		}
+		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+why, editLimits)
 	}
 	if kind != qemuserver.KindDisk && kind != qemuserver.KindCDROM {
 		return r.finish()
@@ -187,7 +191,7 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	case "unsafe":
 		r.add(Error, CodeCacheUnsafe, "cache=unsafe ignores the guest's flushes: data the guest believes safe stays in "+r.where()+" and a host crash loses it", editCache)
 	case "writeback":
-		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps everything the guest has not flushed in "+r.where()+": safe only if the guest flushes and the node has power-loss protection (UPS)", editCache)
+		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps what the guest has not flushed in "+r.where()+": the guest's flushes are honoured, so a host crash loses only what the guest had not flushed, as with a disk's own write cache, but that can be as much as the node lets stay dirty", editCache)
 	}
 	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && virtioCapable(j.ostype) {
 		msg := fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord())
@@ -231,7 +235,7 @@ func (r *diskRun) prepare() bool {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
 					r.drv, r.settings = drv, s
 					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
-						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only); this hand-edited line is rejected"})
+						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox's parser rejects this hand-edited line and starts the VM without the disk"})
 					r.fixed = append(r.fixed, true)
 					r.edits[editSSD] = true
 					r.stor = v.Storages[drv.StorageID()]

@@ -174,6 +174,9 @@ func ruleCases() []ruleCase {
 			msgs: map[string]string{"cache-unsafe scsi0": "node RAM (page cache; lab: 1,050,036 kB still dirty after fsync)"}},
 		{name: "cache=writeback on iSCSI", conf: "scsi0: san:0.0.1.scsi-36001405abc,cache=writeback\n",
 			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "node RAM"}},
+		// Issue 26 #11: the guest's flushes are honoured; no UPS story.
+		{name: "cache=writeback: what a crash loses", conf: "scsi0: " + lvmVol + ",cache=writeback,discard=on\n",
+			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "the guest's flushes are honoured, so a host crash loses only what the guest had not flushed, as with a disk's own write cache"}},
 		{name: "cache=writeback on a passthrough disk", conf: "scsi1: /dev/disk/by-id/ata-Samsung_SSD_870_S1,cache=writeback\n", want: []string{"warning cache-writeback scsi1"}},
 		{name: "cache=writethrough and directsync are safe", conf: "scsi0: " + lvmVol + ",cache=writethrough,discard=on\nscsi1: local-lvm:vm-100-disk-1,cache=directsync,discard=on\n", want: none},
 		// discard, with evidence per storage
@@ -193,11 +196,20 @@ func ruleCases() []ruleCase {
 		// limits, parse errors
 		{name: "mbps with mbps_rd", conf: "scsi0: " + lvmVol + ",discard=on,mbps=10,mbps_rd=5\n",
 			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on,mbps_rd=5"},
-			msgs: map[string]string{"limit-invalid scsi0": "mbps cannot be combined with mbps_rd: Proxmox rejects the whole disk line"}},
+			msgs: map[string]string{"limit-invalid scsi0": "mbps cannot be combined with mbps_rd: Proxmox rejects the whole disk line (Drive.pm parse_drive) and starts the VM without the disk"}},
+		// Issue 26 #4: Drive.pm checks a burst against its rate for mbps
+		// only (its iops check names miops*): qm set takes the line, and
+		// QEMU refuses to start.
+		{name: "iops_wr_max without iops_wr: QEMU refuses, not Proxmox", conf: "scsi0: " + lvmVol + ",discard=on,iops_wr_max=100\n",
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"limit-invalid scsi0": `iops_wr_max requires iops_wr: qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: "bps_max/iops_max require corresponding bps/iops values"`}},
+		{name: "mbps_wr_max without mbps_wr: Proxmox", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr_max=100\n",
+			want: []string{"error limit-invalid scsi0"}, msgs: map[string]string{"limit-invalid scsi0": "mbps_wr_max requires mbps_wr: Proxmox rejects the whole disk line"}},
 		{name: "a burst without its rate, a length without its burst", conf: "scsi0: " + lvmVol + ",discard=on,iops_max=100,bps_max_length=3\n",
-			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"limit-invalid scsi0": "iops_max requires iops; bps_max_length requires mbps_max: Proxmox rejects the whole disk line"}},
 		{name: "limits on a CD-ROM", conf: "ide2: local:iso/debian.iso,media=cdrom,iops_max=100\n", want: []string{"error limit-invalid ide2"}},
-		{name: "limits on an empty CD-ROM drive: Proxmox rejects the line all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
+		{name: "limits on an empty CD-ROM drive: QEMU refuses them all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
 			want: []string{"error limit-invalid ide2"}, fixes: map[string]string{"limit-invalid ide2": "qm set 100 --ide2 none,media=cdrom"},
 			notes: []string{"ide2 is an empty CD-ROM drive"}},
 		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
