@@ -134,6 +134,10 @@ type UnmodelledError struct {
 	Storage *Storage
 	Volid   string
 	Why     string
+	// Known is what storage.cfg does tell when only the path is unknown
+	// (a krbd device: host_device, raw), so the rules that depend on the
+	// storage and not on the path still apply; nil when nothing is.
+	Known *Volume
 }
 
 func (e *UnmodelledError) Error() string {
@@ -240,7 +244,8 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 		if s.Bool("krbd") {
 			fsid := s.Props["fsid"]
 			if fsid == "" {
-				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold"}
+				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold",
+					Known: &Volume{Driver: "host_device", Format: "raw"}}
 			}
 			return Volume{Path: "/dev/rbd-pve/" + fsid + "/" + image, Driver: "host_device", Format: "raw"}, nil
 		}

@@ -278,6 +278,12 @@ func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuse
 		var ue *qemuserver.UnmodelledError
 		if errors.As(err, &ue) {
 			r, err = v.resolveThroughNode(drv, ue)
+			if err != nil && ue.Known != nil && drv.Kind() != qemuserver.KindTPMState {
+				// Only the path is unknown: the settings follow from
+				// storage.cfg, and the path would only add evidence.
+				s := qemuserver.PredictVolume(drv, *ue.Known, v.Storages[drv.StorageID()], defs)
+				return nil, &s, fmt.Errorf("%w; its settings are predicted from storage.cfg (%s, %s), without the device's path", err, ue.Known.Driver, ue.Known.Format)
+			}
 		}
 		if err != nil {
 			return nil, nil, err
