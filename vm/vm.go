@@ -221,6 +221,11 @@ func (v *VM) buildDisks() {
 	}
 	if v.Cmdline != nil {
 		for k := range v.Cmdline.Disks {
+			if _, inConfig := ids[k]; k == "efidisk0" && !inConfig {
+				// OVMF's temporary vars copy of a VM without efidisk0
+				// (OVMF.pm: "no efidisk configured!"): no disk of the VM.
+				continue
+			}
 			ids[k] = ""
 		}
 	}
