@@ -305,7 +305,7 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	if o.OnLoad != nil {
 		o.OnLoad(v, liveErr)
 	}
-	judge(ctx, v, pools, &out)
+	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
 	if o.NextStart {
 		nextStart(ctx, r, v, &out)
 	}

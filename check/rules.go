@@ -24,8 +24,12 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
 // judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult, os *guestOS) {
 	j := newJudge(v)
+	j.os = os
+	if os != nil && os.windows() && virtioCapable(j.ostype) {
+		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
+	}
 	for _, d := range v.Disks {
 		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
 			out.Notes = append(out.Notes, d.NotListed())
@@ -74,6 +78,9 @@ type judger struct {
 	// taken are the SCSI slots in use or promised to an earlier disk's
 	// move, so that two moves never pick the same slot.
 	taken map[int]bool
+	// os is what the guest agent says the guest runs (nil: not asked, or
+	// no answer).
+	os *guestOS
 }
 
 func newJudge(v *vm.VM) *judger {
@@ -89,10 +96,23 @@ func newJudge(v *vm.VM) *judger {
 	return j
 }
 
-// osWord says what the advice rests on: the config's ostype, the admin's
-// word, not proof (a real VM named win10 says l26).
+// osWord says what the advice rests on: the guest agent's answer where
+// the VM runs and it answers, else the config's ostype, the admin's word,
+// not proof (a real VM named win10 says l26).
 func (j *judger) osWord() string {
+	if j.os != nil {
+		return "the guest agent reports " + j.os.name() + ", which has VirtIO drivers"
+	}
 	return "the config's ostype " + j.ostype + " says the guest has VirtIO drivers"
+}
+
+// virtioGuest: the guest has VirtIO drivers out of the box, by the guest
+// agent where it answered, else by the config's ostype.
+func (j *judger) virtioGuest() bool {
+	if j.os != nil {
+		return !j.os.windows()
+	}
+	return virtioCapable(j.ostype)
 }
 
 // defaultSCSIHW says when the controller is Proxmox's default, not a line.
@@ -193,7 +213,7 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	case "writeback":
 		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps what the guest has not flushed in "+r.where()+": the guest's flushes are honoured, so a host crash loses only what the guest had not flushed, as with a disk's own write cache, but that can be as much as the node lets stay dirty", editCache)
 	}
-	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && virtioCapable(j.ostype) {
+	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && j.virtioGuest() {
 		msg := fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord())
 		if r.iso() {
 			// qm set refuses the moved line too: no command moves it.
@@ -208,7 +228,7 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	// emulates every request in its main loop and no disk gets an IO
 	// thread. Proxmox's default without a scsihw line is lsi (QemuServer.pm
 	// $confdesc scsihw), one of them.
-	if r.drv.Bus == "scsi" && !qemuserver.VirtIOSCSI(j.scsihw) && virtioCapable(j.ostype) {
+	if r.drv.Bus == "scsi" && !qemuserver.VirtIOSCSI(j.scsihw) && j.virtioGuest() {
 		r.add(Warning, CodeEmulatedController,
 			fmt.Sprintf("scsihw %s%s is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA (which the lab measured at 25-30%% of VirtIO random reads at 3-4 times the latency), and %s", j.scsihw, j.defaultSCSIHW(), j.osWord()),
 			editSCSIHW)

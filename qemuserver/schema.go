@@ -122,3 +122,12 @@ func IsBootDevice(dev string) bool {
 	n, err := strconv.Atoi(m[2])
 	return err == nil && n <= bootDevMax[m[1]]
 }
+
+// AgentEnabled reads a VM config's agent option ("1", "enabled=1,..."):
+// whether the VM has a guest agent channel to ask (QemuServer.pm
+// $agent_fmt, enabled the default key).
+func AgentEnabled(opt string) bool {
+	first, _, _ := strings.Cut(opt, ",")
+	b, _ := ParseBool(strings.TrimPrefix(first, "enabled="))
+	return b
+}
