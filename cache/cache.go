@@ -105,7 +105,7 @@ func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
 	if !v.Running {
 		out.Notes = append(out.Notes, fmt.Sprintf("VM %d is not running: showing the configured values", v.VMID))
 	} else if liveErr != nil {
-		out.Notes = append(out.Notes, "QMP: "+liveErr.Error()+"; effective modes are taken from the command line")
+		out.Notes = append(out.Notes, vm.QMPNote(liveErr)+"; effective modes are taken from the command line")
 	}
 	out.Notes = append(append(out.Notes, v.Notes...), v.IgnoredNotes()...)
 	for _, d := range disks {

@@ -2,7 +2,7 @@ package cache
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -302,8 +303,8 @@ func TestBuildRunningOnlyAndLiveError(t *testing.T) {
 	// disk: not "in the config but not attached".
 	f.Conf = "scsihw: virtio-scsi-pci\nscsi1: local-lvm:vm-380-disk-1,cache=none,size=64M\nefidisk0: local-lvm:vm-380-disk-9,size=4M\n"
 	_, v := f.Start(t)
-	view := Build(v, v.Disks, errors.New("QMP socket busy"))
-	if len(view.Notes) != 1 || view.Notes[0] != "QMP: QMP socket busy; effective modes are taken from the command line" {
+	view := Build(v, v.Disks, fmt.Errorf("%w: /var/run/qemu-server/380.qmp sent no greeting within 5s", qmp.ErrBusy))
+	if len(view.Notes) != 1 || view.Notes[0] != "QMP socket busy (another client, e.g. pvestatd, holds it): /var/run/qemu-server/380.qmp sent no greeting within 5s; effective modes are taken from the command line" {
 		t.Errorf("notes %v", view.Notes)
 	}
 	d := byID(view)["scsi3"]

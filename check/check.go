@@ -299,7 +299,8 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	var liveErr error
 	if v.Running {
 		if liveErr = v.FetchLive(ctx, n.Timeout); liveErr != nil {
-			out.liveUnread(vmid, liveErr)
+			liveErr = v.SocketGone(liveErr)
+			out.liveUnread(v, liveErr)
 		}
 	}
 	if o.OnLoad != nil {
@@ -313,13 +314,15 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 }
 
 // liveUnread says which checks a running VM's unread QMP state costs. A
-// socket that is not there at all is a copied tree (a support bundle): a
-// note. A socket that is there but busy, silent or failing is a VM whose
-// running state could not be read: exit 3.
-func (out *VMResult) liveUnread(vmid int, err error) {
+// socket nobody answers on in a copied tree (a support bundle: its proc/
+// is copied files) is a note. A socket that is busy, silent or failing, or
+// missing, refusing or not a socket while the process is alive (as cache
+// sees it), is a VM whose running state could not be read: exit 3.
+func (out *VMResult) liveUnread(v *vm.VM, err error) {
+	vmid := v.VMID
 	out.Notes = append(out.Notes, "QMP not reachable ("+err.Error()+"): not checked: io-error (needs query-status and query-block); drift was judged from the command line only (live cache flags, write-cache and limits need QMP)")
 	out.NotChecked = append(out.NotChecked, CodeIOError, CodeDrift)
-	if !errors.Is(err, qmp.ErrNoSocket) {
+	if v.Alive || !errors.Is(err, qmp.ErrNoSocket) {
 		out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: running state not read, io-error and live drift not checked", vmid), err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -57,6 +58,11 @@ func TestParseReplyFailures(t *testing.T) {
 		{"timeout", "", fmt.Errorf("ssh: %w after 30s", node.ErrTimeout), Unreachable, "no answer: ssh: timed out after 30s"},
 		{"ssh 255", "", cmdErr(255, "\nssh: connect to host 10.0.0.3 port 22: Connection refused\r\nmore\n"), Unreachable, "ssh: connect to host 10.0.0.3 port 22: Connection refused"},
 		{"ssh 255 silent", "", cmdErr(255, ""), Unreachable, "ssh failed with status 255"},
+		// ssh passes on what the other end printed (a login banner, a
+		// ProxyCommand): escape sequences and control characters are shown
+		// escaped, never sent to the admin's terminal.
+		{"ssh 255 escapes", "", cmdErr(255, "\x1b]0;owned\x07\x1b[2J\x1b[31mssh: Could not resolve hostname pve3\x1b[0m\x00\n"), Unreachable, `\x1b]0;owned\a\x1b[2J\x1b[31mssh: Could not resolve hostname pve3\x1b[0m\x00`},
+		{"not installed escapes", "", cmdErr(127, "bash: \x1b[1mpvediskcheck\x1b[0m: command not found\n"), NotInstalled, `(bash: \x1b[1mpvediskcheck\x1b[0m: command not found)`},
 		{"not installed", "", cmdErr(127, "bash: line 1: pvediskcheck: command not found\n"), NotInstalled, "pvediskcheck is not installed there (bash: line 1: pvediskcheck: command not found)"},
 		{"not installed silent", "", cmdErr(127, ""), NotInstalled, "(command not found)"},
 		{"old version", "", cmdErr(2, string(fixture(t, "old-version-stderr.txt"))), OtherVersion, "too old to answer another node (pvediskcheck: flag provided but not defined: -cluster-reply)"},
@@ -75,6 +81,9 @@ func TestParseReplyFailures(t *testing.T) {
 		}
 		if ne.Node != "pve2" || ne.Status != c.status || !strings.Contains(ne.Msg, c.msg) {
 			t.Errorf("%s: %+v, want %s with %q", c.name, ne, c.status, c.msg)
+		}
+		if strings.ContainsFunc(ne.Msg, unicode.IsControl) {
+			t.Errorf("%s: a control character in %q", c.name, ne.Msg)
 		}
 		if err.Error() != "pve2: "+ne.Msg || exitcode.Of(err) != exitcode.Unreachable {
 			t.Errorf("%s: %q exit %d", c.name, err.Error(), exitcode.Of(err))

@@ -1,12 +1,8 @@
 package discard
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
@@ -127,26 +123,4 @@ func sampling(before time.Time, samples []sampler.Sample, missed int, interval t
 
 func secs(d time.Duration) float64 {
 	return float64(d.Round(100*time.Millisecond)) / float64(time.Second)
-}
-
-// gone says why QEMU stopped answering: the process exited (gone from
-// procfs, or a zombie not yet reaped), or what its socket said.
-func gone(v *vm.VM, err error) string {
-	if v.Pid > 0 && exited(filepath.Join(v.Paths().ProcPid(v.Pid), "stat")) {
-		return fmt.Sprintf("QEMU (pid %d) exited", v.Pid)
-	}
-	return err.Error()
-}
-
-// exited reads a /proc/<pid>/stat: absent, or in state Z or X.
-func exited(stat string) bool {
-	b, err := os.ReadFile(stat)
-	if errors.Is(err, os.ErrNotExist) {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if err != nil || i < 0 || i+2 >= len(b) {
-		return false
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

@@ -1,8 +1,6 @@
 package discard
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -40,28 +38,5 @@ func TestSampling(t *testing.T) {
 	// README and the help text say --wait samples every second.
 	if DefaultInterval != time.Second {
 		t.Errorf("DefaultInterval %s", DefaultInterval)
-	}
-}
-
-func TestExited(t *testing.T) {
-	dir := t.TempDir()
-	for stat, want := range map[string]bool{
-		"4242 (qemu-system-x86) S 1 4242": false,
-		"4242 (qemu (x) y) Z 1 4242":      true,
-		"4242 (qemu) X 1":                 true,
-		"4242 (qemu) R":                   false,
-		"4242 (qemu)":                     false,
-		"":                                false,
-	} {
-		p := filepath.Join(dir, "stat")
-		if err := os.WriteFile(p, []byte(stat), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if got := exited(p); got != want {
-			t.Errorf("%q: %v", stat, got)
-		}
-	}
-	if !exited(filepath.Join(dir, "none")) {
-		t.Error("a process gone from procfs has not exited?")
 	}
 }

@@ -230,7 +230,7 @@ func (r *run) wait(ctx context.Context, before *Snapshot) (*Snapshot, *Sampling,
 	case ctx.Err() != nil:
 		cut = "interrupted"
 	case err != nil:
-		cut = gone(r.v, err)
+		cut = r.v.WhyGone(err)
 	case last.At.Sub(before.At) < window-iv/2:
 		cut = "QMP did not answer at the end of the window: the socket stayed busy, or QEMU is stopped"
 	}

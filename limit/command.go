@@ -41,9 +41,11 @@ func CommandJSON(m Method, args map[string]any) string {
 
 // PersistArgv is the qm command that saves want as the limits of the disk's
 // config line: the line as configured, its limit keys replaced by want's,
-// each printed from its number. The new line is parsed back: it must carry
-// exactly want and every other option unchanged, or nothing runs.
-func PersistArgv(vmid int, d *qemuserver.Drive, want Set) ([]string, error) {
+// each printed from its number, with --digest: the digest of the config the
+// line was read from (qemuserver.Digest), so qm refuses it when the config
+// changed since. The new line is parsed back: it must carry exactly want and
+// every other option unchanged, or nothing runs.
+func PersistArgv(vmid int, d *qemuserver.Drive, want Set, digest string) ([]string, error) {
 	nd := d.Clone()
 	for _, k := range qemuserver.LimitKeys {
 		delete(nd.Opts, k.Proxmox)
@@ -65,7 +67,11 @@ func PersistArgv(vmid int, d *qemuserver.Drive, want Set) ([]string, error) {
 			return nil, exitcode.Usagef("limit: the new line would change %s (nothing was changed)", k)
 		}
 	}
-	return []string{"qm", "set", strconv.Itoa(vmid), "--" + d.Key, line}, nil
+	argv := []string{"qm", "set", strconv.Itoa(vmid), "--" + d.Key, line}
+	if digest != "" {
+		argv = append(argv, "--digest", digest)
+	}
+	return argv, nil
 }
 
 func equalSets(a, b Set) bool {

@@ -51,9 +51,11 @@ func TestPersistArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv, err := PersistArgv(370, d, Set{"mbps_wr": 20, "iops_rd": 500, "mbps_rd": 0.5})
-	// A key the line had keeps its place; new ones follow, sorted.
-	want := []string{"qm", "set", "370", "--scsi1", "local-lvm:vm-370-disk-1,iothread=1,size=256M,mbps_rd=0.5,discard=on,iops_rd=500,mbps_wr=20"}
+	const digest = "2f0e474206e67c9980d0540033eb4538ac20eb59"
+	argv, err := PersistArgv(370, d, Set{"mbps_wr": 20, "iops_rd": 500, "mbps_rd": 0.5}, digest)
+	// A key the line had keeps its place; new ones follow, sorted; the
+	// digest of the config the line was read from goes with it.
+	want := []string{"qm", "set", "370", "--scsi1", "local-lvm:vm-370-disk-1,iothread=1,size=256M,mbps_rd=0.5,discard=on,iops_rd=500,mbps_wr=20", "--digest", digest}
 	if err != nil || !reflect.DeepEqual(argv, want) {
 		t.Errorf("argv %q, %v\nwant %q", argv, err, want)
 	}
@@ -61,12 +63,12 @@ func TestPersistArgv(t *testing.T) {
 		t.Errorf("PersistArgv changed the drive: %v", d.Opts)
 	}
 	// No limits left: the line without them.
-	argv, err = PersistArgv(370, d, Set{})
-	if err != nil || argv[4] != "local-lvm:vm-370-disk-1,iothread=1,size=256M,discard=on" {
+	argv, err = PersistArgv(370, d, Set{}, "")
+	if err != nil || argv[4] != "local-lvm:vm-370-disk-1,iothread=1,size=256M,discard=on" || len(argv) != 5 {
 		t.Errorf("argv %q, %v", argv, err)
 	}
 	// The numbers as decimals, whatever their size.
-	argv, _ = PersistArgv(370, d, Set{"mbps_wr": 0.000001, "iops_wr": 1e15})
+	argv, _ = PersistArgv(370, d, Set{"mbps_wr": 0.000001, "iops_wr": 1e15}, digest)
 	if !strings.HasSuffix(argv[4], ",iops_wr=1000000000000000,mbps_wr=0.000001") {
 		t.Errorf("argv %q", argv)
 	}
@@ -83,7 +85,7 @@ func TestPersistArgv(t *testing.T) {
 		{map[string]string{"iothread": "1", "bogus": "x"}, "would not parse"},
 	} {
 		bad := &qemuserver.Drive{Key: "scsi1", Bus: "scsi", Index: 1, Volume: "local-lvm:vm-370-disk-1", Opts: tc.opts}
-		argv, err := PersistArgv(370, bad, Set{"mbps_wr": 20})
+		argv, err := PersistArgv(370, bad, Set{"mbps_wr": 20}, digest)
 		if err == nil || argv != nil || !strings.Contains(err.Error(), tc.err) || exitcode.Of(err) != exitcode.Usage {
 			t.Errorf("%v: %q, %v; want a usage error with %q", tc.opts, argv, err, tc.err)
 		}

@@ -2,6 +2,8 @@ package limit
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,10 +36,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeQM does what `qm set VMID --DISK LINE` does to the config of a node
-// under dir (the main section's line is replaced), records its argv in
-// dir/qm.log, and prints qm's line. dir/qm.fail makes it fail as qm does
-// when the VM is locked, changing nothing.
+// fakeQM does what `qm set VMID --DISK LINE [--digest D]` does to the config
+// of a node under dir (the main section's line is replaced), records its argv
+// in dir/qm.log, and prints qm's line. dir/qm.fail makes it fail as qm does
+// when the VM is locked, changing nothing. A --digest that is not the sha1 of
+// the config file is refused with update_vm_api's message, changing nothing;
+// dir/qm.race.1 (then .2) is another admin's qm set that lands first: the
+// config it holds is written before the digest is compared (once each).
 func fakeQM(dir string, args []string) int {
 	b, _ := json.Marshal(args)
 	f, _ := os.OpenFile(filepath.Join(dir, "qm.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -51,15 +56,30 @@ func fakeQM(dir string, args []string) int {
 		fmt.Fprint(os.Stderr, string(msg))
 		return 255
 	}
+	digest := ""
+	if len(args) == 6 && args[4] == "--digest" {
+		digest, args = args[5], args[:4]
+	}
 	if len(args) != 4 || args[0] != "set" || !strings.HasPrefix(args[2], "--") {
-		fmt.Fprintln(os.Stderr, "fake qm: only 'qm set VMID --DISK LINE'")
+		fmt.Fprintln(os.Stderr, "fake qm: only 'qm set VMID --DISK LINE [--digest D]'")
 		return 255
 	}
 	cfg := filepath.Join(dir, "etc/pve/qemu-server", args[1]+".conf")
+	for _, race := range []string{"qm.race.1", "qm.race.2"} {
+		if other, err := os.ReadFile(filepath.Join(dir, race)); err == nil {
+			os.WriteFile(cfg, other, 0o644)
+			os.Remove(filepath.Join(dir, race))
+			break
+		}
+	}
 	text, err := os.ReadFile(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if sum := sha1.Sum(text); digest != "" && digest != hex.EncodeToString(sum[:]) {
+		fmt.Fprintln(os.Stderr, "checksum mismatch (file change by other user?)")
+		return 255
 	}
 	key := strings.TrimPrefix(args[2], "--")
 	var out []string
@@ -100,6 +120,10 @@ func newTestNode(t *testing.T, gen string, running bool) *testNode {
 	copyFixture(t, "storage.cfg", filepath.Join(root, "etc/pve/storage.cfg"), root)
 	if running {
 		copyFixture(t, "cmdline-370-"+gen, filepath.Join(root, "proc/4242/cmdline"), root)
+		// A live process's stat (state S); removing it is QEMU exiting.
+		if err := os.WriteFile(filepath.Join(root, "proc/4242/stat"), []byte("4242 (kvm) S 1 4242 4242 0 -1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(root, "var/run/qemu-server/370.pid"), []byte("4242\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -392,6 +416,12 @@ func (f *fixture) trueDepth(skip time.Duration) (rd, wr float64) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// sha1hex is what qemu-server's digest is: sha1_hex of the file's bytes.
+func sha1hex(text string) string {
+	sum := sha1.Sum([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
 
 // steadyEnds are the first and the last sample from skip on.
 func (f *fixture) steadyEnds(skip time.Duration) (first, last *fixtureSample) {

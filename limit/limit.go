@@ -88,7 +88,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Reque
 	}
 	if liveErr != nil {
 		for _, res := range out {
-			res.Notes = append(res.Notes, "QMP: "+liveErr.Error())
+			res.Notes = append(res.Notes, vm.QMPNote(liveErr))
 		}
 	}
 	switch {
@@ -275,7 +275,46 @@ func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, 
 	return readBack(ctx, n, v, d, res, want.QEMU(), "QEMU accepted "+string(m))
 }
 
+// persist saves the change with qm set --digest: qm refuses the line when
+// the config is no longer the file it was built from (another admin's qm set
+// landed in between), so that edit is never undone. The config is then read
+// again and the line built from it, once; a second refusal is exit 3.
 func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, req Request) error {
+	err := saveLine(ctx, n, v, d, res, req)
+	if !errors.Is(err, errConfigChanged) {
+		return err
+	}
+	race := fmt.Sprintf("limit: VM %d's config changed between reading it and saving (qm set --digest: checksum mismatch; another admin's edit?), nothing was saved", v.VMID)
+	v2, err := vm.Load(n.Paths, v.VMID)
+	if err != nil {
+		return exitcode.Unreachablef("%s; reading it again: %v", race, err)
+	}
+	d2 := v2.Disk(d.ID)
+	if d2 == nil || d2.Drive == nil {
+		return exitcode.Unreachablef("%s; read again, it has no %s any more", race, d.ID)
+	}
+	if err := changeable(v2, d2, req); err != nil {
+		return exitcode.Wrap(exitcode.Of(err), race+"; read again", err)
+	}
+	if err := saveLine(ctx, n, v2, d2, res, req); err != nil {
+		if errors.Is(err, errConfigChanged) {
+			return exitcode.Unreachablef("%s, twice: another admin or tool is changing it right now; try again", race)
+		}
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("VM %d's config changed between reading it and saving (qm set refused the first line: checksum mismatch): it was read again and the limits saved on top of the other change", v.VMID))
+	return nil
+}
+
+// errConfigChanged is qm set refusing a --digest that no longer matches:
+// nothing was saved.
+var errConfigChanged = errors.New("qm set: the config changed since it was read")
+
+// saveLine builds the disk's line from v's config with the change merged
+// in and runs qm set with that config's digest, then confirms in the saved
+// config and, running, in QEMU. qm refusing the digest is errConfigChanged
+// (nothing was saved).
+func saveLine(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, req Request) error {
 	base, err := configured(d)
 	if err != nil {
 		return err
@@ -284,7 +323,7 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 	if err := Validate(want); err != nil {
 		return err
 	}
-	argv, err := PersistArgv(v.VMID, d.Drive, want)
+	argv, err := PersistArgv(v.VMID, d.Drive, want, v.Config.Digest)
 	if err != nil {
 		return err
 	}
@@ -296,6 +335,10 @@ func persist(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result
 	out, err := n.Runner.RunTimeout(ctx, max(n.Timeout, qmTimeout), argv...)
 	a.Output = strings.TrimSpace(string(out))
 	if err != nil {
+		var ce *node.CommandError
+		if errors.As(err, &ce) && qemuserver.DigestMismatch(ce.Stderr) {
+			return errConfigChanged
+		}
 		return exitcode.Unreachablef("limit: %v (nothing confirmed; check 'qm config %d')", err, v.VMID)
 	}
 	// The config as Proxmox saved it.
@@ -340,42 +383,77 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 // on it (res.Limits.Running, read before the window; when that read failed,
 // the limits read after it). res gets the verification and notes: missed
 // samples, gaps and what the verdicts stand on, limits that changed during
-// the window. An exceeded limit is exitcode.ErrProblem.
+// the window. An exceeded limit is exitcode.ErrProblem. A window cut short
+// (QEMU stopped answering or exited, Ctrl-C) keeps what was measured until
+// then, with the cut, and is exit 3 whatever its verdicts.
 func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample func(sampler.Sample, time.Duration, time.Duration)) error {
 	m, err := Measure(ctx, n, v, d.ID, window, onSample)
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitcode.Unreachablef("interrupted: %v", err)
-		}
-		return exitcode.Unreachablef("VM %d: sampling query-blockstats: %v", v.VMID, err)
+	var cut *Cut
+	switch {
+	case ctx.Err() != nil:
+		cut = &Cut{Why: CutInterrupted}
+	case errors.Is(err, sampler.ErrTooFewSamples):
+		// A socket busy (or QEMU silent) to the end: the gaps say it.
+	case err != nil:
+		cut = &Cut{Why: v.WhyGone(err)}
 	}
-	return judgeWindow(ctx, n, v, d, res, m)
+	if cut != nil {
+		if k := len(m.Samples); k > 0 {
+			cut.AtS = m.at(m.Samples[k-1].Time)
+		}
+	}
+	return judgeWindow(ctx, n, v, d, res, m, cut)
 }
 
-func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, m *Measurement) error {
-	r, err := m.Steady()
-	if err != nil {
-		return exitcode.Unreachablef("VM %d: not enough samples for a verdict: %v (%d taken, %d missed: QMP socket busy or QEMU not answering)", v.VMID, err, len(m.Samples), m.Missed)
-	}
+// CutInterrupted is Cut.Why for a window ended by Ctrl-C (the context).
+const CutInterrupted = "interrupted"
+
+func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, m *Measurement, cut *Cut) error {
 	gaps := m.Gaps()
 	vj := &Verification{
-		WindowS: m.Window.Seconds(), SkippedS: Skip.Seconds(), SteadyS: units.Round(r.Seconds(), 3),
+		WindowS: m.Window.Seconds(), SkippedS: Skip.Seconds(),
 		SampledS: m.Sampled(gaps), Samples: len(m.Samples), Missed: m.Missed, Gaps: gaps,
-		Measured: measured(r),
+		Verdicts: []Judgement{}, Cut: cut,
 	}
 	res.Verify = vj
+	r, err := m.Steady()
+	if r.Samples >= 2 { // rates, if over a steady part too short for a verdict
+		vj.SteadyS = units.Round(r.Seconds(), 3)
+		mm := measured(r)
+		vj.Measured = &mm
+	}
+	cutErr := func() error {
+		if cut.Why == CutInterrupted {
+			return exitcode.Unreachablef("interrupted %.1f s into the %s window: the report shows what was measured until then", cut.AtS, m.Window)
+		}
+		return exitcode.Unreachablef("VM %d: sampling stopped %.1f s into the %s window (%s): the report shows what was measured until then", v.VMID, cut.AtS, m.Window, cut.Why)
+	}
+	if err != nil {
+		if cut != nil {
+			return cutErr()
+		}
+		return exitcode.Unreachablef("VM %d: not enough samples for a verdict: %v (%d taken, %d missed: QMP socket busy or QEMU not answering)", v.VMID, err, len(m.Samples), m.Missed)
+	}
 	judged := qemuserver.Limits(res.Limits.RunningQEMU)
-	after, aerr := readLimits(ctx, n, v, d.ID)
-	if res.Limits.Running == nil {
+	switch {
+	case cut != nil && res.Limits.Running == nil:
+		// QEMU stopped answering: the limits cannot be read after either.
+		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window, and QEMU stopped answering: no verdicts (rates measured anyway)", d.ID))
+		return cutErr()
+	case cut != nil:
+	case res.Limits.Running == nil:
+		after, aerr := readLimits(ctx, n, v, d.ID)
 		if aerr != nil {
 			return exitcode.Unreachablef("VM %d: the running limits of %s could not be read before the window or after it: %s", v.VMID, d.ID, vm.QMPError(v.VMID, aerr))
 		}
 		judged = after
 		res.Limits = setsFor(d, after, true)
 		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s could not be read before the window: the verdicts judge those read after it", d.ID))
-	} else if aerr == nil && !after.Equal(judged) {
-		vj.ChangedTo = FromQEMU(after)
-		res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
+	default:
+		if after, aerr := readLimits(ctx, n, v, d.ID); aerr == nil && !after.Equal(judged) {
+			vj.ChangedTo = FromQEMU(after)
+			res.Notes = append(res.Notes, fmt.Sprintf("the running limits of %s changed during the window (now {%s}): someone else (qm set, another tool) changed them; the verdicts judge the limits read at the start", d.ID, after.Normal()))
+		}
 	}
 	vj.Verdicts = Judge(judged, r)
 	if len(vj.Verdicts) == 0 {
@@ -385,6 +463,9 @@ func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Re
 		for i := range vj.Verdicts {
 			vj.Verdicts[i].Reason += "; " + s
 		}
+	}
+	if cut != nil {
+		return cutErr()
 	}
 	for _, vd := range vj.Verdicts {
 		if vd.Verdict == Exceeded {

@@ -49,10 +49,23 @@ type Verification struct {
 	Missed   int     `json:"missed"` // ticks lost to a busy socket or a slow QEMU
 	// Gaps are the spans of the window without a sample (seconds from its
 	// start): where ticks were missed.
-	Gaps      []Gap       `json:"gaps"`
-	Measured  Measured    `json:"measured"`
+	Gaps []Gap `json:"gaps"`
+	// Measured are the rates over the steady part (null when fewer than
+	// two samples reached it: a window cut short).
+	Measured  *Measured   `json:"measured"`
 	Verdicts  []Judgement `json:"verdicts"`
 	ChangedTo Set         `json:"running_changed_to,omitempty"` // limits found at the end when they changed during the window
+	// Cut is set when the window ended early; everything above is what
+	// was measured until then.
+	Cut *Cut `json:"cut,omitempty"`
+}
+
+// Cut is where and why a --verify window ended early: QEMU stopped
+// answering (the process exited, its socket failed) or the run was
+// interrupted (Why "interrupted").
+type Cut struct {
+	AtS float64 `json:"at_s"` // the last sample, in seconds from the window's start
+	Why string  `json:"why"`
 }
 
 // Gap is a span of the window without a sample, between the samples (or

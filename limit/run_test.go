@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -196,7 +197,7 @@ func TestBusySocket(t *testing.T) {
 	}
 	// Showing prints what the config says, and says why the rest is missing.
 	rs, err = Run(context.Background(), tn.node, v, disks, Request{})
-	if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 || rs[0].Limits.Running != nil || len(rs[0].Notes) != 1 || !strings.HasPrefix(rs[0].Notes[0], "QMP: QMP socket busy") {
+	if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 || rs[0].Limits.Running != nil || len(rs[0].Notes) != 1 || !strings.HasPrefix(rs[0].Notes[0], "QMP socket busy (another client") {
 		t.Errorf("show held: %v %+v", err, rs)
 	}
 }
@@ -246,11 +247,12 @@ func TestPersist(t *testing.T) {
 	ctx := context.Background()
 	req := Request{Change: change(map[string]float64{"iops_rd": 500}), Persist: true}
 	line := "local-lvm:vm-370-disk-1,iothread=1,size=256M,mbps_wr=20,iops_rd=500"
+	digest := sha1hex(tn.config(t)) // of the config the line was built from
 
 	dry := req
 	dry.DryRun = true
 	rs, err := Run(ctx, tn.node, v, disks, dry)
-	if err != nil || rs[0].Apply.Command != "qm set 370 --scsi1 "+line || rs[0].Apply.Method != QMSet || len(tn.qmCalls(t)) != 0 {
+	if err != nil || rs[0].Apply.Command != "qm set 370 --scsi1 "+line+" --digest "+digest || rs[0].Apply.Method != QMSet || len(tn.qmCalls(t)) != 0 {
 		t.Fatalf("dry run: %v %+v %v", err, rs[0].Apply, tn.qmCalls(t))
 	}
 
@@ -261,7 +263,7 @@ func TestPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := tn.qmCalls(t); !reflect.DeepEqual(calls, [][]string{{"set", "370", "--scsi1", line}}) {
+	if calls := tn.qmCalls(t); !reflect.DeepEqual(calls, [][]string{{"set", "370", "--scsi1", line, "--digest", digest}}) {
 		t.Errorf("qm calls %q", calls)
 	}
 	a := rs[0].Apply
@@ -341,7 +343,7 @@ func TestJudgeWindow(t *testing.T) {
 	fresh := func() *Result { return &Result{Disk: "scsi1", Limits: setsFor(disks[0], lab, true)} }
 
 	res := fresh()
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil {
 		t.Fatal(err)
 	}
 	vj := res.Verify
@@ -364,7 +366,7 @@ func TestJudgeWindow(t *testing.T) {
 	// the limits read before, the change reported.
 	tn.qemu.set("scsi1", qemuserver.Limits{"bps-write": 80 * mib, "iops-read": 500})
 	res = fresh()
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(res.Verify.ChangedTo, Set{"mbps_wr": 80, "iops_rd": 500}) || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "changed during the window (now {bps-write=83886080 iops-read=500})") {
@@ -373,14 +375,14 @@ func TestJudgeWindow(t *testing.T) {
 
 	// Tightened to 10 MiB/s before the window: 20 MiB/s exceeds it.
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], qemuserver.Limits{"bps-write": 10 * mib, "iops-read": 500}, true)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); !errors.Is(err, exitcode.ErrProblem) || verdictFor(t, res.Verify.Verdicts, "mbps_wr").Verdict != Exceeded {
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); !errors.Is(err, exitcode.ErrProblem) || verdictFor(t, res.Verify.Verdicts, "mbps_wr").Verdict != Exceeded {
 		t.Errorf("exceeded: %v %+v", err, res.Verify.Verdicts)
 	}
 
 	// The first read failed: the limits read after the window are judged.
 	tn.qemu.set("scsi1", lab)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, false)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil || len(res.Verify.Verdicts) != 2 ||
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil || len(res.Verify.Verdicts) != 2 ||
 		!reflect.DeepEqual(res.Limits.Running, Set{"mbps_wr": 20, "iops_rd": 500}) ||
 		!reflect.DeepEqual(res.Notes, []string{"the running limits of scsi1 could not be read before the window: the verdicts judge those read after it"}) {
 		t.Errorf("unread before: %v %+v %v", err, res.Verify, res.Notes)
@@ -388,7 +390,7 @@ func TestJudgeWindow(t *testing.T) {
 	// ... and after it too: exit 3, and the message ends in what failed.
 	release := tn.qemu.Hold(t)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, false)}
-	err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0))
+	err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil)
 	release()
 	if exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "could not be read before the window or after it: VM 370: QMP socket busy") {
 		t.Errorf("unread: %v", err)
@@ -397,7 +399,7 @@ func TestJudgeWindow(t *testing.T) {
 	// A disk without limits: rates, no verdicts, a note.
 	tn.qemu.set("scsi1", nil)
 	res = &Result{Disk: "scsi1", Limits: setsFor(disks[0], nil, true)}
-	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0)); err != nil || res.Verify.Verdicts == nil || len(res.Verify.Verdicts) != 0 ||
+	if err := judgeWindow(ctx, tn.node, v, disks[0], res, f.measurement(t0), nil); err != nil || res.Verify.Verdicts == nil || len(res.Verify.Verdicts) != 0 ||
 		!reflect.DeepEqual(res.Notes, []string{"scsi1 runs without limits: nothing to verify (rates measured anyway)"}) {
 		t.Errorf("no limits: %v %+v %v", err, res.Verify, res.Notes)
 	}
@@ -412,7 +414,7 @@ func TestJudgeWindowWithGaps(t *testing.T) {
 	v, disks := tn.load(t, "scsi1")
 	res := &Result{Disk: "scsi1", Limits: setsFor(disks[0], lab, true)}
 	m := f.measurement(t0)
-	if err := judgeWindow(context.Background(), tn.node, v, disks[0], res, m); err != nil {
+	if err := judgeWindow(context.Background(), tn.node, v, disks[0], res, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	vj := res.Verify
@@ -426,12 +428,17 @@ func TestJudgeWindowWithGaps(t *testing.T) {
 			t.Errorf("%s: %q, want it to end in %q", vd.Limit, vd.Reason, want)
 		}
 	}
-	// Too few samples: exit 3, a message that says why, no "<nil>".
+	// Too few samples: exit 3, a message that says why, no "<nil>"; what
+	// was sampled is still reported, without a cut (the window ran out).
 	m.Samples = m.Samples[:len(m.Samples)-9]
-	err := judgeWindow(context.Background(), tn.node, v, disks[0], &Result{Limits: res.Limits}, m)
+	few := &Result{Limits: res.Limits}
+	err := judgeWindow(context.Background(), tn.node, v, disks[0], few, m, nil)
 	if exitcode.Of(err) != exitcode.Unreachable || strings.Contains(err.Error(), "nil") || !strings.HasPrefix(err.Error(), "VM 370: not enough samples for a verdict: ") ||
 		!strings.HasSuffix(err.Error(), " taken, "+itoa(m.Missed)+" missed: QMP socket busy or QEMU not answering)") {
 		t.Errorf("too few: %v", err)
+	}
+	if vj := few.Verify; vj == nil || vj.Samples != len(m.Samples) || vj.Cut != nil || vj.Verdicts == nil || len(vj.Verdicts) != 0 || len(vj.Gaps) == 0 || vj.Gaps[len(vj.Gaps)-1].ToS != 10 {
+		t.Errorf("too few: %+v", vj)
 	}
 }
 
@@ -476,19 +483,106 @@ func TestVerifyFails(t *testing.T) {
 	tn := newTestNode(t, "blockdev", true)
 	tn.qemu.set("scsi1", lab)
 	v, disks := tn.load(t, "scsi1")
-	// Interrupted (Ctrl-C) during the window: exit 3, the limits printed.
+	// Interrupted (Ctrl-C) during the window: exit 3, the limits printed
+	// and the samples taken, cut where it was interrupted.
 	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
 	defer cancel()
 	rs, err := Run(ctx, tn.node, v, disks, Request{Verify: MinWindow})
-	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "interrupted: ") || len(rs) != 1 || rs[0].Verify != nil || rs[0].Limits.Running == nil {
-		t.Errorf("interrupted: %v %+v", err, rs)
+	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "interrupted 1.0 s into the 5s window: ") || len(rs) != 1 || rs[0].Limits.Running == nil {
+		t.Fatalf("interrupted: %v %+v", err, rs)
 	}
-	// QEMU fails query-blockstats: exit 3 at once.
+	if vj := rs[0].Verify; vj == nil || vj.Samples != 3 || vj.Cut == nil || *vj.Cut != (Cut{AtS: 1, Why: CutInterrupted}) || vj.Measured != nil || len(vj.Verdicts) != 0 {
+		t.Errorf("interrupted: %+v", vj)
+	}
+	// QEMU fails query-blockstats: exit 3 at once, the cut says why.
 	tn.qemu.failStats = true
 	start := time.Now()
 	rs, err = Run(context.Background(), tn.node, v, disks, Request{Verify: MinWindow})
-	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 370: sampling query-blockstats: ") || !strings.Contains(err.Error(), "blockstats broke") || len(rs) != 1 || time.Since(start) > 2*time.Second {
+	if exitcode.Of(err) != exitcode.Unreachable || !strings.HasPrefix(err.Error(), "VM 370: sampling stopped 0.0 s into the 5s window (blockstats broke (GenericError)): ") || len(rs) != 1 || time.Since(start) > 2*time.Second {
 		t.Errorf("failing: %v %+v after %s", err, rs, time.Since(start))
+	}
+	if vj := rs[0].Verify; vj == nil || vj.Samples != 0 || vj.Cut == nil || vj.Cut.Why != "blockstats broke (GenericError)" || !reflect.DeepEqual(vj.Gaps, []Gap{{0, 5}}) {
+		t.Errorf("failing: %+v", vj)
+	}
+}
+
+// TestVerifyCut (issue 21 #5): QEMU dies mid-window (qmptest's Kill: the
+// connection cut, the socket left refusing). Before, limit exited 3 and
+// printed no sample, no gap and no verify object. Now the samples taken,
+// the gap to the window's end and the cut are kept, and the rates when
+// the steady part had two samples; the verdicts when it has MinSteady of
+// them, saying what they stand on; exit 3 either way.
+func TestVerifyCut(t *testing.T) {
+	f := loadSeries(t, "series-drive-warm.json")
+	for _, c := range []struct {
+		name   string
+		killAt time.Duration // the sample after which QEMU dies
+		exited bool          // the process gone from procfs too
+		why    string
+	}{
+		{"at 4 s of 8 s, the process gone", 4 * time.Second, true, "QEMU (pid 4242) exited"},
+		{"at 5.5 s of 8 s, the socket refusing", 5500 * time.Millisecond, false, "no QMP socket at "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tn := newTestNode(t, "drive", true)
+			tn.qemu.set("scsi1", lab)
+			for _, s := range f.Samples {
+				tn.qemu.serve(s.Return)
+			}
+			v, disks := tn.load(t, "scsi1")
+			taken := 0
+			var last time.Duration
+			onSample := func(s sampler.Sample, elapsed, window time.Duration) {
+				taken++
+				last = elapsed
+				if taken == int(c.killAt/Interval)+1 { // the sample at killAt
+					tn.qemu.Kill()
+					if c.exited {
+						os.Remove(filepath.Join(tn.root, "proc/4242/stat"))
+					}
+				}
+			}
+			rs, err := Run(context.Background(), tn.node, v, disks, Request{Verify: 8 * time.Second, OnSample: onSample})
+			if exitcode.Of(err) != exitcode.Unreachable || len(rs) != 1 {
+				t.Fatalf("%v (exit %d) %+v", err, exitcode.Of(err), rs)
+			}
+			// A busy machine may delay a tick: what is asserted is what
+			// the hook saw, the schedule only where it cannot move a verdict.
+			at := last.Seconds()
+			vj := rs[0].Verify
+			if vj == nil || vj.Cut == nil || vj.Samples != taken || taken != int(c.killAt/Interval)+1 || vj.WindowS != 8 {
+				t.Fatalf("taken %d, verify %+v", taken, vj)
+			}
+			if vj.Cut.AtS < at-0.1 || vj.Cut.AtS > at+0.1 || vj.Cut.AtS < c.killAt.Seconds()-0.1 || !strings.HasPrefix(vj.Cut.Why, c.why) {
+				t.Errorf("cut %+v, last sample at %.2f s", vj.Cut, at)
+			}
+			if !strings.Contains(err.Error(), "VM 370: sampling stopped ") || !strings.Contains(err.Error(), " s into the 8s window ("+c.why) || !strings.HasSuffix(err.Error(), "the report shows what was measured until then") {
+				t.Errorf("err %v", err)
+			}
+			// The last gap runs from the last sample to the window's end.
+			if g := vj.Gaps; len(g) == 0 || vj.Missed == 0 && len(g) != 1 || g[len(g)-1] != (Gap{vj.Cut.AtS, 8}) || vj.Missed == 0 && vj.SampledS != units.Round(vj.Cut.AtS-Skip.Seconds(), 2) {
+				t.Errorf("gaps %+v sampled %.2f, %d missed", g, vj.SampledS, vj.Missed)
+			}
+			if vj.Measured == nil || vj.Measured.WriteBps < 18*mib || vj.Measured.WriteBps > 22*mib || vj.SteadyS < at-Skip.Seconds()-0.1 {
+				t.Errorf("measured %+v over %.2f s", vj.Measured, vj.SteadyS)
+			}
+			if c.killAt-Skip < MinSteady {
+				if len(vj.Verdicts) != 0 || vj.Verdicts == nil {
+					t.Errorf("verdicts on %.1f s: %+v", vj.SteadyS, vj.Verdicts)
+				}
+				return
+			}
+			if len(vj.Verdicts) != 2 {
+				t.Fatalf("verdicts %+v", vj.Verdicts)
+			}
+			for _, vd := range vj.Verdicts {
+				if vd.Verdict != Holds || !strings.Contains(vd.Reason, fmt.Sprintf("it stands on %.1f s of the 5.0 s steady part (no sample from ", vj.SampledS)) ||
+					!strings.HasSuffix(vd.Reason, fmt.Sprintf("%.1f s to 8.0 s)", vj.Cut.AtS)) {
+					t.Errorf("%s: %s %s", vd.Limit, vd.Verdict, vd.Reason)
+				}
+			}
+		})
 	}
 }
 
@@ -528,4 +622,86 @@ func TestStandsOn(t *testing.T) {
 	if got := standsOn(m, vj); got != "" {
 		t.Errorf("a gap before the steady part: %q", got)
 	}
+}
+
+// TestPersistRace (issue 21 #3): another admin's qm set lands between the
+// read of the config and limit's qm set. qm refuses the stale --digest; the
+// config is read again and the line rebuilt from it, so the other edit
+// survives; a second race is exit 3 naming it, and a race that leaves a
+// pending change is refused as one; nothing else changes.
+func TestPersistRace(t *testing.T) {
+	const other = "local-lvm:vm-370-disk-1,cache=writeback,discard=on,iothread=1,size=256M"
+	race := func(tn *testNode, n int, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(tn.root, "qm.race."+itoa(n)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	req := Request{Change: change(map[string]float64{"mbps_wr": 0.5}), Persist: true}
+
+	t.Run("stopped: retried on top of the other edit", func(t *testing.T) {
+		tn := newTestNode(t, "", false)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		first := sha1hex(tn.config(t))
+		edited := strings.Replace(tn.config(t), "scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M", "scsi1: "+other, 1)
+		race(tn, 1, edited)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		line := other + ",mbps_wr=0.5"
+		calls := tn.qmCalls(t)
+		if len(calls) != 2 || calls[0][5] != first || !reflect.DeepEqual(calls[1], []string{"set", "370", "--scsi1", line, "--digest", sha1hex(edited)}) {
+			t.Errorf("qm calls %q", calls)
+		}
+		// The other admin's cache and discard are in the saved line; only
+		// scsi1's limit changed.
+		if want := strings.Replace(edited, "scsi1: "+other, "scsi1: "+line, 1); tn.config(t) != want {
+			t.Errorf("config:\n%s\nwant:\n%s", tn.config(t), want)
+		}
+		a := rs[0].Apply
+		if !a.Persisted || !a.Confirmed || a.Command != "qm set 370 --scsi1 "+line+" --digest "+sha1hex(edited) ||
+			!reflect.DeepEqual(rs[0].Limits.Configured, Set{"mbps_wr": 0.5}) {
+			t.Errorf("apply %+v, limits %+v", a, rs[0].Limits)
+		}
+		if n := rs[0].Notes; len(n) == 0 || !strings.Contains(n[len(n)-1], "config changed between reading it and saving") || !strings.Contains(n[len(n)-1], "saved on top of the other change") {
+			t.Errorf("notes %q", n)
+		}
+	})
+
+	t.Run("raced twice: exit 3, nothing saved", func(t *testing.T) {
+		tn := newTestNode(t, "", false)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		race(tn, 1, strings.Replace(tn.config(t), "cores: 2", "cores: 4", 1))
+		second := strings.Replace(tn.config(t), "scsi1: local-lvm:vm-370-disk-1,iothread=1,size=256M", "scsi1: "+other, 1)
+		race(tn, 2, second)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if rs != nil || exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "VM 370's config changed between reading it and saving (qm set --digest: checksum mismatch") ||
+			!strings.Contains(err.Error(), "nothing was saved") || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("%v (exit %d)", err, exitcode.Of(err))
+		}
+		if len(tn.qmCalls(t)) != 2 || tn.config(t) != second {
+			t.Errorf("qm calls %q, config:\n%s", tn.qmCalls(t), tn.config(t))
+		}
+	})
+
+	t.Run("running: the other edit is pending", func(t *testing.T) {
+		tn := newTestNode(t, "blockdev", true)
+		tn.useQM(t)
+		v, disks := tn.load(t, "scsi1")
+		// qemu-server puts a cache change of a running VM in [PENDING].
+		edited := tn.config(t) + "\n[PENDING]\nscsi1: " + other + "\n"
+		race(tn, 1, edited)
+		rs, err := Run(ctx, tn.node, v, disks, req)
+		if rs != nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "config changed between reading it and saving") ||
+			!strings.Contains(err.Error(), "scsi1 has a pending change in [PENDING]") {
+			t.Fatalf("%v (exit %d)", err, exitcode.Of(err))
+		}
+		if len(tn.qmCalls(t)) != 1 || tn.config(t) != edited || len(tn.qemu.commands()) != 0 {
+			t.Errorf("qm calls %q, QEMU got %v, config:\n%s", tn.qmCalls(t), tn.qemu.commands(), tn.config(t))
+		}
+	})
 }

@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -200,6 +203,8 @@ func TestHandler(t *testing.T) {
 		want   time.Duration
 	}{
 		{"", 8 * time.Second}, {"5", 4500 * time.Millisecond}, {"10", 8 * time.Second}, {"bogus", 8 * time.Second}, {"-1", 8 * time.Second}, {"0", 8 * time.Second},
+		// Not under the floor, however short the scrape's own timeout.
+		{"0.001", time.Second}, {"1", time.Second}, {"1.2", 1080 * time.Millisecond},
 	} {
 		g.deadlines = nil
 		get(t, h, http.MethodGet, "/metrics", map[string]string{"X-Prometheus-Scrape-Timeout-Seconds": c.header})
@@ -230,9 +235,7 @@ func TestHandlerSharesCollection(t *testing.T) {
 			bodies[i] = get(t, h, http.MethodGet, "/metrics", nil).Body.String()
 		}()
 	}
-	for h.cur == nil {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "a collection starts", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.cur != nil })
 	time.Sleep(50 * time.Millisecond) // the scrapes join
 	cancel()
 	<-left
@@ -253,16 +256,30 @@ func TestHandlerSharesCollection(t *testing.T) {
 	}
 }
 
-// Serve answers on the listener until ctx ends.
-func TestServe(t *testing.T) {
+// serving runs Serve with timeouts on a loopback port until the test ends
+// (then Serve must return nil) and returns its address.
+func serving(t *testing.T, to Timeouts) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}) }()
-	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	go func() { done <- Serve(ctx, ln, &handler{collect: (&gate{}).collect, deadline: time.Second}, to) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve after ctx ended: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Serve answers on the listener until ctx ends.
+func TestServe(t *testing.T) {
+	addr := serving(t, ServerTimeouts(time.Second))
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,13 +288,295 @@ func TestServe(t *testing.T) {
 	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("pvediskcheck_collect_errors")) {
 		t.Errorf("%d %s", resp.StatusCode, b)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve after ctx ended: %v", err)
-	}
 	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
 	ln2.Close()
-	if err := Serve(context.Background(), ln2, nil); exitcode.Of(err) != exitcode.Unreachable {
+	if err := Serve(context.Background(), ln2, nil, ServerTimeouts(time.Second)); exitcode.Of(err) != exitcode.Unreachable {
 		t.Errorf("closed listener: %v", err)
+	}
+}
+
+// The floor is never above the handler's own deadline (--deadline 500ms).
+func TestDeadlineFloor(t *testing.T) {
+	h := &handler{deadline: 500 * time.Millisecond}
+	for hdr, want := range map[string]time.Duration{"": 500 * time.Millisecond, "0.001": 500 * time.Millisecond, "0.3": 500 * time.Millisecond, "10": 500 * time.Millisecond} {
+		r := httptest.NewRequest(http.MethodGet, Path, nil)
+		r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", hdr)
+		if d := h.deadlineFor(r); d != want {
+			t.Errorf("header %q: %s, want %s", hdr, d, want)
+		}
+	}
+	h.deadline = 8 * time.Second
+	r := httptest.NewRequest(http.MethodGet, Path, nil)
+	r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "0.001")
+	if d := h.deadlineFor(r); d != MinScrapeDeadline || MinScrapeDeadline != time.Second {
+		t.Errorf("0.001 under --deadline 8s: %s", d)
+	}
+}
+
+// held is a collection that runs until released or until its context ends,
+// whichever comes first; it keeps its context.
+type held struct {
+	release chan struct{}
+	ctx     chan context.Context
+	runs    atomic.Int32
+}
+
+func newHeld() *held { return &held{release: make(chan struct{}), ctx: make(chan context.Context, 10)} }
+
+func (g *held) collect(ctx context.Context) *Snapshot {
+	n := g.runs.Add(1)
+	g.ctx <- ctx
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	return sample(int64(n))
+}
+
+type answer struct {
+	code int
+	body string
+	at   time.Time
+}
+
+func scrape(h http.Handler, timeout string) <-chan answer {
+	out := make(chan answer, 1)
+	go func() {
+		r := httptest.NewRequest(http.MethodGet, Path, nil)
+		if timeout != "" {
+			r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", timeout)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		out <- answer{w.Code, w.Body.String(), time.Now()}
+	}()
+	return out
+}
+
+// waitUntil polls cond (the test's own bound: 10 s).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
+
+// A scrape announcing a tiny timeout (0.001 s) and one without, at the
+// same time, in either order: the shared collection runs until the later
+// deadline (the default 8 s), the short scrape gets its own 503 when its
+// floored deadline (1 s) passes, and the other gets the whole collection.
+func TestHandlerShortScrapeDoesNotCutOthers(t *testing.T) {
+	const series = `pvediskcheck_disk_write_bytes_total{disk="scsi0",vmid="100"} 1`
+	for _, shortFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "short first", false: "short joins"}[shortFirst], func(t *testing.T) {
+			g := newHeld()
+			h := &handler{collect: g.collect, deadline: 8 * time.Second}
+			start := time.Now()
+			var short, long <-chan answer
+			if shortFirst {
+				short = scrape(h, "0.001")
+			} else {
+				long = scrape(h, "")
+			}
+			ctx := <-g.ctx
+			if shortFirst {
+				if dl, _ := ctx.Deadline(); dl.Before(start.Add(MinScrapeDeadline)) || dl.After(start.Add(MinScrapeDeadline+time.Second)) {
+					t.Fatalf("the short scrape's collection ends %s after the start, want its floor %s", dl.Sub(start), MinScrapeDeadline)
+				}
+				long = scrape(h, "")
+			} else {
+				short = scrape(h, "0.001")
+			}
+			// The longer scrape has joined once the deadline moved (or, the
+			// long one first, both wait).
+			waitUntil(t, "the default scrape joins", func() bool { dl, _ := ctx.Deadline(); return dl.After(start.Add(7 * time.Second)) })
+			var a answer
+			select {
+			case a = <-short:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the short scrape waits for the whole collection")
+			}
+			if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "this scrape's deadline (1s) passed; the collection it joined runs") || a.at.Sub(start) < MinScrapeDeadline {
+				t.Errorf("short scrape: %d after %s: %q", a.code, a.at.Sub(start), a.body)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the short scrape cut the collection: %v", ctx.Err())
+			}
+			select {
+			case b := <-long:
+				t.Fatalf("the default scrape answered before the collection ended: %d %q", b.code, b.body)
+			default:
+			}
+			close(g.release)
+			b := <-long
+			if b.code != 200 || !strings.Contains(b.body, series) {
+				t.Errorf("default scrape: %d %.200q", b.code, b.body)
+			}
+			if dl, _ := ctx.Deadline(); dl.Before(start.Add(7*time.Second)) || dl.After(time.Now().Add(8*time.Second)) {
+				t.Errorf("collection deadline %s from the start, want the default scrape's 8s", dl.Sub(start))
+			}
+			if n := g.runs.Load(); n != 1 {
+				t.Errorf("%d collections for 2 concurrent scrapes", n)
+			}
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				t.Errorf("after the collection: %v", ctx.Err())
+			}
+		})
+	}
+}
+
+// A short scrape alone is cut at its floored deadline, and gets what was
+// collected by then (the errors counted), not a 503.
+func TestHandlerShortScrapeAlone(t *testing.T) {
+	g := newHeld()
+	h := &handler{collect: g.collect, deadline: 8 * time.Second}
+	start := time.Now()
+	a := scrape(h, "0.001")
+	ctx := <-g.ctx
+	got := <-a
+	if got.code != 200 || !strings.Contains(got.body, "pvediskcheck_collect_errors") || !errors.Is(ctx.Err(), context.DeadlineExceeded) || got.at.Sub(start) < MinScrapeDeadline {
+		t.Errorf("%d after %s, collection %v: %.200q", got.code, got.at.Sub(start), ctx.Err(), got.body)
+	}
+}
+
+// The shared collection's context: its deadline only moves later, it ends
+// with DeadlineExceeded at the last one (a context made from it too), and
+// with Canceled once stopped.
+func TestStretch(t *testing.T) {
+	start := time.Now()
+	s := newStretch(start.Add(100 * time.Millisecond))
+	child, cancel := context.WithTimeout(s, time.Hour)
+	defer cancel()
+	s.extend(start.Add(50 * time.Millisecond)) // earlier: ignored
+	s.extend(start.Add(400 * time.Millisecond))
+	if dl, ok := s.Deadline(); !ok || !dl.Equal(start.Add(400*time.Millisecond)) {
+		t.Errorf("deadline %s", dl.Sub(start))
+	}
+	if cdl, _ := child.Deadline(); !cdl.Equal(start.Add(400 * time.Millisecond)) {
+		t.Errorf("a context made from it follows: %s", cdl.Sub(start))
+	}
+	<-s.Done()
+	if el := time.Since(start); el < 400*time.Millisecond || !errors.Is(s.Err(), context.DeadlineExceeded) {
+		t.Errorf("ended after %s with %v", el, s.Err())
+	}
+	<-child.Done()
+	if !errors.Is(child.Err(), context.DeadlineExceeded) {
+		t.Errorf("child: %v", child.Err())
+	}
+	s.extend(time.Now().Add(time.Hour)) // after the end: nothing
+	s.stop()
+	if !errors.Is(s.Err(), context.DeadlineExceeded) {
+		t.Errorf("stopped after its deadline: %v", s.Err())
+	}
+	s2 := newStretch(time.Now().Add(time.Hour))
+	s2.stop()
+	if !errors.Is(s2.Err(), context.Canceled) || s2.Value("x") != nil {
+		t.Errorf("stopped: %v", s2.Err())
+	}
+}
+
+// A keep-alive client that goes quiet is disconnected after the idle
+// timeout; while within it, its connection serves the next scrape.
+func TestServeClosesIdleConnections(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	addr := serving(t, Timeouts{ReadHeader: 10 * time.Second, Write: time.Minute, Idle: idle})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rd := bufio.NewReader(c)
+	get := func() {
+		t.Helper()
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(rd, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Close || !bytes.Contains(b, []byte("pvediskcheck_collect_errors")) {
+			t.Fatalf("%d close=%v %.100s", resp.StatusCode, resp.Close, b)
+		}
+	}
+	get()
+	get() // the same connection, kept alive
+	quiet := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := rd.Read(make([]byte, 1))
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle connection: read %d, %v (want the server to close it)", n, err)
+	}
+	if el := time.Since(quiet); el < idle {
+		t.Errorf("closed after %s, before the idle timeout %s", el, idle)
+	}
+}
+
+// A request whose headers pass MaxHeaderBytes is refused (431), not read.
+func TestServeMaxHeaderBytes(t *testing.T) {
+	addr := serving(t, ServerTimeouts(time.Second))
+	for size, want := range map[int]int{4 << 10: 200, 64 << 10: http.StatusRequestHeaderFieldsTooLarge} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+Path, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", size))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%d bytes of headers: %d, want %d", size, resp.StatusCode, want)
+		}
+	}
+}
+
+// The bounds --listen runs with: the idle timeout set (keep-alive
+// connections do not pile up), longer than Prometheus' default 1 min scrape
+// interval; an answer may be written for the whole collection and then some.
+func TestServerTimeouts(t *testing.T) {
+	for _, d := range []time.Duration{8 * time.Second, 2 * time.Minute} {
+		to := ServerTimeouts(d)
+		if to.Idle != 90*time.Second || to.ReadHeader != 10*time.Second || to.Write != d+30*time.Second {
+			t.Errorf("deadline %s: %+v", d, to)
+		}
+	}
+}
+
+// --listen: host:port; an empty address or none of a port is exit 2, and
+// every interface is said so.
+func TestListen(t *testing.T) {
+	for _, c := range []struct {
+		addr, err string
+	}{
+		{"", `--listen "": give host:port, e.g. --listen 127.0.0.1:9732`},
+		{"127.0.0.1", `--listen "127.0.0.1": address 127.0.0.1: missing port in address`},
+		{"127.0.0.1:", `--listen "127.0.0.1:": no port`},
+		{"nohost:x", `--listen "nohost:x": `},
+	} {
+		ln, note, err := Listen(c.addr)
+		if ln != nil || note != "" || exitcode.Of(err) != exitcode.Usage || !strings.HasPrefix(err.Error(), c.err) {
+			t.Errorf("%q: %v %q %v", c.addr, ln, note, err)
+		}
+	}
+	for _, c := range []struct {
+		addr string
+		all  bool
+	}{{"127.0.0.1:0", false}, {"localhost:0", false}, {":0", true}, {"0.0.0.0:0", true}, {"[::]:0", true}} {
+		ln, note, err := Listen(c.addr)
+		if err != nil {
+			if c.addr == "[::]:0" && strings.Contains(err.Error(), "address family not supported") {
+				continue // no IPv6 here
+			}
+			t.Fatalf("%s: %v", c.addr, err)
+		}
+		ln.Close()
+		want := ""
+		if c.all {
+			want = "--listen " + c.addr + " listens on every interface of this node (every address it has); for this node only: --listen 127.0.0.1:0"
+		}
+		if note != want {
+			t.Errorf("%s: note %q, want %q", c.addr, note, want)
+		}
 	}
 }

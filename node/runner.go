@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
@@ -65,12 +66,22 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// The command leads a process group of its own, and a deadline or a
+	// cancel kills the whole group: a wrapper's children (a script around
+	// ssh, a `sleep &`) go with it instead of living on, orphaned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = time.Second
 	stdout := &capped{limit: MaxOutputBytes, cancel: cancel}
 	stderr := &capped{limit: MaxErrorBytes}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	err := cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// It exited, but something it started still holds its output
+		// open: that is part of the command too.
+		_ = killGroup(cmd.Process)
+	}
 	if stdout.over {
 		return nil, fmt.Errorf("%s: %w: more than %d bytes of output", argv[0], ErrTooMuchOutput, MaxOutputBytes)
 	}
@@ -85,6 +96,17 @@ func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...s
 		return nil, fmt.Errorf("%s: %w", argv[0], err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// killGroup sends SIGKILL to p's process group (p leads it: Setpgid).
+func killGroup(p *os.Process) error {
+	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
+	return nil
 }
 
 // Caps on what one command may print: its output is held in memory, and a

@@ -6,6 +6,8 @@ package qemuserver
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +38,10 @@ type Config struct {
 	// a pasted warning), a value its schema refuses (that key is dropped),
 	// `delete:` outside [PENDING]. One sentence each, naming the line.
 	Skipped []string
+	// Digest is the SHA-1 (hex) of the file as read: qemu-server's
+	// $conf->{digest} (parse_vm_config), which `qm set --digest` compares
+	// with the file it is about to change (see Digest).
+	Digest string
 }
 
 // MinVMID and MaxVMID are Proxmox's accepted VMID range.
@@ -78,7 +84,28 @@ func LoadConfig(path string, vmid int) (*Config, error) {
 		return nil, err
 	}
 	c.VMID = vmid
+	c.Digest = Digest(data)
 	return c, nil
+}
+
+// Digest is qemu-server's digest of a raw config file: sha1_hex of its bytes
+// (parse_vm_config). `qm set VMID --digest D` refuses to change a config whose
+// digest is no longer D (update_vm_api: "checksum mismatch (file change by
+// other user?)"), so a change built from the file as read cannot undo an
+// edit that landed in between.
+func Digest(raw []byte) string {
+	sum := sha1.Sum(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// DigestMismatch reports whether qm's error message is Proxmox refusing a
+// --digest that no longer matches the config: update_vm_api's "checksum
+// mismatch (file change by other user?)", or PVE::Tools::assert_if_modified's
+// "detected modified configuration - file changed by other user? Try again."
+// (the API calls that change a config through it).
+func DigestMismatch(msg string) bool {
+	return strings.Contains(msg, "checksum mismatch (file change by other user?)") ||
+		strings.Contains(msg, "detected modified configuration - file changed by other user?")
 }
 
 // ParseConfig parses a config file the way parse_vm_config does; name is

@@ -177,3 +177,34 @@ func TestParseConfigLenient(t *testing.T) {
 		t.Errorf("5 MB line: %v", err)
 	}
 }
+
+// TestDigest: the digest is sha1_hex of the raw file, as qemu-server's
+// parse_vm_config computes it (the values are sha1sum(1)'s), so one byte of
+// another admin's edit changes it; and qm's refusals of a stale --digest
+// are told from its other errors.
+func TestDigest(t *testing.T) {
+	c, err := LoadConfig("testdata/shapes/pending-604.conf", 604)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Digest != "2f0e474206e67c9980d0540033eb4538ac20eb59" {
+		t.Errorf("digest %s", c.Digest)
+	}
+	if d := Digest(nil); d != "da39a3ee5e6b4b0d3255bfef95601890afd80709" {
+		t.Errorf("empty file: %s", d)
+	}
+	if Digest([]byte("scsi0: local-lvm:vm-1-disk-0\n")) == Digest([]byte("scsi0: local-lvm:vm-1-disk-0 \n")) {
+		t.Error("a changed byte keeps the digest")
+	}
+	for msg, want := range map[string]bool{
+		"checksum mismatch (file change by other user?)":                                   true, // update_vm_api (qm set)
+		"detected modified configuration - file changed by other user? Try again.":         true, // PVE::Tools::assert_if_modified
+		"VM 370 is locked (backup)":                                                        false,
+		"400 Parameter verification failed.\ndigest: value may only be 40 characters long": false,
+		"": false,
+	} {
+		if DigestMismatch(msg) != want {
+			t.Errorf("DigestMismatch(%q) = %v", msg, !want)
+		}
+	}
+}

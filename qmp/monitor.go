@@ -106,7 +106,7 @@ func (m *SocketMonitor) Connect() error {
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("%w: %s sent no greeting within %s", ErrBusy, m.Path, m.Timeout)
+			return fmt.Errorf("%w: %s sent no greeting within %s", ErrBusy, m.Path, units.Duration(m.Timeout))
 		}
 		return fmt.Errorf("QMP %s: reading greeting: %w", m.Path, err)
 	}
@@ -163,7 +163,7 @@ func (m *SocketMonitor) runLocked(cmd []byte) ([]byte, error) {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), m.Timeout)
+				return nil, fmt.Errorf("QMP %s: no reply to %s within %s", m.Path, gjson.GetBytes(cmd, "execute").String(), units.Duration(m.Timeout))
 			}
 			return nil, fmt.Errorf("QMP %s: %w", m.Path, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 const event = qmptest.Event
@@ -64,6 +65,13 @@ func TestMonitorBusySocket(t *testing.T) {
 	err = DoRetry(context.Background(), f.Sock(), 200*time.Millisecond, 700*time.Millisecond, func(Session) error { return nil })
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("DoRetry: %v", err)
+	}
+	// The last attempt gets what is left of the patience (~150ms): it
+	// prints rounded to three digits, not as the clock left it
+	// ("149.999439ms").
+	_, within, _ := strings.Cut(err.Error(), "within ")
+	if d, perr := time.ParseDuration(within); perr != nil || units.Duration(d) != within {
+		t.Errorf("DoRetry: %v: the duration is not rounded", err)
 	}
 }
 

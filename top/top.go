@@ -37,10 +37,14 @@ import (
 
 // Options say what to watch and how.
 type Options struct {
-	VMIDs    []int         // the VMs to watch; none: every running VM of the node
-	Interval time.Duration // between samples; 0 means DefaultInterval
-	Count    int           // samples to deliver; 0 means until ctx ends
-	Sort     SortKey       // row order; "" means SortBusy
+	VMIDs []int // the VMs to watch; none: every running VM of the node
+	// Interval is the time between samples, at least MinInterval:
+	// Validate (and so Run) refuses less, 0 too (an --interval 0s typed is
+	// not the default). A Monitor made without them samples at
+	// DefaultInterval for 0.
+	Interval time.Duration
+	Count    int     // samples to deliver; 0 means until ctx ends
+	Sort     SortKey // row order; "" means SortBusy
 	// Guest asks each VM's guest agent (agent: 1) once for its disks and
 	// mount points, in the background; the answer is kept for the run.
 	Guest bool
@@ -75,7 +79,7 @@ const (
 // Validate checks the options as typed: the interval, the count, the sort
 // key and that every VMID named has a config on this node.
 func Validate(p node.Paths, o Options) error {
-	if o.Interval != 0 && o.Interval < MinInterval {
+	if o.Interval < MinInterval {
 		return exitcode.Usagef("--interval %s: give at least %s", o.Interval, MinInterval)
 	}
 	if o.Count < 0 {

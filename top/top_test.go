@@ -230,12 +230,15 @@ func TestValidate(t *testing.T) {
 		code exitcode.Code
 		msg  string
 	}{
-		{Options{}, exitcode.OK, ""},
+		{Options{Interval: DefaultInterval}, exitcode.OK, ""},
 		{Options{Interval: MinInterval, Count: 3, Sort: SortCPU, VMIDs: []int{370}}, exitcode.OK, ""},
 		{Options{Interval: 99 * time.Millisecond}, exitcode.Usage, "--interval 99ms: give at least 100ms"},
-		{Options{Count: -1}, exitcode.Usage, "--count -1: give a positive number (0: until interrupted)"},
-		{Options{Sort: "fast"}, exitcode.Usage, `--sort "fast": not a sort key`},
-		{Options{VMIDs: []int{370, 371}}, exitcode.Usage, "VM 371: no such VM on this node"},
+		// 0 is refused, not taken for the default: it was typed.
+		{Options{}, exitcode.Usage, "--interval 0s: give at least 100ms"},
+		{Options{Interval: -time.Second}, exitcode.Usage, "--interval -1s: give at least 100ms"},
+		{Options{Interval: DefaultInterval, Count: -1}, exitcode.Usage, "--count -1: give a positive number (0: until interrupted)"},
+		{Options{Interval: DefaultInterval, Sort: "fast"}, exitcode.Usage, `--sort "fast": not a sort key`},
+		{Options{Interval: DefaultInterval, VMIDs: []int{370, 371}}, exitcode.Usage, "VM 371: no such VM on this node"},
 	} {
 		err := Validate(n.paths, tc.o)
 		if exitcode.Of(err) != tc.code || tc.msg != "" && !strings.Contains(err.Error(), tc.msg) {

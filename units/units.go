@@ -114,6 +114,21 @@ func Round(f float64, digits int) float64 {
 	return math.Round(f*p) / p
 }
 
+// Duration prints d to three significant digits, in Go's notation: a
+// duration computed from the clock (what is left of a deadline) reads "2s",
+// not "1.999999439s"; one typed as a round value prints as typed.
+func Duration(d time.Duration) string {
+	a := d
+	if a < 0 {
+		a = -a
+	}
+	unit := time.Duration(1)
+	for a/unit >= 1000 {
+		unit *= 10
+	}
+	return d.Round(unit).String()
+}
+
 // Ms is d in milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -142,18 +157,49 @@ func Clip(s string, n int) string {
 	return fmt.Sprintf("%q... (%d bytes)", s[:n], len(s))
 }
 
-// Line cuts a message to at most n bytes (on a rune boundary) and one line,
-// saying how much was left out: errors that echo what was typed stay short.
+// Line cuts a message to at most n bytes and one line, saying how much was
+// left out: errors that echo what was typed, or what another program printed
+// (ssh, lvs, a remote node), stay short. What a terminal would act on is
+// written escaped, as Clip quotes it: Printable.
 func Line(msg string, n int) string {
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
-	if len(msg) <= n {
-		return msg
+	s, whole := printable(msg, n)
+	if !whole {
+		return fmt.Sprintf("%s... (%d bytes)", s, len(msg))
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
+	return s
+}
+
+// Printable is s with every character a terminal would act on or could not
+// show (control characters, so escape sequences; invalid UTF-8; any rune
+// strconv.IsPrint refuses) written as Go escapes it: "\x1b[31m" prints as
+// `\x1b[31m`, a newline as `\n`.
+func Printable(s string) string {
+	out, _ := printable(s, math.MaxInt)
+	return out
+}
+
+// printable is Printable of s cut before the first character that would take
+// it past n bytes (never inside an escape); whole is false when it was cut.
+func printable(s string, n int) (out string, whole bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		piece := s[i : i+w]
+		switch {
+		case r == utf8.RuneError && w == 1:
+			piece = fmt.Sprintf(`\x%02x`, s[i])
+		case !strconv.IsPrint(r):
+			q := strconv.QuoteRune(r)
+			piece = q[1 : len(q)-1]
+		}
+		if b.Len()+len(piece) > n {
+			return b.String(), false
+		}
+		b.WriteString(piece)
+		i += w
 	}
-	return fmt.Sprintf("%s... (%d bytes)", msg[:cut], len(msg))
+	return b.String(), true
 }

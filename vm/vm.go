@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/pvesm"
@@ -31,9 +33,13 @@ type VM struct {
 	Config   *qemuserver.Config
 	Storages qemuserver.Storages
 	Running  bool
-	Pid      int
-	Cmdline  *qemuserver.Cmdline // nil when not running
-	Disks    []*Disk
+	// Alive: the running process was read from a real procfs, so it runs
+	// on this host now and its QMP socket must answer. False in a copied
+	// tree (a support bundle), whose proc/ holds copied files.
+	Alive   bool
+	Pid     int
+	Cmdline *qemuserver.Cmdline // nil when not running
+	Disks   []*Disk
 	// Blockdev is the generation the VM runs (or, stopped, would start) with.
 	Blockdev bool
 	// Status is QEMU's run state from query-status (running, paused,
@@ -155,6 +161,7 @@ func load(p node.Paths, vmid int, pvesmPath func(string) (string, error)) (*VM, 
 	}
 	v.Pid, v.Cmdline = runningProcess(p, vmid)
 	v.Running = v.Cmdline != nil
+	v.Alive = v.Running && isProcfs(p.Proc)
 	v.Blockdev = qemuserver.UsesBlockdev(cfg.Main)
 	if v.Running {
 		v.Blockdev = v.Cmdline.Blockdev || len(v.Cmdline.Disks) == 0 && v.Blockdev
@@ -190,6 +197,13 @@ func runningProcess(p node.Paths, vmid int) (int, *qemuserver.Cmdline) {
 		return 0, nil
 	}
 	return pid, cl
+}
+
+// isProcfs reports whether dir is a procfs mount (statfs f_type
+// PROC_SUPER_MAGIC), not a directory of copied files.
+func isProcfs(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 }
 
 // IsBlockDevice stats a disk path the way the running QEMU sees it (through

@@ -5,11 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 )
 
@@ -145,5 +147,84 @@ func assertUnread(t *testing.T, what, stdout, stderr string, code, findings int)
 	}
 	if got := strings.Count(stdout, "WARNING") + strings.Count(stdout, "ERROR"); got != findings {
 		t.Errorf("%s: %d findings, %d with QMP", what, got, findings)
+	}
+}
+
+// TestCheckQMPSocketGone (issue 21 #4): QEMU runs (its pid file and command
+// line match, read through the real /proc) but its QMP socket is missing,
+// refuses connections, or is not a socket. check said "0 findings", exit 0,
+// where cache exits 3: now it exits 3 too, naming the socket's state, with
+// the report and the checks that did not run. A copied tree stays a note
+// (TestCheckAllAndSupportBundle); a VM whose QEMU is gone is config-only.
+func TestCheckQMPSocketGone(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t) // lvs
+	lab370(t, n, "")
+	vm := n.MustStart(t, 370, fakenode.ArgvOptions{})
+	stdout, stderr, code := runCLI(t, "--root", n.Root, "check", "370")
+	if code != exitProblem || strings.Contains(stdout, "not checked") {
+		t.Fatalf("reachable: exit %d %s %s", code, stdout, stderr)
+	}
+	before := strings.Count(stdout, "WARNING") + strings.Count(stdout, "ERROR")
+	sock := n.Paths.QMPSocket(370)
+	aside := sock + ".real"
+	if err := os.Rename(sock, aside); err != nil { // QEMU keeps listening on it
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, state string
+		make        func(t *testing.T)
+	}{
+		{"missing", "is missing", func(t *testing.T) {}},
+		{"refusing", "refuses connections (nothing listens on it)", func(t *testing.T) {
+			l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetUnlinkOnClose(false)
+			l.Close()
+		}},
+		{"not a socket", "is not a socket (a regular file)", func(t *testing.T) {
+			if err := os.WriteFile(sock, []byte("{}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(sock)
+			c.make(t)
+			stdout, stderr, code := runCLI(t, "--root", n.Root, "check", "370")
+			assertUnread(t, c.name, stdout, stderr, code, before)
+			want := "QEMU (pid " + strconv.Itoa(vm.Pid) + ") runs, but its QMP socket " + sock + " " + c.state
+			if !strings.Contains(stderr, want) || !strings.Contains(stdout, "QMP not reachable ("+want) {
+				t.Errorf("want %q in stderr and the note:\n%s%s", want, stdout, stderr)
+			}
+			var rep check.Report
+			if _, code := runJSON(t, n, &rep, "check", "370"); code != exitUnreachable || !rep.VMs[0].Running || len(rep.VMs[0].NotChecked) != 2 {
+				t.Errorf("--json: exit %d %+v", code, rep.VMs)
+			}
+			// cache says the same of this VM.
+			if _, errs, code := runCLI(t, "--root", n.Root, "cache", "370"); code != exitUnreachable {
+				t.Errorf("cache: exit %d %s", code, errs)
+			}
+		})
+	}
+	os.Remove(sock)
+	if err := os.Rename(aside, sock); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, stderr, code := runCLI(t, "--root", n.Root, "check", "370"); code != exitProblem || strings.Contains(stdout, "not checked") {
+		t.Errorf("socket back: exit %d %s %s", code, stdout, stderr)
+	}
+
+	// QEMU gone (its socket file may stay behind): the config's findings,
+	// exit 1, nothing unread.
+	vm.Stop()
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCLI(t, "--root", n.Root, "check", "370")
+	if code != exitProblem || strings.Contains(stdout, "not checked") || strings.Contains(stdout, "QMP not reachable") || stderr != "" || !strings.Contains(stdout, "(stopped)") {
+		t.Errorf("stopped: exit %d %s %s", code, stdout, stderr)
 	}
 }

@@ -407,8 +407,10 @@ func nodeTime(n cluster.NodeReport) string {
 	return fmt.Sprintf("%.2f s", n.Elapsed)
 }
 
+// nodeNote is why a node did not take part, as one line a terminal shows
+// as it is: a remote node's error line is its text (units.Printable).
 func nodeNote(n cluster.NodeReport) string {
-	note := n.Error
+	note := units.Printable(n.Error)
 	if n.ConfigOnly {
 		note += " (its VMs: config rules only, from " + cluster.NodesDir + "/" + n.Node + "/qemu-server)"
 	}

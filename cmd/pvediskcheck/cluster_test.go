@@ -26,7 +26,7 @@ const (
 	envTestVersion = "PVEDISKCHECK_TEST_VERSION" // the version the remote pvediskcheck reports
 	envTestBin     = "PVEDISKCHECK_TEST_BIN"     // directory with a "pvediskcheck" link to this binary
 	envTestSSHLog  = "PVEDISKCHECK_TEST_SSHLOG"  // where fakeSSH appends each command line it got
-	envTestHost    = "PVEDISKCHECK_TEST_HOST_"   // + address with _ for . and :: a node root, or !refused, !garbage
+	envTestHost    = "PVEDISKCHECK_TEST_HOST_"   // + address with _ for . and :: a node root, or !refused, !escapes, !hostile-reply, !garbage
 )
 
 func TestMain(m *testing.M) {
@@ -73,6 +73,15 @@ func fakeSSH(args []string) int {
 	case "", "!refused":
 		fmt.Fprintf(os.Stderr, "ssh: connect to host %s port 22: Connection refused\n", addr)
 		return 255
+	case "!escapes":
+		// What ssh passes on from a hostile or broken other end: a title
+		// change, a screen clear, colours, a bell.
+		fmt.Fprintf(os.Stderr, "\x1b]0;owned\x07\x1b[2J\x1b[31mssh: connect to host %s port 22: Connection refused\x1b[0m\x07\n", addr)
+		return 255
+	case "!hostile-reply":
+		// A reply whose error line holds what a terminal acts on.
+		os.Stdout.Write(cluster.Reply{Version: "dev", Node: "pve3", Exit: 3, Stderr: "pvediskcheck: \x1b[2J\x1b[31mVM 390: busy\x1b[0m\n"}.Encode())
+		return 3
 	case "!garbage":
 		fmt.Println("<html><body>502 Bad Gateway</body></html>")
 		return 0
@@ -313,6 +322,36 @@ func TestClusterNodeDown(t *testing.T) {
 		if strings.Contains(strings.Join(c, " "), "127.0.0.3") {
 			t.Errorf("the offline node was asked: %q", c)
 		}
+	}
+}
+
+// What ssh printed on its way out (exit 255) reaches the admin's terminal
+// with its control characters escaped: no escape sequence of the other end
+// is acted on, in the error line or in the nodes' table.
+func TestClusterSSHStderrEscaped(t *testing.T) {
+	fc := newFakeCluster(t)
+	t.Setenv(hostEnv("127.0.0.3"), "!escapes")
+	out, errs, code := fc.run(t, "check", "--all", "--cluster")
+	want := `\x1b]0;owned\a\x1b[2J\x1b[31mssh: connect to host 127.0.0.3 port 22: Connection refused\x1b[0m\a`
+	if code != exitUnreachable || !strings.Contains(errs, "pve3 unreachable ("+want+")") || !strings.Contains(out, "\npve3  unreachable ") || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stderr %q\n%s", code, errs, out)
+	}
+	for name, s := range map[string]string{"stdout": out, "stderr": errs} {
+		if strings.ContainsAny(s, "\x1b\x07") {
+			t.Errorf("%s holds a control character: %q", name, s)
+		}
+	}
+	// JSON escapes them anyway; the message is the same text.
+	out, _, _ = fc.run(t, "--json", "check", "--all", "--cluster")
+	if m := decodeMerged(t, out); len(m.Nodes) != 3 || m.Nodes[2].Error != want {
+		t.Errorf("JSON: %+v", m.Nodes)
+	}
+	// So does a node's own error line, in a reply.
+	t.Setenv(hostEnv("127.0.0.3"), "!hostile-reply")
+	out, errs, code = fc.run(t, "check", "--all", "--cluster")
+	want = `\x1b[2J\x1b[31mVM 390: busy\x1b[0m`
+	if code != exitUnreachable || !strings.Contains(errs, "pve3 failed ("+want+")") || !strings.Contains(out, "\npve3  failed ") || !strings.Contains(out, want) || strings.Contains(out+errs, "\x1b") {
+		t.Errorf("a reply's error line: exit %d, stderr %q\n%q", code, errs, out)
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -53,6 +55,12 @@ func qemuName(t testing.TB) string {
 }
 
 func sf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// sha1hex is qemu-server's config digest: sha1_hex of the file's bytes.
+func sha1hex(b []byte) string {
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 

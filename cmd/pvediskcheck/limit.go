@@ -228,12 +228,29 @@ func printLimitVerify(e *env, vj *limit.Verification) {
 	if vj.Missed > 0 {
 		missed = fmt.Sprintf(", %d missed", vj.Missed)
 	}
-	fmt.Fprintf(e.out, "measured over %.1f s (first %.0f s of the %.0f s window left out, %d samples%s):\n", vj.SteadyS, vj.SkippedS, vj.WindowS, vj.Samples, missed)
+	if m != nil {
+		fmt.Fprintf(e.out, "measured over %.1f s (first %.0f s of the %.0f s window left out, %d samples%s):\n", vj.SteadyS, vj.SkippedS, vj.WindowS, vj.Samples, missed)
+	} else {
+		fmt.Fprintf(e.out, "measured: %d samples%s, too few after the first %.0f s of the %.0f s window for rates:\n", vj.Samples, missed, vj.SkippedS, vj.WindowS)
+	}
 	for _, g := range vj.Gaps {
 		fmt.Fprintf(e.out, "  %s no sample from %.1f s to %.1f s (QMP socket busy or QEMU not answering)\n", e.paint(yellow, "gap:"), g.FromS, g.ToS)
 	}
-	if steady := vj.WindowS - vj.SkippedS; vj.SampledS < steady {
+	if c := vj.Cut; c != nil && c.Why == limit.CutInterrupted {
+		fmt.Fprintf(e.out, "  %s interrupted %.1f s into the window: samples until then\n", e.paint(red, "cut:"), c.AtS)
+	} else if c != nil {
+		fmt.Fprintf(e.out, "  %s sampling stopped %.1f s into the window (%s): samples until then\n", e.paint(red, "cut:"), c.AtS, c.Why)
+	}
+	switch steady := vj.WindowS - vj.SkippedS; {
+	case vj.Cut != nil && len(vj.Verdicts) == 0:
+		if vj.SampledS < limit.MinSteady.Seconds() { // else a note says why
+			fmt.Fprintf(e.out, "  no verdicts: %.1f s of the steady part sampled before the cut, a verdict needs %.0f s\n", max(vj.SampledS, 0), limit.MinSteady.Seconds())
+		}
+	case vj.SampledS < steady && m != nil:
 		fmt.Fprintf(e.out, "  the verdicts stand on %.1f s of the %.1f s steady part\n", vj.SampledS, steady)
+	}
+	if m == nil {
+		return
 	}
 	fmt.Fprintf(e.out, "  read  %7.2f MiB/s %8.1f IOPS  latency %7.1f ms  queue %.1f\n", m.ReadBps/qemuserver.MiB, m.ReadIOPS, m.ReadLatencyMs, m.ReadQueueDepth)
 	fmt.Fprintf(e.out, "  write %7.2f MiB/s %8.1f IOPS  latency %7.1f ms  queue %.1f\n", m.WriteBps/qemuserver.MiB, m.WriteIOPS, m.WriteLatencyMs, m.WriteQueueDepth)

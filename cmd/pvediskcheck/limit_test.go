@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +273,50 @@ func TestLimitNotBindingAndExceeded(t *testing.T) {
 	}
 }
 
+// TestLimitVerifyQEMUDies (issue 21 #5): QEMU is killed 4.2 s into an 8 s
+// --verify window. limit exited 3 with no sample, no gap and no verify
+// object; now it prints what it measured until then, the gap to the end
+// and the cut (text and JSON), and still exits 3.
+func TestLimitVerifyQEMUDies(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		t.Run(qemuName(t)+sf("/json=%v", asJSON), func(t *testing.T) {
+			n, vm := startLab370(t, "blockdev")
+			if _, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20"); code != 0 {
+				t.Fatalf("apply: exit %d %s", code, errs)
+			}
+			load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 1 << 20, Depth: 8})
+			pid := vm.Pid
+			killed := make(chan struct{})
+			time.AfterFunc(4200*time.Millisecond, func() { load.Stop(); vm.Stop(); close(killed) })
+			defer func() { <-killed }()
+			exited := sf("QEMU (pid %d) exited", pid)
+			if asJSON {
+				var out limit.Result
+				errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--verify", "--for", "8s")
+				vj := out.Verify
+				if code != 3 || vj == nil || vj.Cut == nil || vj.Cut.Why != exited || !strings.Contains(errs, "sampling stopped") || !strings.Contains(errs, exited) {
+					t.Fatalf("exit %d %+v %s", code, vj, errs)
+				}
+				t.Logf("cut %+v, %d samples, gaps %+v, measured %+v", *vj.Cut, vj.Samples, vj.Gaps, vj.Measured)
+				if vj.Cut.AtS < 3 || vj.Cut.AtS > 4.3 || vj.Samples < 5 || len(vj.Gaps) == 0 || vj.Gaps[len(vj.Gaps)-1] != (limit.Gap{FromS: vj.Cut.AtS, ToS: 8}) || len(vj.Verdicts) != 0 {
+					t.Errorf("verify %+v", vj)
+				}
+				if vj.Measured != nil && (vj.Measured.WriteBps <= 0 || vj.Measured.WriteBps > 1.1*labWriteLimit) {
+					t.Errorf("measured %+v", vj.Measured)
+				}
+				return
+			}
+			stdout, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--verify", "--for", "8s")
+			t.Logf("exit %d\n%s%s", code, stdout, errs)
+			if code != 3 || !strings.Contains(stdout, "cut: sampling stopped ") || !strings.Contains(stdout, "into the window ("+exited+"): samples until then") ||
+				!regexp.MustCompile(`gap: no sample from [34]\.[0-9] s to 8\.0 s`).MatchString(stdout) || !strings.Contains(stdout, "mbps_wr") ||
+				!strings.Contains(stdout, "no verdicts: ") || strings.Contains(stdout, "verdicts stand on") {
+				t.Errorf("exit %d\n%s%s", code, stdout, errs)
+			}
+		})
+	}
+}
+
 // TestLimitPersistWithQM: --persist runs qm set with the disk's config line
 // plus the new keys; the qm double saves it and applies it live through QMP as
 // qemu-server does; the tool reads QEMU back and confirms.
@@ -289,7 +334,8 @@ func TestLimitPersistWithQM(t *testing.T) {
 			if errs, code := runJSON(t, n, &dry, "limit", "370", "scsi1", "--mbps-wr", "20", "--iops-rd", "500", "--persist", "--dry-run"); code != 0 {
 				t.Fatalf("dry run: exit %d %s", code, errs)
 			}
-			if dry.Apply == nil || !dry.Apply.DryRun || dry.Apply.Command != "qm set 370 --scsi1 "+line || len(n.QMCalls(t)) != 0 {
+			digest := sha1hex(cfgBefore) // qemu-server's digest of the config the line comes from
+			if dry.Apply == nil || !dry.Apply.DryRun || dry.Apply.Command != "qm set 370 --scsi1 "+line+" --digest "+digest || len(n.QMCalls(t)) != 0 {
 				t.Fatalf("dry run: %+v, qm calls %v", dry.Apply, n.QMCalls(t))
 			}
 			if got := qemuLimits(t, n, "scsi1", gen); len(got) != 0 {
@@ -302,7 +348,7 @@ func TestLimitPersistWithQM(t *testing.T) {
 				t.Fatalf("persist: exit %d %s", code, errs)
 			}
 			calls := n.QMCalls(t)
-			if want := [][]string{{"set", "370", "--scsi1", line}}; !reflect.DeepEqual(calls, want) {
+			if want := [][]string{{"set", "370", "--scsi1", line, "--digest", digest}}; !reflect.DeepEqual(calls, want) {
 				t.Fatalf("qm argv %q, want %q", calls, want)
 			}
 			cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
@@ -346,6 +392,79 @@ func TestLimitPersistWithQM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLimitPersistRace (issue 21 #3): a second admin's `qm set ...
+// cache=writeback,discard=on` lands between limit's read of the config and
+// its qm set. Before, the tool's line (built from the old config) silently
+// reverted it, exit 0. Now qm (the double, checking --digest as
+// update_vm_api does) refuses the stale line, the tool reads the config
+// again and saves on top of the edit; raced twice, it exits 3 and has saved
+// nothing. On the running VM the other edit waits in [PENDING] (a cache
+// change needs a restart), so the retry is refused as any pending disk is,
+// and QEMU's limits stay as they were.
+func TestLimitPersistRace(t *testing.T) {
+	const orig = "local-lvm:vm-370-disk-1,iothread=1,size=256M"
+	const other = "local-lvm:vm-370-disk-1,cache=writeback,discard=on,iothread=1,size=256M"
+	otherAdmin := []string{"set", "370", "--scsi1", other}
+	t.Run("stopped", func(t *testing.T) {
+		n := fakenode.NewT(t)
+		lab370(t, n, "")
+		n.UseDoubles(t)
+		t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+		before, _ := os.ReadFile(n.Paths.VMConfig(370))
+		n.RaceQM(t, otherAdmin)
+		var out limit.Result
+		errs, code := runJSON(t, n, &out, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist")
+		if code != 0 {
+			t.Fatalf("exit %d %s", code, errs)
+		}
+		cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+		if want := strings.Replace(string(before), "scsi1: "+orig, "scsi1: "+other+",mbps_wr=20", 1); string(cfg) != want {
+			t.Errorf("config:\n%s\nwant (the other admin's cache and discard kept, only the limit added):\n%s", cfg, want)
+		}
+		calls := n.QMCalls(t)
+		if len(calls) != 2 || calls[0][5] != sha1hex(before) || calls[1][3] != other+",mbps_wr=20" || calls[1][5] == calls[0][5] {
+			t.Errorf("qm calls %q", calls)
+		}
+		if !out.Apply.Persisted || !out.Apply.Confirmed || len(out.Notes) == 0 || !strings.Contains(strings.Join(out.Notes, "\n"), "saved on top of the other change") {
+			t.Errorf("apply %+v notes %q", out.Apply, out.Notes)
+		}
+
+		// Raced twice: exit 3 naming the race, the second admin's config
+		// as they left it.
+		n.RaceQM(t, []string{"set", "370", "--cores", "4"}, []string{"set", "370", "--memory", "4096"})
+		stdout, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "30", "--persist")
+		after, _ := os.ReadFile(n.Paths.VMConfig(370))
+		want := strings.Replace(strings.Replace(string(cfg), "cores: 2", "cores: 4", 1), "memory: 2048", "memory: 4096", 1)
+		if code != 3 || stdout != "" || !strings.Contains(errs, "config changed between reading it and saving") || !strings.Contains(errs, "twice") || string(after) != want {
+			t.Errorf("raced twice: exit %d %q %q, config:\n%s\nwant:\n%s", code, stdout, errs, after, want)
+		}
+		if calls := n.QMCalls(t); len(calls) != 4 {
+			t.Errorf("qm calls %q", calls)
+		}
+	})
+	t.Run(qemuName(t)+"/running", func(t *testing.T) {
+		n, _ := startLab370(t, "blockdev")
+		n.UseDoubles(t)
+		t.Setenv("PVEDISKCHECK_ROOT", n.Root)
+		before, _ := os.ReadFile(n.Paths.VMConfig(370))
+		n.RaceQM(t, otherAdmin)
+		_, errs, code := runCLI(t, "--root", n.Root, "limit", "370", "scsi1", "--mbps-wr", "20", "--persist")
+		cfg, _ := os.ReadFile(n.Paths.VMConfig(370))
+		if code != 2 || !strings.Contains(errs, "config changed between reading it and saving") || !strings.Contains(errs, "scsi1 has a pending change in [PENDING]") {
+			t.Errorf("exit %d %q", code, errs)
+		}
+		if want := string(before) + "\n[PENDING]\nscsi1: " + other + "\n"; string(cfg) != want {
+			t.Errorf("config:\n%s\nwant:\n%s", cfg, want)
+		}
+		if got := qemuLimits(t, n, "scsi1", "blockdev"); len(got) != 0 {
+			t.Errorf("QEMU runs %v", got)
+		}
+		if calls := n.QMCalls(t); len(calls) != 1 {
+			t.Errorf("qm calls %q", calls)
+		}
+	})
 }
 
 // persistedLab370 starts VM 370 with the qm double and saves limits with

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"net"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,7 +36,7 @@ func metricsAction(c *cli.Context) error {
 		return exitcode.Usagef("metrics prints Prometheus' text format; --json does not apply")
 	}
 	dir, addr := c.String("textfile"), c.String("listen")
-	if dir != "" && addr != "" {
+	if c.IsSet("textfile") && c.IsSet("listen") {
 		return exitcode.Usagef("metrics: give --textfile or --listen, not both")
 	}
 	if d := c.Duration("deadline"); d <= 0 {
@@ -47,18 +47,22 @@ func metricsAction(c *cli.Context) error {
 		return err
 	}
 	switch {
-	case dir != "":
+	case c.IsSet("textfile"):
 		if err := metrics.CheckTextfileDir(dir); err != nil {
 			return err
 		}
 		_, err := metrics.WriteTextfile(dir, metrics.Collect(e.ctx(), e.node, o))
 		return err
-	case addr != "":
-		ln, err := net.Listen("tcp", addr)
+	case c.IsSet("listen"):
+		ln, note, err := metrics.Listen(addr)
 		if err != nil {
-			return exitcode.Usagef("--listen %s: %v", units.Clip(addr, 80), err)
+			return err
 		}
-		return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, c.Duration("deadline")))
+		if note != "" {
+			fmt.Fprintln(e.errOut, "pvediskcheck: "+note)
+		}
+		d := c.Duration("deadline")
+		return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
 	}
 	return metrics.WriteText(e.out, metrics.Collect(e.ctx(), e.node, o))
 }

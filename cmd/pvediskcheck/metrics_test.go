@@ -126,11 +126,17 @@ func TestMetricsUsage(t *testing.T) {
 		{[]string{"metrics", "--textfile", file}, "not a directory"},
 		{[]string{"metrics", "--listen", busy.Addr().String()}, `--listen "` + busy.Addr().String() + `"`},
 		{[]string{"metrics", "--listen", "nohost:x"}, `--listen "nohost:x"`},
+		// An empty value is refused, not taken for "print to stdout".
+		{[]string{"metrics", "--listen", ""}, `--listen "": give host:port, e.g. --listen 127.0.0.1:9732`},
+		{[]string{"metrics", "--listen="}, `--listen "": give host:port`},
+		{[]string{"metrics", "--listen", "127.0.0.1"}, `--listen "127.0.0.1": address 127.0.0.1: missing port in address`},
+		{[]string{"metrics", "--textfile", ""}, `--textfile "": give a directory`},
+		{[]string{"metrics", "--textfile", "", "--listen", ""}, "not both"},
 		{[]string{"metrics", "--deadline", "0s", "--listen", "127.0.0.1:0"}, "--deadline 0s"},
 		{[]string{"metrics", "--parallel", "-2"}, "--parallel -2"},
 	} {
 		out, errs, code := runCLI(t, append([]string{"--root", root}, c.args...)...)
-		if code != exitUsage || out != "" || !strings.Contains(errs, c.msg) {
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.msg) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%v: exit %d, %q %q", c.args, code, out, errs)
 		}
 	}
@@ -141,6 +147,45 @@ func TestMetricsUsage(t *testing.T) {
 	out, errs, code := runCLI(t, "--root", root, "metrics")
 	if code != 0 || errs != "" || !strings.Contains(out, "pvediskcheck_collect_errors{source=\"qmp\"} 0\n") || strings.Contains(out, "vmid=") {
 		t.Errorf("empty node: exit %d %s\n%s", code, errs, out)
+	}
+}
+
+// --listen :PORT serves on every interface, and says so on stderr (one
+// line, and how to serve this node only); a loopback address says nothing.
+func TestMetricsListenAllInterfaces(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/pve/qemu-server"), 0o755)
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	for _, c := range []struct{ addr, warning string }{
+		{":" + port, "pvediskcheck: --listen :" + port + " listens on every interface of this node (every address it has); for this node only: --listen 127.0.0.1:" + port + "\n"},
+		{"127.0.0.1:" + port, ""},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var errb bytes.Buffer // read once run has returned
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"pvediskcheck", "--root", root, "metrics", "--listen", c.addr}, io.Discard, &errb)
+		}()
+		var code int
+		var body string
+		for i := 0; ; i++ {
+			resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				code, body = resp.StatusCode, string(b)
+				break
+			}
+			if i > 500 {
+				t.Fatalf("%s: %v", c.addr, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		exit := <-done
+		if errs := errb.String(); exit != 0 || code != 200 || !strings.Contains(body, "pvediskcheck_collect_errors") || errs != c.warning {
+			t.Errorf("%s: exit %d, scrape %d, stderr %q", c.addr, exit, code, errs)
+		}
 	}
 }
 

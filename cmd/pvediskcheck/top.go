@@ -163,7 +163,7 @@ func topTitle(t time.Time, interval time.Duration, key top.SortKey) string {
 	if interval <= 0 {
 		interval = top.DefaultInterval
 	}
-	return fmt.Sprintf("pvediskcheck top  %s  every %s  sort %s  (b i l d p c v: sort, q: quit)", t.Format("15:04:05"), interval, key)
+	return fmt.Sprintf("pvediskcheck top  %s  every %s  sort %s  (b i l d p c v: sort, q: quit)", t.Format("15:04:05"), units.Duration(interval), key)
 }
 
 // topLines renders one sample: a title, the disks, the VMs, the findings.
@@ -173,7 +173,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 	if cols > 0 {
 		b.WriteString(topTitle(s.Time, time.Duration(s.IntervalS*float64(time.Second)), key) + "\n\n")
 	} else {
-		fmt.Fprintf(&b, "%s  interval %s  %d VMs  %d disks\n", s.Time.Format(time.RFC3339), time.Duration(s.IntervalS*float64(time.Second)), len(s.VMs), len(s.Disks))
+		fmt.Fprintf(&b, "%s  interval %s  %d VMs  %d disks\n", s.Time.Format(time.RFC3339), units.Duration(time.Duration(s.IntervalS*float64(time.Second))), len(s.VMs), len(s.Disks))
 	}
 	t := newTable(&b, "VMID", "NAME", "DISK", "STORAGE", "RD/s", "WR/s", "RD MiB/s", "WR MiB/s", "RD ms", "WR ms", "FL ms", "QD", "FAIL", "LIM%", "JOB", "THREAD", "CPU%", "DEV ms", "GUEST")
 	for _, d := range s.Disks {

@@ -353,14 +353,19 @@ func TestTopNoTerminalNoRedraw(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"top", "--interval", "10ms"}, "--interval 10ms: give at least 100ms"},
+		{[]string{"top", "--interval", "99ms"}, "--interval 99ms: give at least 100ms"},
+		// 0 is not the default 1s: it was typed, and is refused.
+		{[]string{"top", "--interval", "0s"}, "--interval 0s: give at least 100ms"},
+		{[]string{"top", "--interval", "0"}, "--interval 0s: give at least 100ms"},
+		{[]string{"top", "--interval=-1s"}, "--interval -1s: give at least 100ms"},
 		{[]string{"top", "--count", "-2"}, "--count -2"},
 		{[]string{"top", "--sort", "speed"}, `--sort "speed": not a sort key`},
 		{[]string{"top", "37x"}, "37x"},
 		{[]string{"top", "370"}, "VM 370: no such VM on this node"},
 	} {
-		_, errs, code := runCLI(t, append([]string{"--root", root}, tc.args...)...)
-		if code != exitUsage || !strings.Contains(errs, tc.msg) {
-			t.Errorf("%v: exit %d %q", tc.args, code, errs)
+		out, errs, code := runCLI(t, append([]string{"--root", root}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.msg) || out != "" || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d %q %q", tc.args, code, errs, out)
 		}
 	}
 }

@@ -269,18 +269,21 @@ func readPid(p string) (int, error) {
 
 // Stop kills the VM's QEMU and waits for it to go.
 func (vm *VM) Stop() {
-	if vm == nil || vm.Pid == 0 {
+	if vm == nil || vm.Pid <= 0 {
 		return
 	}
-	_ = syscall.Kill(vm.Pid, syscall.SIGTERM)
+	// The pid as it was: a second Stop (a test's, and Close's) sets
+	// vm.Pid to 0, and kill(0, ...) would signal the whole process group.
+	pid := vm.Pid
+	_ = syscall.Kill(pid, syscall.SIGTERM)
 	for i := 0; i < 100; i++ {
-		if syscall.Kill(vm.Pid, 0) != nil {
+		if syscall.Kill(pid, 0) != nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	_ = syscall.Kill(vm.Pid, syscall.SIGKILL)
-	for i := 0; i < 100 && syscall.Kill(vm.Pid, 0) == nil; i++ {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
 	delete(vm.node.vms, vm.VMID)

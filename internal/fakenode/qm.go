@@ -58,3 +58,22 @@ func (n *Node) SetQMFault(t testing.TB, code int, message string) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// RaceQM makes the qm double run each argv (another admin's qm call), one
+// before each of its next calls: the other admin's change lands between the
+// caller's read of the config and its own qm call.
+func (n *Node) RaceQM(t testing.TB, argvs ...[]string) {
+	t.Helper()
+	p := filepath.Join(n.Root, "var/lib/qm-double/race")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, a := range argvs {
+		line, _ := json.Marshal(a)
+		b = append(append(b, line...), '\n')
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -16,6 +16,10 @@
 //   - the VM runs and anything else changed: the line goes to [PENDING]
 //     (qemu-server's "skip" for options that need a restart).
 //
+// --digest D is checked as update_vm_api checks it: when D is not the sha1
+// (hex) of the config file as it is now, qm fails with "checksum mismatch
+// (file change by other user?)" and changes nothing.
+//
 // On a stopped VM it first applies what [PENDING] holds, as qemu-server
 // does. --delete KEYS removes keys (a stopped VM's disk volume stays as unusedN,
 // and an unusedN a disk uses again goes, as qemu-server writes configs, so a
@@ -35,10 +39,16 @@
 //	var/log/qm-double.log              one JSON array per call: its argv
 //	var/lib/qm-double/fault            optional "exit CODE MESSAGE..." (fail
 //	                                   like qm does, change nothing)
+//	var/lib/qm-double/race             optional, one JSON argv a line: another
+//	                                   admin's qm set that lands just before
+//	                                   this call (the first line is run, not
+//	                                   logged, and removed; then this call)
 package main
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -79,6 +89,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) >= 2 && args[0] == "showcmd" {
 		return showcmd(r, args[1:], stdout, stderr)
 	}
+	if other := popRace(r); other != nil {
+		set(r, other, io.Discard, io.Discard)
+	}
+	return set(r, args, stdout, stderr)
+}
+
+// popRace removes and returns the first argv of the race file.
+func popRace(r string) []string {
+	p := filepath.Join(r, "var/lib/qm-double/race")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	if strings.TrimSpace(rest) == "" {
+		_ = os.Remove(p)
+	} else if err := os.WriteFile(p, []byte(rest), 0o644); err != nil {
+		return nil
+	}
+	var argv []string
+	if json.Unmarshal([]byte(first), &argv) != nil {
+		return nil
+	}
+	return argv
+}
+
+// set is `qm set VMID --KEY VALUE...`.
+func set(r string, args []string, stdout, stderr io.Writer) int {
 	if len(args) < 2 || args[0] != "set" {
 		fmt.Fprintln(stderr, "qm (test double): only 'qm set VMID --KEY VALUE...' and 'qm showcmd VMID [--pretty]' are implemented")
 		return 255
@@ -98,6 +136,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "Configuration file 'nodes/localhost/qemu-server/%d.conf' does not exist\n", vmid)
 		return 2
+	}
+	if d, ok := changes["digest"]; ok {
+		delete(changes, "digest")
+		order = slices.DeleteFunc(order, func(k string) bool { return k == "digest" })
+		if sum := sha1.Sum(text); d != hex.EncodeToString(sum[:]) {
+			fmt.Fprintln(stderr, "checksum mismatch (file change by other user?)")
+			return 255
+		}
 	}
 	cfg := parseConfig(string(text))
 	// check_lock (update_vm, unless --skiplock): a locked config takes no
