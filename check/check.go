@@ -71,12 +71,13 @@ const (
 	CodeThinOvercommit       Code = "thin-overcommit"
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
+	CodeLocked               Code = "locked"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -283,12 +284,10 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	v, err := vm.LoadNode(ctx, n, vmid)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
-			file := n.Paths.VMConfig(vmid)
-			if strings.Contains(err.Error(), n.Paths.StorageCfg()) {
-				file = n.Paths.StorageCfg()
-			}
+			// storage.cfg: a VM config's lines Proxmox cannot parse are
+			// skipped, as Proxmox skips them (vm.VM.Notes), never this.
 			out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: err.Error(),
-				Fix: "edit " + file + " (or 'qm set') so Proxmox can parse it"})
+				Fix: "edit " + n.Paths.StorageCfg() + " so Proxmox can parse it"})
 			return out
 		}
 		out.Notes = append(out.Notes, err.Error())
@@ -307,7 +306,7 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 	if o.OnLoad != nil {
 		o.OnLoad(v, liveErr)
 	}
-	judge(ctx, v, pools, &out)
+	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
 	if o.NextStart {
 		nextStart(ctx, r, v, &out)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -460,17 +461,20 @@ func TestUnreadable(t *testing.T) {
 			t.Errorf("VM %d: %v (exit %d) %+v", id, v.Err, exitcode.Of(v.Err), v)
 		}
 	}
-	// A line Proxmox cannot parse is a finding, the run goes on.
-	tn.conf(374, "memory: 512\nthis line is broken\n")
+	// A line Proxmox cannot parse is skipped as Proxmox skips it (issue 26
+	// #3): a note naming it, the rest checked.
+	tn.conf(374, "memory: 512\nthis line is broken\nscsi0: local-lvm:vm-374-disk-0,cache=unsafe,discard=on\n")
 	v := tn.check(374, quietRunner(), Options{})
-	if got := summary(v); !reflect.DeepEqual(got, []string{"error config-invalid -"}) || v.Err != nil || v.Findings[0].Fix != "edit "+tn.n.Paths.VMConfig(374)+" (or 'qm set') so Proxmox can parse it" {
+	if got := summary(v); !reflect.DeepEqual(got, []string{"error cache-unsafe scsi0"}) || v.Err != nil || !slices.ContainsFunc(v.Notes, func(n string) bool {
+		return n == tn.n.Paths.VMConfig(374)+` line 2: "this line is broken" is not a `+"`key: value`"+` line: Proxmox skips it ("unable to parse config") and starts the VM without it`
+	}) {
 		t.Errorf("%+v", v)
 	}
 	// A storage.cfg Proxmox cannot parse: the fix names that file.
 	tn.write("etc/pve/storage.cfg", "this is not storage.cfg\n")
 	tn.conf(375, "scsi0: local-lvm:vm-375-disk-0\n")
 	v = tn.check(375, quietRunner(), Options{})
-	if got := summary(v); !reflect.DeepEqual(got, []string{"error config-invalid -"}) || !strings.Contains(v.Findings[0].Fix, "edit "+tn.n.Paths.StorageCfg()) {
+	if got := summary(v); !reflect.DeepEqual(got, []string{"error config-invalid -"}) || v.Findings[0].Fix != "edit "+tn.n.Paths.StorageCfg()+" so Proxmox can parse it" {
 		t.Errorf("%+v", v)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,8 +25,12 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
 // judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult, os *guestOS) {
 	j := newJudge(v)
+	j.os = os
+	if os != nil && os.windows() && virtioCapable(j.ostype) {
+		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
+	}
 	for _, d := range v.Disks {
 		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
 			out.Notes = append(out.Notes, d.NotListed())
@@ -61,6 +66,7 @@ func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) 
 	}
 	ioErrors(ctx, v, pools, out)
 	thinPools(ctx, v, pools, out)
+	locked(v, out)
 }
 
 // judger holds what the disk rules need from the VM.
@@ -73,6 +79,9 @@ type judger struct {
 	// taken are the SCSI slots in use or promised to an earlier disk's
 	// move, so that two moves never pick the same slot.
 	taken map[int]bool
+	// os is what the guest agent says the guest runs (nil: not asked, or
+	// no answer).
+	os *guestOS
 }
 
 func newJudge(v *vm.VM) *judger {
@@ -87,6 +96,38 @@ func newJudge(v *vm.VM) *judger {
 	}
 	return j
 }
+
+// osWord says what the advice rests on: the guest agent's answer where
+// the VM runs and it answers, else the config's ostype, the admin's word,
+// not proof (a real VM named win10 says l26).
+func (j *judger) osWord() string {
+	if j.os != nil {
+		return "the guest agent reports " + j.os.name() + ", which has VirtIO drivers"
+	}
+	return "the config's ostype " + j.ostype + " says the guest has VirtIO drivers"
+}
+
+// virtioGuest: the guest has VirtIO drivers out of the box, by the guest
+// agent where it answered, else by the config's ostype.
+func (j *judger) virtioGuest() bool {
+	if j.os != nil {
+		return !j.os.windows()
+	}
+	return virtioCapable(j.ostype)
+}
+
+// defaultSCSIHW says when the controller is Proxmox's default, not a line.
+func (j *judger) defaultSCSIHW() string {
+	if j.next["scsihw"] == "" {
+		return " (Proxmox's default when scsihw is not set)"
+	}
+	return ""
+}
+
+// driverNote is what a guest needs before its disks move from an emulated
+// controller to VirtIO SCSI: without the driver (Windows ships none) it no
+// longer finds its boot disk.
+const driverNote = " (the guest needs its VirtIO SCSI driver first: virtio_scsi on Linux, vioscsi on Windows)"
 
 // freeSCSISlot is the first SCSI index no disk uses (scsi0..30), or -1.
 func (j *judger) freeSCSISlot() int {
@@ -143,10 +184,17 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	if !r.prepare() {
 		return r.findings
 	}
+	if r.iso() && r.drv.Opts["media"] == "" {
+		return r.isoWithoutMedia()
+	}
 	kind := r.drv.Kind()
 	hasDriveOpts := kind == qemuserver.KindDisk || kind == qemuserver.KindCDROM || kind == qemuserver.KindEmptyCDROM
 	if p := r.drv.LimitProblems(); hasDriveOpts && len(p) > 0 {
-		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+": Proxmox rejects the whole disk line", editLimits)
+		why := ": Proxmox rejects the whole disk line (Drive.pm parse_drive) and starts the VM without the disk"
+		if qemuserver.LimitRefuser(p) == "QEMU" {
+			why = fmt.Sprintf(": qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: %q", qemuserver.QEMUMaxMsg)
+		}
+		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+why, editLimits)
 	}
 	if kind != qemuserver.KindDisk && kind != qemuserver.KindCDROM {
 		return r.finish()
@@ -164,12 +212,27 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	case "unsafe":
 		r.add(Error, CodeCacheUnsafe, "cache=unsafe ignores the guest's flushes: data the guest believes safe stays in "+r.where()+" and a host crash loses it", editCache)
 	case "writeback":
-		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps everything the guest has not flushed in "+r.where()+": safe only if the guest flushes and the node has power-loss protection (UPS)", editCache)
+		r.add(Warning, CodeCacheWriteback, "cache=writeback keeps what the guest has not flushed in "+r.where()+": the guest's flushes are honoured, so a host crash loses only what the guest had not flushed, as with a disk's own write cache, but that can be as much as the node lets stay dirty", editCache)
 	}
-	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && virtioCapable(j.ostype) {
+	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && j.virtioGuest() {
+		msg := fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord())
+		if r.iso() {
+			// qm set refuses the moved line too: no command moves it.
+			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
+				Message: msg + "; qm set refuses an ISO image without media=cdrom (API2/Qemu.pm), so only an edit of the config file moves it"})
+			r.fixed = append(r.fixed, false)
+		} else {
+			r.add(Warning, CodeEmulatedController, msg, editMove)
+		}
+	}
+	// The emulated SCSI controllers cost what SATA and IDE cost: QEMU
+	// emulates every request in its main loop and no disk gets an IO
+	// thread. Proxmox's default without a scsihw line is lsi (QemuServer.pm
+	// $confdesc scsihw), one of them.
+	if r.drv.Bus == "scsi" && !qemuserver.VirtIOSCSI(j.scsihw) && j.virtioGuest() {
 		r.add(Warning, CodeEmulatedController,
-			fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and this %s guest has VirtIO drivers", strings.ToUpper(r.drv.Bus), j.ostype),
-			editMove)
+			fmt.Sprintf("scsihw %s%s is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA (which the lab measured at 25-30%% of VirtIO random reads at 3-4 times the latency), and %s", j.scsihw, j.defaultSCSIHW(), j.osWord()),
+			editSCSIHW)
 	}
 	if r.drv.Opts["discard"] != "on" && storage.ReturnsSpace(r.stor, r.settings.Format, j.v.HostPath(r.settings.Path)) {
 		r.add(Warning, CodeDiscardIgnoredOnThin,
@@ -193,7 +256,7 @@ func (r *diskRun) prepare() bool {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
 					r.drv, r.settings = drv, s
 					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
-						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only); this hand-edited line is rejected"})
+						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox's parser rejects this hand-edited line and starts the VM without the disk"})
 					r.fixed = append(r.fixed, true)
 					r.edits[editSSD] = true
 					r.stor = v.Storages[drv.StorageID()]
@@ -232,6 +295,38 @@ func (r *diskRun) prepare() bool {
 	r.stor = v.Storages[r.drv.StorageID()]
 	return true
 }
+
+// iso: the drive's volume is ISO content (pve-storage vtype iso) and not
+// a CD-ROM: qm set refuses any line for it (API2/Qemu.pm
+// check_drive_param: "explicit 'media=cdrom' is required for iso images"),
+// so its fixes are edits of the config file, never a qm set.
+func (r *diskRun) iso() bool {
+	return r.j.v.Storages.IsISO(r.drv.Volume) && r.drv.Opts["media"] != "cdrom"
+}
+
+// isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
+// that sets no media (QemuServer.pm print_drive_commandline_full and
+// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive commandline: die if drive with
+// ISO sets no explicit media"). qm set accepts the line with media=cdrom;
+// media=disk, for an image the guest writes to, only by editing the file.
+func (r *diskRun) isoWithoutMedia() []Finding {
+	vmid := strconv.Itoa(r.j.v.VMID)
+	f := r.drv.Clone()
+	f.Opts["media"] = "cdrom"
+	argv := []string{"qm", "set", vmid, "--" + r.d.ID, f.String()}
+	fix := shellJoin(argv) + " (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in " + configFile(vmid) + " instead: qm set refuses that for an ISO image)"
+	when := "the VM will not start"
+	if r.j.v.Running {
+		when = "the running VM was started before this line was set, and its next start fails"
+		fix += ", then qm reboot " + vmid + " " + restartHint
+	}
+	return append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: r.d.ID,
+		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.d.ID+": explicit media parameter is required for iso images"),
+		Fix:     fix, Command: argv})
+}
+
+// configFile is the VM's config as the admin edits it on the node.
+func configFile(vmid string) string { return "/etc/pve/qemu-server/" + vmid + ".conf" }
 
 // aio judges an explicit aio mode where QEMU applies it (the protocol
 // drivers that open a file or device: with -blockdev qemu-server emits aio
@@ -343,20 +438,46 @@ func (r *diskRun) fix() ([]string, string) {
 		}
 	}
 	argv := []string{"qm", "set", vmid}
-	if r.edits[editSCSIHW] {
-		argv = append(argv, "--scsihw", "virtio-scsi-single")
-	}
 	lineChanged := f.String() != r.drv.String() || r.edits[editSSD]
 	if r.edits[editMove] {
 		if slot := j.freeSCSISlot(); slot >= 0 {
 			key := "scsi" + strconv.Itoa(slot)
 			delete(f.Opts, "model") // IDE/SATA only
-			argv = append(argv, "--delete", r.d.ID, "--"+key, f.String())
-			if b := j.bootOrder(r.d.ID, key); b != "" {
-				argv = append(argv, "--boot", b)
+			note := ""
+			// Off one emulated controller onto another is no move: the
+			// VM's SCSI controller becomes VirtIO SCSI too.
+			if !qemuserver.VirtIOSCSI(j.scsihw) {
+				argv = append(argv, "--scsihw", "virtio-scsi-single")
+				note = driverNote
 			}
-			return argv, "with the VM stopped: " + shellJoin(argv) + " (adjust the guest's fstab/boot device)"
+			// One command is a clean move on a stopped VM: qemu-server
+			// applies the delete first (vmconfig_apply_pending registers
+			// the volume as unusedN) and write_vm_config then drops an
+			// unusedN whose volume a disk uses again.
+			argv = append(argv, "--delete", r.d.ID, "--"+key, f.String())
+			argv = append(argv, j.bootOrder(r.d.ID, key)...)
+			return argv, "with the VM stopped: " + shellJoin(argv) + note + " (adjust the guest's fstab/boot device)"
 		}
+	}
+	note := ""
+	if r.edits[editSCSIHW] {
+		argv = append(argv, "--scsihw", "virtio-scsi-single")
+		if !qemuserver.VirtIOSCSI(j.scsihw) {
+			note = driverNote
+		}
+	}
+	if lineChanged && r.iso() {
+		// qm set refuses the line (an ISO image without media=cdrom):
+		// the fix is an edit of the file, and the VM option a qm set.
+		text := ""
+		if len(argv) > 3 {
+			text = shellJoin(argv) + note + ", and "
+		}
+		text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (qm set refuses an ISO image without media=cdrom)"
+		if j.v.Running {
+			text += ", then qm reboot " + vmid + " " + restartHint
+		}
+		return nil, text
 	}
 	if lineChanged {
 		argv = append(argv, "--"+r.d.ID, f.String())
@@ -364,7 +485,7 @@ func (r *diskRun) fix() ([]string, string) {
 	if len(argv) == 3 {
 		return nil, "" // nothing to set after all
 	}
-	text := shellJoin(argv)
+	text := shellJoin(argv) + note
 	limitsOnly := !r.edits[editSCSIHW] && onlyLimitsDiffer(r.drv, f)
 	if j.v.Running && !limitsOnly {
 		text += ", then qm reboot " + vmid + " " + restartHint
@@ -372,13 +493,19 @@ func (r *diskRun) fix() ([]string, string) {
 	return argv, text
 }
 
-// bootOrder is the boot order with a moved disk's new key, "" when the
-// order does not name it.
-func (j *judger) bootOrder(from, to string) string {
+// bootOrder keeps a moved disk bootable: the order with the disk's new key
+// where boot: order= names it (qm set drops a deleted disk from the order,
+// API2/Qemu.pm update_vm), or --bootdisk with the new key where the legacy
+// boot (no order=) boots it as bootdisk (bootorder_from_legacy); nothing
+// when neither names it.
+func (j *judger) bootOrder(from, to string) []string {
 	opts, _ := qemuserver.SplitQemuOpts(j.next["boot"], "legacy")
 	order := opts["order"]
 	if order == "" {
-		return ""
+		if j.next["bootdisk"] == from {
+			return []string{"--bootdisk", to}
+		}
+		return nil
 	}
 	parts := strings.Split(order, ";")
 	found := false
@@ -388,9 +515,9 @@ func (j *judger) bootOrder(from, to string) string {
 		}
 	}
 	if !found {
-		return ""
+		return nil
 	}
-	return "order=" + strings.Join(parts, ";")
+	return []string{"--boot", "order=" + strings.Join(parts, ";")}
 }
 
 // onlyLimitsDiffer: a running VM applies a changed line live only when
@@ -546,17 +673,21 @@ func ValidateCommand(argv []string) error {
 				}
 			}
 		case k == "scsihw":
-			switch v {
-			case "lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi":
-			default:
+			if !slices.Contains(qemuserver.SCSIControllers, v) {
 				return fmt.Errorf("--scsihw %q: not a SCSI controller", v)
 			}
+		case k == "bootdisk":
+			// pve-qm-bootdisk (QemuServer.pm verify_bootdisk): a disk
+			// key, not efidisk0 or tpmstate0.
+			if !qemuserver.IsBootDevice(v) || !qemuserver.IsDiskKey(v) {
+				return fmt.Errorf("--bootdisk %q: not a boot disk", v)
+			}
 		case k == "boot":
-			opts, _ := qemuserver.SplitQemuOpts(v, "legacy")
-			for _, x := range strings.Split(opts["order"], ";") {
-				if x == "" || !qemuserver.IsDiskKey(x) && !strings.HasPrefix(x, "net") && !strings.HasPrefix(x, "hostpci") && !strings.HasPrefix(x, "usb") {
-					return fmt.Errorf("--boot %q: %q is not a boot device", v, x)
-				}
+			if err := qemuserver.CheckBoot(v); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(v, "order=") || strings.Contains(v, ",") {
+				return fmt.Errorf("--boot %q: check's fixes set order= only", v)
 			}
 		default:
 			return fmt.Errorf("--%s: not an option check's fixes use", k)

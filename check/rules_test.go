@@ -23,6 +23,7 @@ const lvmVol = "local-lvm:vm-100-disk-0"
 
 func ruleCases() []ruleCase {
 	none := []string{}
+	const driver = " (the guest needs its VirtIO SCSI driver first: virtio_scsi on Linux, vioscsi on Windows)"
 	return []ruleCase{
 		// aio
 		{name: "aio=native with cache=none", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",aio=native,cache=none,discard=on,iothread=1,size=32G\n", want: none},
@@ -68,34 +69,96 @@ func ruleCases() []ruleCase {
 		// iothread
 		{name: "iothread on virtio-scsi-single", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",iothread=1,discard=on\n", want: none},
 		{name: "iothread predicted on lsi (the default)", conf: "scsi0: " + lvmVol + ",iothread=1,discard=on\n",
-			want: []string{"warning iothread-ignored scsi0"}, fixes: map[string]string{"iothread-ignored scsi0": "qm set 100 --scsihw virtio-scsi-single"},
+			want: []string{"warning iothread-ignored scsi0"}, fixes: map[string]string{"iothread-ignored scsi0": "qm set 100 --scsihw virtio-scsi-single (the guest needs its VirtIO SCSI driver first: virtio_scsi on Linux, vioscsi on Windows)"},
 			msgs: map[string]string{"iothread-ignored scsi0": "scsihw lsi"}},
-		{name: "iothread on virtio-scsi-pci", conf: "scsihw: virtio-scsi-pci\nscsi0: " + lvmVol + ",iothread=1,discard=on\n", want: []string{"warning iothread-ignored scsi0"}},
+		{name: "iothread on virtio-scsi-pci: same driver, no note", conf: "scsihw: virtio-scsi-pci\nscsi0: " + lvmVol + ",iothread=1,discard=on\n", want: []string{"warning iothread-ignored scsi0"},
+			fixes: map[string]string{"iothread-ignored scsi0": "qm set 100 --scsihw virtio-scsi-single"}},
 		{name: "iothread=0 on lsi", conf: "scsi0: " + lvmVol + ",iothread=0,discard=on\n", want: none},
 		{name: "iothread on VirtIO Block", conf: "virtio0: " + lvmVol + ",iothread=1,discard=on\n", want: none},
 		{name: "iothread ignored with cache=unsafe: one fix", conf: "scsi1: " + lvmVol + ",iothread=1,cache=unsafe,discard=on\n",
 			want:  []string{"error cache-unsafe scsi1", "warning iothread-ignored scsi1"},
-			fixes: map[string]string{"cache-unsafe scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on", "iothread-ignored scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on"}},
+			fixes: map[string]string{"cache-unsafe scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on (the guest needs its VirtIO SCSI driver first: virtio_scsi on Linux, vioscsi on Windows)", "iothread-ignored scsi1": "qm set 100 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-100-disk-0,iothread=1,discard=on (the guest needs its VirtIO SCSI driver first: virtio_scsi on Linux, vioscsi on Windows)"}},
 		// emulated controllers
-		{name: "IDE counts as emulated", conf: "ostype: l26\nide0: " + lvmVol + ",discard=on\n",
+		{name: "IDE counts as emulated", conf: "ostype: l26\nscsihw: virtio-scsi-single\nide0: " + lvmVol + ",discard=on\n",
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)"},
-			msgs:  map[string]string{"emulated-controller ide0": "IDE is an emulated controller"}},
-		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
+			msgs:  map[string]string{"emulated-controller ide0": "IDE is an emulated controller; the lab measured SATA at 25-30% of VirtIO random reads at 3-4 times the latency, and the config's ostype l26 says the guest has VirtIO drivers"}},
+		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi1 local-lvm:vm-100-disk-0,discard=on --boot 'order=scsi1;net0' (adjust the guest's fstab/boot device)"}},
-		{name: "two SATA disks get two slots", conf: "ostype: l26\nsata0: " + lvmVol + ",discard=on\nsata1: local-lvm:vm-100-disk-1,discard=on\n",
+		// Issue 26 #1: with no scsihw line the SCSI controller is lsi, as
+		// emulated as SATA: the move makes it VirtIO SCSI, and says the
+		// guest needs the driver first.
+		{name: "SATA moves off, and the default lsi becomes VirtIO SCSI", conf: "ostype: l26\nboot: order=sata0;ide2;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nide2: none,media=cdrom\n",
+			want: []string{"warning discard-ignored-on-thin sata0", "warning emulated-controller sata0"},
+			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)",
+				"discard-ignored-on-thin sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)"},
+			notes: []string{"ide2 is an empty CD-ROM drive"}},
+		{name: "SATA off megasas, legacy boot from bootdisk", conf: "ostype: l26\nscsihw: megasas\nbootdisk: sata1\nsata1: " + lvmVol + ",discard=on\n",
+			want:  []string{"warning emulated-controller sata1"},
+			fixes: map[string]string{"emulated-controller sata1": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata1 --scsi0 local-lvm:vm-100-disk-0,discard=on --bootdisk scsi0" + driver + " (adjust the guest's fstab/boot device)"}},
+		{name: "legacy boot without bootdisk: no boot option", conf: "ostype: l26\nscsihw: virtio-scsi-single\nboot: cdn\nsata1: " + lvmVol + ",discard=on\n",
+			want:  []string{"warning emulated-controller sata1"},
+			fixes: map[string]string{"emulated-controller sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)"}},
+		{name: "two SATA disks get two slots", conf: "ostype: l26\nscsihw: virtio-scsi-single\nsata0: " + lvmVol + ",discard=on\nsata1: local-lvm:vm-100-disk-1,discard=on\n",
 			want: []string{"warning emulated-controller sata0", "warning emulated-controller sata1"},
 			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --delete sata0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)",
 				"emulated-controller sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi1 local-lvm:vm-100-disk-1,discard=on (adjust the guest's fstab/boot device)"}},
-		{name: "SATA with limit errors: the move carries every fix", conf: "ostype: l26\nsata1: local-lvm:vm-100-disk-4,discard=on,mbps=10,mbps_rd=5,size=64M\n",
+		{name: "SATA with limit errors: the move carries every fix", conf: "ostype: l26\nscsihw: virtio-scsi-single\nsata1: local-lvm:vm-100-disk-4,discard=on,mbps=10,mbps_rd=5,size=64M\n",
 			want: []string{"error limit-invalid sata1", "warning emulated-controller sata1"},
 			fixes: map[string]string{"limit-invalid sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi0 local-lvm:vm-100-disk-4,discard=on,mbps_rd=5,size=64M (adjust the guest's fstab/boot device)",
 				"emulated-controller sata1": "with the VM stopped: qm set 100 --delete sata1 --scsi0 local-lvm:vm-100-disk-4,discard=on,mbps_rd=5,size=64M (adjust the guest's fstab/boot device)"}},
 		{name: "SATA on a Windows guest", conf: "ostype: win11\nsata0: " + lvmVol + ",discard=on\n", want: none},
 		{name: "SATA without an ostype", conf: "sata0: " + lvmVol + ",discard=on\n", want: none},
 		{name: "an IDE CD-ROM on a Linux guest", conf: "ostype: l26\nide2: local:iso/debian.iso,media=cdrom\n", want: none},
-		{name: "l24 counts as VirtIO-capable", conf: "ostype: l24\nsata0: " + lvmVol + ",discard=on\n", want: []string{"warning emulated-controller sata0"}},
+		{name: "l24 counts as VirtIO-capable", conf: "ostype: l24\nscsihw: virtio-scsi-single\nsata0: " + lvmVol + ",discard=on\n", want: []string{"warning emulated-controller sata0"}},
+		// Issue 26 #2: the emulated SCSI controllers, as SATA and IDE.
+		{name: "SCSI on the default lsi (no scsihw line)", conf: "ostype: l26\nscsi0: " + lvmVol + ",discard=on,size=20G\n",
+			want:  []string{"warning emulated-controller scsi0"},
+			fixes: map[string]string{"emulated-controller scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver},
+			msgs:  map[string]string{"emulated-controller scsi0": "scsihw lsi (Proxmox's default when scsihw is not set) is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA"}},
+		{name: "SCSI on lsi53c810", conf: "ostype: l26\nscsihw: lsi53c810\nscsi0: " + lvmVol + ",discard=on\n",
+			want: []string{"warning emulated-controller scsi0"}, msgs: map[string]string{"emulated-controller scsi0": "scsihw lsi53c810 is an emulated"}},
+		{name: "SCSI on megasas, with cache=unsafe: one fix", conf: "ostype: l26\nscsihw: megasas\nscsi0: " + lvmVol + ",cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe scsi0", "warning emulated-controller scsi0"},
+			fixes: map[string]string{"emulated-controller scsi0": "qm set 100 --scsihw virtio-scsi-single --scsi0 local-lvm:vm-100-disk-0,discard=on" + driver,
+				"cache-unsafe scsi0": "qm set 100 --scsihw virtio-scsi-single --scsi0 local-lvm:vm-100-disk-0,discard=on" + driver}},
+		{name: "SCSI on pvscsi, with iothread: one fix", conf: "ostype: l26\nscsihw: pvscsi\nscsi0: " + lvmVol + ",iothread=1,discard=on\n",
+			want:  []string{"warning emulated-controller scsi0", "warning iothread-ignored scsi0"},
+			fixes: map[string]string{"emulated-controller scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver, "iothread-ignored scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver}},
+		{name: "SCSI on virtio-scsi-pci is VirtIO", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nscsi0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "SCSI on virtio-scsi-single is VirtIO", conf: "ostype: l26\nscsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "SCSI on lsi, Windows guest", conf: "ostype: win10\nscsi0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "SCSI on lsi, no ostype", conf: "scsi0: " + lvmVol + ",discard=on\n", want: none},
+		{name: "a SCSI CD-ROM on lsi", conf: "ostype: l26\nscsi0: local:iso/debian.iso,media=cdrom\n", want: none},
+		{name: "a read-only SCSI disk on lsi", conf: "ostype: l26\nscsi0: " + lvmVol + ",ro=1\n", want: none},
+		{name: "an unknown scsihw is dropped: lsi", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
+			want: []string{"warning emulated-controller scsi0"}, msgs: map[string]string{"emulated-controller scsi0": "(Proxmox's default when scsihw is not set)"},
+			notes: []string{`line 2: scsihw: value "virtio" is not one of`}},
+		// Issue 26 #6: ISO images as disks. Without media= qemu-server
+		// refuses to start (the cfg2cmd case ide-no-media-error); qm set
+		// takes the line only with media=cdrom.
+		{name: "an ISO image without media: the VM does not start", conf: "ostype: l26\nide3: local:iso/three.iso,size=112M\n",
+			want:  []string{"error config-invalid ide3"},
+			fixes: map[string]string{"config-invalid ide3": "qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in /etc/pve/qemu-server/100.conf instead: qm set refuses that for an ISO image)"},
+			msgs:  map[string]string{"config-invalid ide3": `ide3: local:iso/three.iso is an ISO image without media=: the VM will not start; qemu-server says "ide3: explicit media parameter is required for iso images"`}},
+		{name: "an ISO image without media, cache=unsafe: only the start matters", conf: "sata0: local:iso/OpenCore-v21.iso,cache=unsafe,size=150M\n", want: []string{"error config-invalid sata0"}},
+		// The real macOS configs: media=disk starts, but qm set refuses
+		// any line for it, so the fix edits the file.
+		{name: "an ISO image as media=disk with cache=unsafe", conf: "ostype: other\nsata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M\n",
+			want:  []string{"error cache-unsafe sata0"},
+			fixes: map[string]string{"cache-unsafe sata0": "edit /etc/pve/qemu-server/100.conf: the line 'sata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M' becomes 'sata0: local:iso/OpenCore-v21.iso,media=disk,size=150M' (qm set refuses an ISO image without media=cdrom)"}},
+		{name: "an ISO image as media=disk on SATA in a Linux guest: no move command", conf: "ostype: l26\nscsihw: virtio-scsi-single\nsata0: local:iso/OpenCore-v21.iso,media=disk,size=150M\n",
+			want:  []string{"warning emulated-controller sata0"},
+			fixes: map[string]string{"emulated-controller sata0": ""},
+			msgs:  map[string]string{"emulated-controller sata0": "qm set refuses an ISO image without media=cdrom (API2/Qemu.pm), so only an edit of the config file moves it"}},
+		{name: "an ISO image as media=disk on lsi: the controller by qm set, the line by hand", conf: "ostype: l26\nscsi0: local:iso/x.iso,media=disk,cache=writeback\n",
+			want: []string{"warning cache-writeback scsi0", "warning emulated-controller scsi0"},
+			fixes: map[string]string{"cache-writeback scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver + ", and edit /etc/pve/qemu-server/100.conf: the line 'scsi0: local:iso/x.iso,media=disk,cache=writeback' becomes 'scsi0: local:iso/x.iso,media=disk' (qm set refuses an ISO image without media=cdrom)",
+				"emulated-controller scsi0": "qm set 100 --scsihw virtio-scsi-single" + driver + ", and edit /etc/pve/qemu-server/100.conf: the line 'scsi0: local:iso/x.iso,media=disk,cache=writeback' becomes 'scsi0: local:iso/x.iso,media=disk' (qm set refuses an ISO image without media=cdrom)"}},
+		{name: "an ISO image as a CD-ROM", conf: "ostype: l26\nsata0: local:iso/OpenCore-v21.iso,media=cdrom,cache=unsafe\n", want: none},
+		{name: "an .img on an image storage's images dir is a disk", conf: "ostype: l26\nscsihw: virtio-scsi-single\nscsi0: local:100/vm-100-disk-0.raw,cache=unsafe,discard=on\n",
+			want: []string{"error cache-unsafe scsi0"}, fixes: map[string]string{"cache-unsafe scsi0": "qm set 100 --scsi0 local:100/vm-100-disk-0.raw,discard=on"}},
 		// read-only drives and drive kinds
 		{name: "ro=1 takes no guest writes", conf: "scsi0: " + lvmVol + ",ro=1,cache=unsafe\nvirtio0: local-lvm:vm-100-disk-1,ro=1,cache=writeback\n", want: none},
 		{name: "a template's disks are read-only", conf: "template: 1\nscsi0: " + lvmVol + ",cache=unsafe\n", want: none},
@@ -111,6 +174,9 @@ func ruleCases() []ruleCase {
 			msgs: map[string]string{"cache-unsafe scsi0": "node RAM (page cache; lab: 1,050,036 kB still dirty after fsync)"}},
 		{name: "cache=writeback on iSCSI", conf: "scsi0: san:0.0.1.scsi-36001405abc,cache=writeback\n",
 			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "node RAM"}},
+		// Issue 26 #11: the guest's flushes are honoured; no UPS story.
+		{name: "cache=writeback: what a crash loses", conf: "scsi0: " + lvmVol + ",cache=writeback,discard=on\n",
+			want: []string{"warning cache-writeback scsi0"}, msgs: map[string]string{"cache-writeback scsi0": "the guest's flushes are honoured, so a host crash loses only what the guest had not flushed, as with a disk's own write cache"}},
 		{name: "cache=writeback on a passthrough disk", conf: "scsi1: /dev/disk/by-id/ata-Samsung_SSD_870_S1,cache=writeback\n", want: []string{"warning cache-writeback scsi1"}},
 		{name: "cache=writethrough and directsync are safe", conf: "scsi0: " + lvmVol + ",cache=writethrough,discard=on\nscsi1: local-lvm:vm-100-disk-1,cache=directsync,discard=on\n", want: none},
 		// discard, with evidence per storage
@@ -130,11 +196,20 @@ func ruleCases() []ruleCase {
 		// limits, parse errors
 		{name: "mbps with mbps_rd", conf: "scsi0: " + lvmVol + ",discard=on,mbps=10,mbps_rd=5\n",
 			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on,mbps_rd=5"},
-			msgs: map[string]string{"limit-invalid scsi0": "mbps cannot be combined with mbps_rd: Proxmox rejects the whole disk line"}},
+			msgs: map[string]string{"limit-invalid scsi0": "mbps cannot be combined with mbps_rd: Proxmox rejects the whole disk line (Drive.pm parse_drive) and starts the VM without the disk"}},
+		// Issue 26 #4: Drive.pm checks a burst against its rate for mbps
+		// only (its iops check names miops*): qm set takes the line, and
+		// QEMU refuses to start.
+		{name: "iops_wr_max without iops_wr: QEMU refuses, not Proxmox", conf: "scsi0: " + lvmVol + ",discard=on,iops_wr_max=100\n",
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"limit-invalid scsi0": `iops_wr_max requires iops_wr: qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: "bps_max/iops_max require corresponding bps/iops values"`}},
+		{name: "mbps_wr_max without mbps_wr: Proxmox", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr_max=100\n",
+			want: []string{"error limit-invalid scsi0"}, msgs: map[string]string{"limit-invalid scsi0": "mbps_wr_max requires mbps_wr: Proxmox rejects the whole disk line"}},
 		{name: "a burst without its rate, a length without its burst", conf: "scsi0: " + lvmVol + ",discard=on,iops_max=100,bps_max_length=3\n",
-			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
+			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"limit-invalid scsi0": "iops_max requires iops; bps_max_length requires mbps_max: Proxmox rejects the whole disk line"}},
 		{name: "limits on a CD-ROM", conf: "ide2: local:iso/debian.iso,media=cdrom,iops_max=100\n", want: []string{"error limit-invalid ide2"}},
-		{name: "limits on an empty CD-ROM drive: Proxmox rejects the line all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
+		{name: "limits on an empty CD-ROM drive: QEMU refuses them all the same", conf: "ide2: none,media=cdrom,iops_max=100\n",
 			want: []string{"error limit-invalid ide2"}, fixes: map[string]string{"limit-invalid ide2": "qm set 100 --ide2 none,media=cdrom"},
 			notes: []string{"ide2 is an empty CD-ROM drive"}},
 		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
@@ -213,7 +288,7 @@ func checkCommand(t *testing.T, f Finding) {
 // the finding stays, without a command.
 func TestMoveSlots(t *testing.T) {
 	var conf strings.Builder
-	conf.WriteString("ostype: l26\nsata0: local-lvm:vm-100-disk-99,discard=on\n")
+	conf.WriteString("ostype: l26\nscsihw: virtio-scsi-single\nsata0: local-lvm:vm-100-disk-99,discard=on\n")
 	for i := 0; i < 30; i++ {
 		conf.WriteString("scsi" + strconv.Itoa(i) + ": local-lvm:vm-100-disk-" + strconv.Itoa(i) + ",discard=on\n")
 	}

@@ -21,11 +21,7 @@ type Seen struct {
 
 // AgentEnabled reads a VM config's agent option ("1", "enabled=1,..."):
 // whether the VM has a guest agent channel to ask.
-func AgentEnabled(opt string) bool {
-	first, _, _ := strings.Cut(opt, ",")
-	b, _ := qemuserver.ParseBool(strings.TrimPrefix(first, "enabled="))
-	return b
-}
+func AgentEnabled(opt string) bool { return qemuserver.AgentEnabled(opt) }
 
 // Ask asks the guest agent for its disks (guest-get-disks) and mounted
 // filesystems (guest-get-fsinfo), one short exchange each, and places them

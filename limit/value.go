@@ -243,7 +243,11 @@ func Validate(s Set) error {
 		}
 	}
 	if p := qemuserver.LimitProblems(s.Options()); len(p) > 0 {
-		return exitcode.Usagef("limit: Proxmox rejects this: %s (nothing was changed)", strings.Join(p, "; "))
+		who := "Proxmox rejects this"
+		if qemuserver.LimitRefuser(p) == "QEMU" {
+			who = "QEMU rejects this (" + qemuserver.QEMUMaxMsg + ")"
+		}
+		return exitcode.Usagef("limit: %s: %s (nothing was changed)", who, strings.Join(p, "; "))
 	}
 	l := s.QEMU()
 	for _, k := range qemuserver.LimitKeys {

@@ -200,7 +200,10 @@ func TestValidate(t *testing.T) {
 		{Set{"mbps": 50, "mbps_wr": 10}, "mbps cannot be combined with mbps_wr"},
 		{Set{"iops": 50, "iops_wr": 10}, "iops cannot be combined with iops_wr"},
 		{Set{"mbps_rd_max": 40}, "mbps_rd_max requires mbps_rd"},
-		{Set{"iops_max": 40}, "iops_max requires iops"},
+		// Proxmox saves iops_max without iops (Drive.pm checks miops*):
+		// it is QEMU that refuses it.
+		{Set{"iops_max": 40}, "QEMU rejects this (bps_max/iops_max require corresponding bps/iops values): iops_max requires iops"},
+		{Set{"iops_max": 40, "mbps_max": 5}, "Proxmox rejects this: mbps_max requires mbps; iops_max requires iops"},
 		{Set{"mbps_wr": 20, "mbps_wr_max": 40, "iops_wr_max_length": 5}, "iops_wr_max_length requires iops_wr_max"},
 		{Set{"mbps_wr": 20, "bps_wr_max_length": 5}, "bps_wr_max_length requires mbps_wr_max"},
 		// Proxmox takes an explicit length of 1 as set: it needs its burst too.

@@ -397,8 +397,10 @@ func parseBlockdev(val string) (*DiskSettings, error) {
 func parseDrive(val string) *DiskSettings {
 	m, _ := SplitQemuOpts(val, "file")
 	id := strings.TrimPrefix(m["id"], "drive-")
-	if id == "" || m["if"] == "pflash" {
-		// EFI vars on pflash (legacy generation) are firmware, not a disk device.
+	if id == "" || m["if"] == "pflash" && id != "efidisk0" {
+		// The OVMF code on pflash unit 0 has no id: firmware, no disk.
+		// The EFI vars (unit 1, id drive-efidisk0) are the VM's efidisk0,
+		// with QEMU's -drive defaults where OVMF.pm sets nothing.
 		return nil
 	}
 	d := &DiskSettings{ID: id, NodeTop: m["id"], Path: m["file"], Format: m["format"], WriteCache: "on", Discard: "ignore", DetectZeroes: "off"}

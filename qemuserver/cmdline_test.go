@@ -74,8 +74,13 @@ func TestParseCmdlineLegacyDrive(t *testing.T) {
 	if c.Machine != "pc-i440fx-8.1+pve0" || c.Pidfile != "/var/run/qemu-server/370.pid" || c.QMPSocket != "/var/run/qemu-server/370.qmp" || c.Blockdev {
 		t.Errorf("%+v", c)
 	}
-	if ids := c.DiskIDs(); !reflect.DeepEqual(ids, []string{"ide0", "ide2", "sata0", "scsi0", "scsi1", "virtio0"}) {
-		t.Errorf("disks %v (pflash is firmware)", ids)
+	if ids := c.DiskIDs(); !reflect.DeepEqual(ids, []string{"ide0", "ide2", "sata0", "scsi0", "scsi1", "virtio0", "efidisk0"}) {
+		t.Errorf("disks %v (the OVMF code on pflash is firmware, the vars are efidisk0)", ids)
+	}
+	// Issue 26 #9: OVMF.pm gives the vars' -drive no cache= or aio=:
+	// QEMU's defaults run, writeback and threads.
+	if e := c.Disks["efidisk0"]; e.Mode() != "writeback" || e.AIO != "threads" || e.Path != "/dev/pve/vm-370-disk-9" || e.Driver != "host_device" || e.DetectZeroes != "off" {
+		t.Errorf("efidisk0 %+v", e)
 	}
 	s0 := c.Disks["scsi0"]
 	if s0.Mode() != "none" || s0.AIO != "native" || s0.Discard != "unmap" || s0.DetectZeroes != "unmap" || s0.Driver != "host_device" || s0.Controller != "virtio-scsi-pci" || !s0.Limits.Equal(Limits{"bps-write": 20 * MiB}) {

@@ -34,6 +34,11 @@ type Config struct {
 	// PendingDelete lists keys that the next start (or hotplug) removes.
 	PendingDelete []string
 	Description   string
+	// Skipped says what parse_vm_config skips with a warning and the VM
+	// starts without: a line that is not `key: value` (an empty `boot:`,
+	// a pasted warning), a value its schema refuses (that key is dropped),
+	// `delete:` outside [PENDING]. One sentence each, naming the line.
+	Skipped []string
 	// Digest is the SHA-1 (hex) of the file as read: qemu-server's
 	// $conf->{digest} (parse_vm_config), which `qm set --digest` compares
 	// with the file it is about to change (see Digest).
@@ -137,8 +142,12 @@ func DigestMismatch(msg string) bool {
 // used in error messages. Only the main section and [PENDING] are kept:
 // snapshots, [special:cloudinit], [special:fleecing] and unknown sections
 // are skipped. As in Proxmox, a key given twice keeps its last value, and
-// "cdrom" is IDE2. A line of no known shape is an error (Proxmox skips it
-// with a warning: "unable to parse config").
+// "cdrom" is IDE2. Proxmox reads a config leniently (parse_vm_config in
+// QemuServer.pm, non-strict): a line of no known shape is skipped with a
+// warning ("unable to parse config: LINE"), and so is a value that fails
+// its schema ("unable to parse value of 'KEY'": the key is dropped, its
+// default applies); the VM starts. Both are skipped here too and said in
+// Skipped. The error is for a file that is no config at all.
 func ParseConfig(r io.Reader, name string) (*Config, error) {
 	c := &Config{Path: name, Main: map[string]string{}, Lines: map[string]int{}, Pending: map[string]string{}}
 	sc := bufio.NewScanner(r)
@@ -170,7 +179,8 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 		}
 		m := keyRe.FindStringSubmatch(line)
 		if m == nil {
-			return nil, fmt.Errorf("%w: %s line %d: cannot parse %s", ErrParse, name, lineNo, clip(line))
+			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: %s is not a `key: value` line: Proxmox skips it (\"unable to parse config\") and starts the VM without it", name, lineNo, clip(line)))
+			continue
 		}
 		key, val := m[1], m[2]
 		switch {
@@ -188,10 +198,16 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 						c.PendingDelete = append(c.PendingDelete, k)
 					}
 				}
+				continue
 			}
-			continue // outside [PENDING] Proxmox refuses it
+			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: delete: outside [PENDING]: Proxmox skips it (\"property 'delete' is only allowed in [PENDING]\")", name, lineNo))
+			continue
 		case key == "cdrom":
 			key = "ide2" // the old alias of ide2
+		}
+		if why := checkValue(key, val); why != "" {
+			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: %s: %s: Proxmox drops the key (\"unable to parse value of '%s'\") and uses its default", name, lineNo, key, why, key))
+			continue
 		}
 		if section == "PENDING" {
 			c.Pending[key] = val

@@ -1,7 +1,6 @@
 package qemuserver
 
 import (
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -101,13 +100,84 @@ junk that is skipped with its unknown section
 		t.Errorf("Get(agent) = %q %v", v, ok)
 	}
 
-	for _, bad := range []string{"name:\n", "Name: x\n", "a1b: x\n", "just text\n", "scsi0 local-lvm:vm-1-disk-0\n"} {
-		_, err := ParseConfig(strings.NewReader(bad), "x.conf")
-		if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), "x.conf line 1") {
-			t.Errorf("%q: %v", bad, err)
-		}
+	if len(c.Skipped) != 1 || !strings.Contains(c.Skipped[0], "100.conf line 12: delete: outside [PENDING]") {
+		t.Errorf("skipped %q", c.Skipped)
 	}
-	_, err = ParseConfig(strings.NewReader("name: "+strings.Repeat("x", 5<<20)+"\n"), "big.conf")
+	// The pending delete: is no warning.
+	if p, _ := ParseConfig(strings.NewReader("[PENDING]\ndelete: scsi0\n"), "p.conf"); len(p.Skipped) != 0 || !reflect.DeepEqual(p.PendingDelete, []string{"scsi0"}) {
+		t.Errorf("pending delete: %q %v", p.Skipped, p.PendingDelete)
+	}
+}
+
+// TestParseConfigLenient (issue 26 #3): parse_vm_config (QemuServer.pm,
+// non-strict, as every start and qm command reads) skips a line that is not
+// `key: value` and drops a key whose value fails its schema; the VM starts.
+// So the rest of the file is read, and each skipped line is said once.
+func TestParseConfigLenient(t *testing.T) {
+	for _, c := range []struct {
+		name, conf string
+		skipped    []string          // substrings, one per Skipped entry, in order
+		want       map[string]string // main-section keys kept
+		gone       []string          // keys dropped
+	}{
+		// 5 of 46 real configs: Proxmox's pattern needs a value.
+		{"empty boot", "boot:\nscsi0: local-lvm:vm-105-disk-0,size=20G\n",
+			[]string{`x.conf line 1: "boot:" is not a ` + "`key: value`" + ` line: Proxmox skips it ("unable to parse config")`},
+			map[string]string{"scsi0": "local-lvm:vm-105-disk-0,size=20G"}, []string{"boot"}},
+		// "boot: " has a value, a blank: Proxmox keeps it (the cfg2cmd test
+		// bootorder-empty), and its blank part is skipped by the format.
+		{"blank boot", "boot: \nostype: l26\n", nil, map[string]string{"boot": " ", "ostype": "l26"}, nil},
+		// A `qm config` paste that begins with Proxmox's own warning.
+		{"pasted warning", "vm 105 - unable to parse config: boot:\nostype: l26\n",
+			[]string{`x.conf line 1: "vm 105 - unable to parse config: boot:" is not`}, map[string]string{"ostype": "l26"}, nil},
+		{"no colon", "scsi0 local-lvm:vm-1-disk-0\nmemory: 512\n", []string{"line 1: \"scsi0 local-lvm:vm-1-disk-0\""}, map[string]string{"memory": "512"}, []string{"scsi0"}},
+		{"capital key", "Name: x\n", []string{`line 1: "Name: x"`}, map[string]string{}, []string{"Name", "name"}},
+		{"digit inside key", "a1b: x\n", []string{`line 1: "a1b: x"`}, map[string]string{}, []string{"a1b"}},
+		{"empty name", "name:\n", []string{`line 1: "name:"`}, map[string]string{}, []string{"name"}},
+		{"text", "just text\nname: ok\n", []string{`line 1: "just text"`}, map[string]string{"name": "ok"}, nil},
+		// A value that fails its schema drops that key only.
+		{"scsihw unknown", "scsihw: virtio-scsi\nscsi0: local-lvm:vm-1-disk-0\n",
+			[]string{`x.conf line 1: scsihw: value "virtio-scsi" is not one of lsi, lsi53c810, virtio-scsi-pci, virtio-scsi-single, megasas, pvscsi: Proxmox drops the key ("unable to parse value of 'scsihw'") and uses its default`},
+			map[string]string{"scsi0": "local-lvm:vm-1-disk-0"}, []string{"scsihw"}},
+		{"ostype unknown", "ostype: linux\n", []string{`ostype: value "linux" is not one of other, wxp`}, map[string]string{}, []string{"ostype"}},
+		{"template not a boolean", "template: maybe\n", []string{`template: value "maybe" is not a boolean`}, map[string]string{}, []string{"template"}},
+		{"boot with efidisk0", "boot: order=efidisk0;scsi0\n", []string{`boot: boot "order=efidisk0;scsi0": invalid boot device "efidisk0"`}, map[string]string{}, []string{"boot"}},
+		{"boot legacy bad", "boot: cdx\n", []string{`legacy "cdx" does not match [acdn]{1,4}`}, map[string]string{}, []string{"boot"}},
+		{"boot unknown key", "boot: first=scsi0\n", []string{`invalid key "first"`}, map[string]string{}, []string{"boot"}},
+		{"boot order empty", "boot: order=\n", []string{`"order=" is not key=value`}, map[string]string{}, []string{"boot"}},
+		{"boot twice", "boot: cd,dc\n", []string{`duplicate key legacy`}, map[string]string{}, []string{"boot"}},
+		// A pending value is checked as a main one.
+		{"pending scsihw", "scsihw: lsi\n[PENDING]\nscsihw: fast\n", []string{"line 3: scsihw"}, map[string]string{"scsihw": "lsi"}, nil},
+		// Accepted: nothing skipped.
+		{"valid", "boot: order=scsi0;ide2;net0;usb13;hostpci15\nscsihw: megasas\nostype: win11\ntemplate: 1\n", nil,
+			map[string]string{"boot": "order=scsi0;ide2;net0;usb13;hostpci15", "scsihw": "megasas", "ostype": "win11", "template": "1"}, nil},
+		{"legacy boot and order", "boot: legacy=cdn,order=virtio0 sata5\n", nil, map[string]string{"boot": "legacy=cdn,order=virtio0 sata5"}, nil},
+		{"usb14 is none", "boot: order=usb14\n", []string{`invalid boot device "usb14"`}, map[string]string{}, []string{"boot"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseConfig(strings.NewReader(c.conf), "x.conf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Skipped) != len(c.skipped) {
+				t.Fatalf("skipped %q, want %d", cfg.Skipped, len(c.skipped))
+			}
+			for i, want := range c.skipped {
+				if !strings.Contains(cfg.Skipped[i], want) {
+					t.Errorf("skipped[%d] = %q, want %q", i, cfg.Skipped[i], want)
+				}
+			}
+			if !reflect.DeepEqual(cfg.Main, c.want) {
+				t.Errorf("main %q, want %q", cfg.Main, c.want)
+			}
+			for _, k := range c.gone {
+				if _, ok := cfg.Main[k]; ok {
+					t.Errorf("%s kept", k)
+				}
+			}
+		})
+	}
+	_, err := ParseConfig(strings.NewReader("name: "+strings.Repeat("x", 5<<20)+"\n"), "big.conf")
 	if err == nil || !strings.Contains(err.Error(), "big.conf") {
 		t.Errorf("5 MB line: %v", err)
 	}

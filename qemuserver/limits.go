@@ -3,6 +3,7 @@ package qemuserver
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +107,29 @@ func ValidateLimit(key, val string) error {
 func (d *Drive) LimitProblems() []string {
 	return LimitProblems(d.Opts)
 }
+
+// LimitRefuser names who refuses a set of limit problems: "Proxmox" when
+// parse_drive does (Drive.pm: it drops the disk line), "QEMU" when only
+// iops*_max without its rate is wrong (Proxmox saves that line; QEMU's
+// throttle_is_valid refuses it at start, or live). "" without problems.
+func LimitRefuser(problems []string) string {
+	if len(problems) == 0 {
+		return ""
+	}
+	for _, p := range problems {
+		if !qemuOnlyLimitRe.MatchString(p) {
+			return "Proxmox"
+		}
+	}
+	return "QEMU"
+}
+
+// QEMUMaxMsg is QEMU's refusal of a burst without its rate
+// (throttle_is_valid), as QEMU 7.2 prints it for
+// throttling.iops-write-max=100 alone.
+const QEMUMaxMsg = "bps_max/iops_max require corresponding bps/iops values"
+
+var qemuOnlyLimitRe = regexp.MustCompile(`^iops(_rd|_wr)?_max requires iops(_rd|_wr)?$`)
 
 // LimitProblems checks a set of Proxmox limit options.
 func LimitProblems(opts map[string]string) []string {

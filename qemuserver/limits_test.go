@@ -106,3 +106,27 @@ func TestLimitsConversion(t *testing.T) {
 		t.Error("isLength")
 	}
 }
+
+// TestLimitRefuser (issue 26 #4): parse_drive refuses every pairing but a
+// burst of iops without its rate (it checks miops*, keys that do not
+// exist), which QEMU refuses.
+func TestLimitRefuser(t *testing.T) {
+	for opts, want := range map[string]string{
+		"":                          "",
+		"iops_wr_max=100":           "QEMU",
+		"iops_max=1,iops_rd_max=2":  "QEMU",
+		"mbps_max=1":                "Proxmox",
+		"iops_max=1,mbps_rd_max=2":  "Proxmox",
+		"iops_max_length=3":         "Proxmox",
+		"iops=1,iops_rd=2":          "Proxmox",
+		"iops_wr=5,iops_wr_max=100": "",
+	} {
+		m, _ := SplitQemuOpts(opts, "")
+		if opts == "" {
+			m = map[string]string{}
+		}
+		if got := LimitRefuser(LimitProblems(m)); got != want {
+			t.Errorf("%q: %q, want %q (%v)", opts, got, want, LimitProblems(m))
+		}
+	}
+}

@@ -240,8 +240,12 @@ func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSetti
 		}
 	}
 	drv := d
-	if d.Bus == "efidisk" && vm.Blockdev && d.Opts["cache"] == "" {
-		// Since -blockdev, EFI vars disks get writeback explicitly (OVMF.pm).
+	// EFI vars run with writeback in both generations (OVMF.pm): since
+	// -blockdev explicitly (generate_ovmf_blockdev); before it
+	// print_ovmf_drive_commandlines gives -drive if=pflash,unit=1 no cache=
+	// (writeback only for RBD), so QEMU's default, writeback, applies.
+	efiDrive := d.Bus == "efidisk" && !vm.Blockdev
+	if d.Bus == "efidisk" && d.Opts["cache"] == "" {
 		drv = d.Clone()
 		drv.Opts["cache"] = "writeback"
 	}
@@ -263,6 +267,11 @@ func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSetti
 			s.Discard = "unmap"
 		}
 		s.DetectZeroes = DetectZeroes(d)
+	}
+	if efiDrive {
+		// The pflash -drive has no aio= or detect-zeroes=: QEMU's
+		// defaults, threads and off.
+		s.AIO, s.DetectZeroes = "threads", "off"
 	}
 	switch d.Bus {
 	case "virtio":

@@ -93,7 +93,12 @@ func TestPredictShapes(t *testing.T) {
 		{"efidisk0", "local-lvm:vm-1-disk-1,efitype=4m", bd, func(s DiskSettings) bool {
 			return s.Mode() == "writeback" && s.Controller == "efi" && s.AIO == "io_uring"
 		}},
-		{"efidisk0", "local-lvm:vm-1-disk-1,efitype=4m", legacy, func(s DiskSettings) bool { return s.Mode() == "none" }},
+		// -drive if=pflash without cache= or aio= (OVMF.pm): QEMU's
+		// defaults, not Proxmox's none and io_uring.
+		{"efidisk0", "local-lvm:vm-1-disk-1,efitype=4m", legacy, func(s DiskSettings) bool {
+			return s.Mode() == "writeback" && s.AIO == "threads" && s.DetectZeroes == "off" && s.Discard == "ignore"
+		}},
+		{"efidisk0", "ceph:vm-1-disk-1", legacy, func(s DiskSettings) bool { return s.Mode() == "writeback" && s.Driver == "rbd" }},
 		{"efidisk0", "ceph:vm-1-disk-1", bd, func(s DiskSettings) bool { return !s.CacheDirect && s.AIO == "" && s.Driver == "rbd" }},
 		{"scsi0", "san:0.0.1.scsi-3600", bd, func(s DiskSettings) bool { return s.Driver == "host_device" && s.Device == "scsi-hd" }},
 		{"scsi3", "/dev/sdc,scsiblock=1,mbps_wr=5", bd, func(s DiskSettings) bool { return len(s.Limits) == 0 }},

@@ -130,6 +130,10 @@ type UnmodelledError struct {
 	Storage *Storage
 	Volid   string
 	Why     string
+	// Known is what storage.cfg does tell when only the path is unknown
+	// (a krbd device: host_device, raw), so the rules that depend on the
+	// storage and not on the path still apply; nil when nothing is.
+	Known *Volume
 }
 
 func (e *UnmodelledError) Error() string {
@@ -236,7 +240,8 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 		if s.Facts().Volumes == storagetype.VolKRBD {
 			fsid := s.Props["fsid"]
 			if fsid == "" {
-				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold"}
+				return Volume{}, &UnmodelledError{Storage: s, Why: "a krbd device is named by the Ceph cluster's fsid, which storage.cfg does not hold",
+					Known: &Volume{Driver: "host_device", Format: "raw"}}
 			}
 			return Volume{Path: "/dev/rbd-pve/" + fsid + "/" + image, Driver: "host_device", Format: "raw"}, nil
 		}
@@ -257,6 +262,31 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 		return Volume{}, fmt.Errorf("storage %s is a Proxmox Backup Server: it holds backups, not VM disks", s.ID)
 	}
 	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
+}
+
+// IsISO reports a volume of ISO content: pve-storage's parse_volname gives
+// vtype iso for iso/NAME.iso or .img on the storages that keep files
+// (Plugin.pm; dir, nfs, cifs, cephfs, btrfs, glusterfs). qemu-server
+// refuses to start such a drive without an explicit media= (QemuServer.pm
+// print_drive_commandline_full, Blockdev.pm generate_file_blockdev:
+// "explicit media parameter is
+// required for iso images"), and qm set refuses it without media=cdrom
+// (API2/Qemu.pm check_drive_param: "explicit 'media=cdrom' is required for
+// iso images").
+func (st Storages) IsISO(volid string) bool {
+	sid, volname, ok := strings.Cut(volid, ":")
+	if !ok {
+		return false
+	}
+	s := st[sid]
+	if s == nil {
+		return false
+	}
+	switch s.Type {
+	case "dir", "nfs", "cifs", "cephfs", "btrfs", "glusterfs":
+		return dirISORe.MatchString(volname)
+	}
+	return false
 }
 
 // rbdPool is get_rbd_path's pool and namespace.

@@ -260,3 +260,28 @@ func TestStorageHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestIsISO (issue 26 #6): parse_volname's vtype iso, which qemu-server
+// refuses to start without media= and qm set refuses without media=cdrom.
+func TestIsISO(t *testing.T) {
+	st, _ := ParseStorages(strings.NewReader(storageCfg), "storage.cfg")
+	for volid, want := range map[string]bool{
+		"local:iso/debian.iso":           true,
+		"local:iso/OpenCore-v21.ISO":     true, // the extension in any case
+		"nas:iso/recovery-sequoia.img":   true,
+		"smb:iso/macOS.iso":              true,
+		"vmimages:iso/x.iso":             true, // content-dirs moves the directory, not the name
+		"local:iso/sub/x.iso":            false,
+		"local:iso/x.qcow2":              false,
+		"local:100/vm-100-disk-0.raw":    false,
+		"local:import/x.raw":             false,
+		"local-lvm:iso/x.iso":            false, // LVM's parse_volname has no iso
+		"nostorage:iso/x.iso":            false,
+		"/var/lib/vz/template/iso/x.iso": false, // a path is no volume id
+		"none":                           false,
+	} {
+		if got := st.IsISO(volid); got != want {
+			t.Errorf("IsISO(%q) = %v", volid, got)
+		}
+	}
+}

@@ -75,6 +75,8 @@ func LoadUses(ctx context.Context, n node.Node) (Uses, []string) {
 			notes = append(notes, fileNote(f, err))
 			continue
 		}
+		// A line Proxmox skips names no volume; it is said.
+		notes = append(notes, cfg.Skipped...)
 		u.addVM(vmid, cfg.Main)
 	}
 	cts, _ := filepath.Glob(p.Join("/etc/pve/lxc/*.conf"))

@@ -29,6 +29,7 @@ var ErrNoConfig = exitcode.New(exitcode.Usage, "no such VM on this node")
 
 // VM is one VM as far as this node can tell.
 type VM struct {
+	lock     *Lock // the config's lock, read by Load (Lock)
 	VMID     int
 	Config   *qemuserver.Config
 	Storages qemuserver.Storages
@@ -50,7 +51,8 @@ type VM struct {
 	Unused []Unused
 	// Notes say what the model had to take from the node rather than from
 	// storage.cfg: volumes of storages it does not model, resolved through
-	// `pvesm path`, and those storages' use from `pvesm status`.
+	// `pvesm path`, and those storages' use from `pvesm status`; and the
+	// config lines Proxmox skips with a warning (qemuserver Config.Skipped).
 	Notes []string
 	paths node.Paths
 	// pvesmPath resolves a volume of a storage the model does not know (nil
@@ -149,6 +151,9 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 		return nil, exitcode.Wrap(exitcode.Usage, fmt.Sprintf("VM %d: %s is not a readable VM config", vmid, cfgPath), err)
 	}
 	v.Config = cfg
+	// What Proxmox skips with a warning is said, and the rest is checked.
+	v.Notes = append(v.Notes, cfg.Skipped...)
+	v.lock = v.readLock(ctx, n)
 	if v.Storages, err = ReadStorages(ctx, n); err != nil {
 		return nil, err
 	}
@@ -271,6 +276,11 @@ func (v *VM) buildDisks() {
 	}
 	if v.Cmdline != nil {
 		for k := range v.Cmdline.Disks {
+			if _, inConfig := ids[k]; k == "efidisk0" && !inConfig {
+				// OVMF's temporary vars copy of a VM without efidisk0
+				// (OVMF.pm: "no efidisk configured!"): no disk of the VM.
+				continue
+			}
 			ids[k] = ""
 		}
 	}
@@ -328,6 +338,12 @@ func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuse
 		var ue *qemuserver.UnmodelledError
 		if errors.As(err, &ue) {
 			r, err = v.resolveThroughNode(drv, ue)
+			if err != nil && ue.Known != nil && drv.Kind() != qemuserver.KindTPMState {
+				// Only the path is unknown: the settings follow from
+				// storage.cfg, and the path would only add evidence.
+				s := qemuserver.PredictVolume(drv, *ue.Known, v.Storages[drv.StorageID()], defs)
+				return nil, &s, fmt.Errorf("%w; its settings are predicted from storage.cfg (%s, %s), without the device's path", err, ue.Known.Driver, ue.Known.Format)
+			}
 		}
 		if err != nil {
 			return nil, nil, err

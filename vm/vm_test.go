@@ -306,3 +306,38 @@ efidisk0: local-lvm:vm-300-disk-1,efitype=4m
 		t.Errorf("tpmstate0 unchanged in [PENDING] has a pending drive: %+v", tpm.PendingDrive)
 	}
 }
+
+// TestLegacyEFIVars (issue 26 #9): under -drive the EFI vars are
+// `-drive if=pflash,unit=1,id=drive-efidisk0` with no cache= or aio=
+// (OVMF.pm print_ovmf_drive_commandlines), so QEMU's defaults run:
+// writeback and threads, predicted and read alike (no drift). A VM without
+// efidisk0 runs on a temporary vars copy, which is no disk of the VM.
+func TestLegacyEFIVars(t *testing.T) {
+	argv := func(vars string) []string {
+		return []string{"/usr/bin/kvm", "-id", "302", "-pidfile", "/var/run/qemu-server/302.pid",
+			"-drive", "if=pflash,unit=0,format=raw,readonly=on,file=/usr/share/pve-edk2-firmware//OVMF_CODE_4M.secboot.fd",
+			"-drive", "if=pflash,unit=1,id=drive-efidisk0,format=raw,file=" + vars + ",size=540672",
+			"-drive", "file=/dev/pve/vm-302-disk-1,if=none,id=drive-scsi0,format=raw,cache=none,aio=io_uring,detect-zeroes=on",
+			"-device", "scsi-hd,drive=drive-scsi0,id=scsi0",
+			"-machine", "type=pc-q35-8.1+pve0"}
+	}
+	p := writeNode(t, 302, "bios: ovmf\nmachine: pc-q35-8.1\nefidisk0: local-lvm:vm-302-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M\nscsi0: local-lvm:vm-302-disk-1\n")
+	writeRunning(t, p, 302, argv("/dev/pve/vm-302-disk-0"))
+	v, err := Load(context.Background(), node.New(p, 0), 302)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := v.Disk("efidisk0")
+	if e == nil || e.Configured == nil || e.Running == nil || e.Configured.Mode() != "writeback" || e.Configured.AIO != "threads" || e.Running.Mode() != "writeback" || e.Running.AIO != "threads" {
+		t.Fatalf("efidisk0 %+v", e)
+	}
+	if d := qemuserver.Diff(*e.Configured, *e.Running); len(d) != 0 {
+		t.Errorf("drift %v", d)
+	}
+	// No efidisk0 in the config: OVMF.pm's temporary copy is not listed.
+	p = writeNode(t, 302, "bios: ovmf\nmachine: pc-q35-8.1\nscsi0: local-lvm:vm-302-disk-1\n")
+	writeRunning(t, p, 302, argv("/run/qemu-server/efidisk/302-ovmf.fd"))
+	if v, err = Load(context.Background(), node.New(p, 0), 302); err != nil || v.Disk("efidisk0") != nil || len(v.Disks) != 1 {
+		t.Errorf("%v %+v", err, v.Disks)
+	}
+}

@@ -229,10 +229,16 @@ func TestCacheStoppedBusyAndBadInput(t *testing.T) {
 	if _, errs, code = runCLI(t, "--root", n.Root, "cache", "374", "efidisk0"); code != 2 || !strings.Contains(errs, "374.conf line 2") {
 		t.Errorf("cache 374 efidisk0: exit %d stderr %q", code, errs)
 	}
-	os.WriteFile(n.Paths.VMConfig(373), []byte("name: x\nthis is not a config line\n"), 0o644)
-	_, errs, code = runCLI(t, "--root", n.Root, "cache", "373")
-	if code != 2 || !strings.Contains(errs, "373.conf line 2") {
-		t.Errorf("garbage line: exit %d stderr %q", code, errs)
+	// A line that is not `key: value`: Proxmox skips it with a warning and
+	// starts the VM (issue 26 #3), so cache shows the disks (stopped: exit
+	// 3) and a note names the line.
+	os.WriteFile(n.Paths.VMConfig(373), []byte("name: x\nthis is not a config line\nscsi0: local-lvm:vm-373-disk-0,size=1G\n"), 0o644)
+	view = cache.View{}
+	errs, code = runJSON(t, n, &view, "cache", "373")
+	if code != 3 || len(view.Disks) != 1 || view.Disks[0].ID != "scsi0" || !slices.ContainsFunc(view.Notes, func(s string) bool {
+		return strings.HasSuffix(s, `373.conf line 2: "this is not a config line" is not a `+"`key: value`"+` line: Proxmox skips it ("unable to parse config") and starts the VM without it`)
+	}) {
+		t.Errorf("garbage line: exit %d stderr %q %+v", code, errs, view)
 	}
 }
 

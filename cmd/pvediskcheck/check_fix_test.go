@@ -137,7 +137,7 @@ func TestCheckFixesApply(t *testing.T) {
 				}
 				// The printed command is the command.
 				text := strings.TrimPrefix(f.Fix, "with the VM stopped: ")
-				for _, end := range []string{", then qm reboot", " (adjust the guest"} {
+				for _, end := range []string{", then qm reboot", " (adjust the guest", " (the guest needs"} {
 					text, _, _ = strings.Cut(text, end)
 				}
 				if argv, err := qemuserver.SplitShell(text); err != nil || !slices.Equal(argv, f.Command) {
@@ -160,6 +160,23 @@ func TestCheckFixesApply(t *testing.T) {
 					continue
 				}
 				after := checkStopped(t, n)
+				// A move leaves no unusedN on the volume it moved (issue 26
+				// #8): the double drops it as write_vm_config does.
+				if moved, err := qemuserver.LoadConfig(n.Paths.VMConfig(8006), 8006); err == nil {
+					used := map[string]bool{}
+					for _, k := range qemuserver.DiskKeys(moved.Main) {
+						if d, err := qemuserver.ParseDrive(k, moved.Main[k]); err == nil {
+							used[d.Volume] = true
+						}
+					}
+					for _, k := range qemuserver.UnusedKeys(moved.Main) {
+						if used[moved.Main[k]] {
+							t.Errorf("after %q: %s still lists %s, which a disk uses", argv, k, moved.Main[k])
+						}
+					}
+				} else {
+					t.Errorf("after %q: %v", argv, err)
+				}
 				// The disk the fix moves to, if it moves one.
 				moved := ""
 				for i, a := range argv {

@@ -4,7 +4,8 @@
 // state:
 //
 //   - the drive line is checked as Proxmox checks it (schema, and mbps with
-//     mbps_rd, a *_max without its rate: "400 Parameter verification failed.");
+//     mbps_rd, a *_max without its rate, an ISO image without media=cdrom:
+//     "400 Parameter verification failed.");
 //   - the VM is stopped: the line is written to the config's main section;
 //   - the VM runs and only I/O limits changed: the new limits are applied to
 //     the running QEMU first, through QMP, as vmconfig_update_disk and
@@ -21,9 +22,13 @@
 //
 // On a stopped VM it first applies what [PENDING] holds, as qemu-server
 // does. --delete KEYS removes keys (a stopped VM's disk volume stays as unusedN,
-// and an unusedN a disk uses again goes, as qemu-server writes configs); on
-// a running VM they wait in [PENDING]'s delete list. Other VM options are
+// and an unusedN a disk uses again goes, as qemu-server writes configs, so a
+// move in one command leaves none; a deleted device leaves boot: order=, as
+// update_vm does); on a running VM they wait in [PENDING]'s delete list. Other VM options are
 // written to the main section.
+//
+// A locked config (lock: KIND) is refused with "VM is locked (KIND)" unless
+// --skiplock 1, as update_vm's check_lock does.
 //
 // It prints "update VM <vmid>: -<key> <value>" as qm does.
 //
@@ -141,6 +146,15 @@ func set(r string, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := parseConfig(string(text))
+	// check_lock (update_vm, unless --skiplock): a locked config takes no
+	// change.
+	skip := changes["skiplock"] == "1"
+	if lock, ok := cfg.get("", "lock"); ok && !skip {
+		fmt.Fprintf(stderr, "VM is locked (%s)\n", lock)
+		return 255
+	}
+	delete(changes, "skiplock")
+	order = slices.DeleteFunc(order, func(k string) bool { return k == "skiplock" })
 	blockdev, running := runningVM(r, vmid)
 	if !running {
 		// qemu-server applies every pending change of a stopped VM when
@@ -169,6 +183,12 @@ func set(r string, args []string, stdout, stderr io.Writer) int {
 		}
 		if p := drv.LimitProblems(); len(p) > 0 {
 			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: %s\n", key, strings.Join(p, "; "))
+			return 255
+		}
+		// API2/Qemu.pm check_drive_param: an ISO-content volume only as
+		// a CD-ROM.
+		if st, err := qemuserver.LoadStorages(filepath.Join(r, "etc/pve/storage.cfg")); err == nil && st.IsISO(drv.Volume) && drv.Opts["media"] != "cdrom" {
+			fmt.Fprintf(stderr, "400 Parameter verification failed.\n%s: explicit 'media=cdrom' is required for iso images\n", key)
 			return 255
 		}
 		oldLine, had := cfg.get("", key)
@@ -440,6 +460,7 @@ func (c *config) remove(keys string, running bool) error {
 		if k == "" {
 			continue
 		}
+		c.dropFromBootOrder(k, running)
 		if running {
 			old, _ := c.get("PENDING", "delete")
 			if old != "" {
@@ -466,6 +487,39 @@ func (c *config) remove(keys string, running bool) error {
 		}
 	}
 	return nil
+}
+
+// dropFromBootOrder is update_vm's "remove from bootorder if necessary"
+// (API2/Qemu.pm): a deleted device leaves boot: order=, the new order
+// written to [PENDING] (applied at once on a stopped VM).
+func (c *config) dropFromBootOrder(k string, running bool) {
+	boot, ok := c.get("", "boot")
+	order, isOrder := strings.CutPrefix(boot, "order=")
+	if !ok || !isOrder || strings.Contains(order, ",") {
+		return
+	}
+	var keep []string
+	found := false
+	for _, d := range strings.FieldsFunc(order, func(r rune) bool { return r == ';' || r == ' ' }) {
+		if d == k {
+			found = true
+			continue
+		}
+		keep = append(keep, d)
+	}
+	if !found {
+		return
+	}
+	sec := ""
+	if running {
+		sec = "PENDING"
+	}
+	if len(keep) == 0 {
+		// print_bootorder of no devices is "": no boot line.
+		c.unset(sec, "boot")
+		return
+	}
+	c.set(sec, "boot", "order="+strings.Join(keep, ";"))
 }
 
 // applyPending moves [PENDING] into the main section: its values, then its
@@ -533,8 +587,10 @@ func (c *config) dropReusedUnused() {
 	s.lines = out
 }
 
-func (c *config) unsetPending(key string) {
-	s := c.section("PENDING", false)
+func (c *config) unsetPending(key string) { c.unset("PENDING", key) }
+
+func (c *config) unset(sec, key string) {
+	s := c.section(sec, false)
 	if s == nil {
 		return
 	}
