@@ -426,8 +426,10 @@ func (v *VM) Disk(id string) *Disk {
 	return nil
 }
 
-// QMPSocket is the VM's QMP socket path: the one on the command line (mapped
-// below the root) or Proxmox's default.
+// QMPSocket is the VM's QMP socket path: qemu-server's fixed one
+// (/var/run/qemu-server/VMID.qmp) below the root. The command line's own
+// -chardev path (qemuserver.Cmdline.QMPSocket) is parsed but not dialled:
+// qemu-server always starts QEMU with this one.
 func (v *VM) QMPSocket() string {
 	return v.paths.QMPSocket(v.VMID)
 }

@@ -7,7 +7,8 @@ import (
 	"text/tabwriter"
 )
 
-// table prints aligned columns; colour codes are added only when e.color.
+// table prints aligned columns (plain text: a colour is added by the
+// caller, to a cell, where the command colours one).
 type table struct {
 	tw *tabwriter.Writer
 }
