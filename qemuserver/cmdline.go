@@ -17,7 +17,7 @@ type Cmdline struct {
 	Argv      []string
 	Machine   string // -machine type=..., e.g. pc-q35-10.0+pve0
 	Pidfile   string
-	QMPSocket string // the QMP -chardev's path as written; the tool dials node.Paths.QMPSocket
+	QMPSocket string                   // the QMP -chardev's path as written; the tool dials node.Paths.QMPSocket
 	Blockdev  bool                     // any disk uses the -blockdev generation
 	Disks     map[string]*DiskSettings // keyed by config key (scsi1)
 	// Devices maps qdev id to the -device options, for callers that need more.
