@@ -238,6 +238,13 @@ func TestClusterSSH(t *testing.T) {
 				t.Fatal(err)
 			}
 		}()
+		// sshd logs a session's end after the client has gone: wait until
+		// every login so far has its "Disconnected" line (a loaded machine
+		// wrote the last one after it was counted), then count.
+		settle := time.Now().Add(10 * time.Second)
+		for log := sc.ssh.Log("pve3"); strings.Count(log, "Accepted publickey for root") != strings.Count(log, "Disconnected from user root") && time.Now().Before(settle); log = sc.ssh.Log("pve3") {
+			time.Sleep(20 * time.Millisecond)
+		}
 		logged := strings.Count(sc.ssh.Log("pve3"), "Disconnected from user root")
 		out, errs, code := sc.run(t, "check", "--all", "--cluster")
 		if code != exitUnreachable || !strings.Contains(errs, "pve3 offline") || !strings.Contains(out, "VM 373 on pve3 (config only: pve3 offline)") || !strings.Contains(out, "VM 372 on pve2 (running)") {
