@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,5 +193,62 @@ func TestReadFileStalls(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 10*time.Second {
 		t.Errorf("took %s", d)
+	}
+}
+
+// ReadSmall: a real procfs counter file read in place; the same refusals
+// as ReadFile whether the file is on procfs or in a fixture tree (a FIFO,
+// a link from the fixture tree to the real /proc, a file as large as the
+// buffer), each exit 2 and at once; a fixture tree's regular file read
+// through ReadFile.
+func TestReadSmall(t *testing.T) {
+	ctx := context.Background()
+	buf := make([]byte, 2048)
+	self := filepath.Join("/proc", strconv.Itoa(os.Getpid()), "task", strconv.Itoa(os.Getpid()), "stat")
+	real := New(NewPaths("/", "/proc", ""), time.Second)
+	if m, err := real.ReadSmall(ctx, self, buf); err != nil || !strings.HasPrefix(string(buf[:m]), strconv.Itoa(os.Getpid())+" (") || !strings.HasSuffix(string(buf[:m]), "\n") {
+		t.Errorf("%s: %q, %v", self, buf[:m], err)
+	}
+	if m, err := real.ReadSmall(ctx, self, buf[:16]); !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != self+": holds 16 bytes or more: not the counter file it should be" || m != 0 {
+		t.Errorf("16-byte buffer: %d, %v", m, err)
+	}
+	if _, err := real.ReadSmall(ctx, "/proc/self/task/0/stat", buf); !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrBadFile) {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := real.ReadSmall(ctx, "/proc/self/cwd", buf); !errors.Is(err, ErrBadFile) {
+		t.Errorf("cwd: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := real.ReadSmall(cancelled, self, buf); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+
+	n, _ := readTree(t)
+	dir := filepath.Join(n.Paths.ProcPid(4242), "task/4242")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte("1 2 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := n.ReadSmall(ctx, filepath.Join(dir, "schedstat"), buf); err != nil || string(buf[:m]) != "1 2 3\n" {
+		t.Errorf("fixture: %q, %v", buf[:m], err)
+	}
+	if m, err := n.ReadSmall(ctx, filepath.Join(dir, "schedstat"), buf[:6]); !errors.Is(err, ErrBadFile) || m != 0 {
+		t.Errorf("fixture, 6-byte buffer: %d, %v", m, err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link(t, self, filepath.Join(dir, "io"))
+	for f, why := range map[string]string{"stat": "is a FIFO, not a regular file", "io": "leads to /proc/" + strconv.Itoa(os.Getpid()) + "/task/"} {
+		t0 := time.Now()
+		if m, err := n.ReadSmall(ctx, filepath.Join(dir, f), buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "outside "+n.Paths.Proc) && f == "io" || m != 0 {
+			t.Errorf("%s: %d, %v", f, m, err)
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("%s: took %s", f, d)
+		}
 	}
 }
