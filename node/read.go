@@ -292,6 +292,12 @@ func (p Paths) readSmall(path string, buf []byte) (int, error) {
 	if err != nil || l >= len(link) || !below(string(link[:l]), tree) {
 		return 0, errNotFast
 	}
+	return readOnce(fd, path, buf)
+}
+
+// readOnce is one read of a procfs file into buf: a seq_file gives all of
+// a file that fits in one read; one that fills buf is refused.
+func readOnce(fd int, path string, buf []byte) (int, error) {
 	for {
 		m, err := syscall.Read(fd, buf)
 		if err == syscall.EINTR {

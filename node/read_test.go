@@ -252,3 +252,57 @@ func TestReadSmall(t *testing.T) {
 		}
 	}
 }
+
+// ProcDir: the real /proc/PID/task read beneath its descriptor; what
+// openat2 will not open beneath it (a symlink: /proc/self) read through
+// ReadSmall, which follows it inside /proc; a fixture tree's directory
+// read file by file through ReadSmall, its FIFO and its link to the real
+// /proc refused.
+func TestProcDir(t *testing.T) {
+	ctx := context.Background()
+	buf := make([]byte, 2048)
+	pid := strconv.Itoa(os.Getpid())
+	real := New(NewPaths("/", "/proc", ""), time.Second)
+	d := real.OpenProcDir("/proc/" + pid + "/task")
+	defer d.Close()
+	if d.fd < 0 {
+		t.Fatal("/proc/PID/task not opened")
+	}
+	if m, err := d.ReadSmall(ctx, pid+"/stat", buf); err != nil || !strings.HasPrefix(string(buf[:m]), pid+" (") {
+		t.Errorf("stat: %q, %v", buf[:m], err)
+	}
+	if m, err := d.ReadSmall(ctx, pid+"/stat", buf[:16]); !errors.Is(err, ErrBadFile) || m != 0 {
+		t.Errorf("16-byte buffer: %d, %v", m, err)
+	}
+	if _, err := d.ReadSmall(ctx, "0/stat", buf); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := d.ReadSmall(ctx, pid, buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("directory: %v", err)
+	}
+	procd := real.OpenProcDir("/proc")
+	defer procd.Close()
+	if m, err := procd.ReadSmall(ctx, "self/stat", buf); err != nil || !strings.HasPrefix(string(buf[:m]), pid+" (") {
+		t.Errorf("self/stat: %q, %v", buf[:m], err)
+	}
+
+	n, _ := readTree(t)
+	dir := filepath.Join(n.Paths.ProcPid(4242), "task")
+	if err := os.MkdirAll(filepath.Join(dir, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "4242/stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link(t, "/proc/"+pid+"/stat", filepath.Join(dir, "4242/io"))
+	fd := n.OpenProcDir(dir)
+	defer fd.Close()
+	if fd.fd >= 0 {
+		t.Errorf("%s: a fixture directory kept open", dir)
+	}
+	for f, why := range map[string]string{"4242/stat": "is a FIFO", "4242/io": "outside " + n.Paths.Proc} {
+		if m, err := fd.ReadSmall(ctx, f, buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), why) || m != 0 {
+			t.Errorf("%s: %d, %v", f, m, err)
+		}
+	}
+}

@@ -32,8 +32,8 @@ type Counters struct {
 }
 
 // Reader reads thread counters below one procfs root, every file through
-// node.Node.ReadSmall (regular files in their tree only, bounded; off a
-// real procfs within the node's timeout: a fixture tree's FIFO cannot hang
+// node.ProcDir's ReadSmall (regular files in their tree only, bounded;
+// off a real procfs within the node's timeout: a fixture tree's FIFO cannot hang
 // top or the exporter).
 type Reader struct {
 	n node.Node
@@ -60,16 +60,17 @@ func NewReader(n node.Node) (Reader, error) {
 // VMs: stat's 52 fields are the dearer half of the work.
 func (r Reader) Read(pid int, tids []int) map[int]Counters {
 	out := make(map[int]Counters, len(tids))
-	task := filepath.Join(r.n.Paths.ProcPid(pid), "task") + "/"
+	task := r.n.OpenProcDir(filepath.Join(r.n.Paths.ProcPid(pid), "task"))
+	defer task.Close()
 	var buf [maxCounterFile]byte
 	for _, tid := range tids {
-		dir := task + strconv.Itoa(tid)
+		dir := strconv.Itoa(tid)
 		c := Counters{TID: tid}
-		if m, err := r.n.ReadSmall(context.Background(), dir+"/schedstat", buf[:]); err == nil {
+		if m, err := task.ReadSmall(context.Background(), dir+"/schedstat", buf[:]); err == nil {
 			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(buf[:m])
 		}
 		if tid == pid || !c.HasSchedstat {
-			m, err := r.n.ReadSmall(context.Background(), dir+"/stat", buf[:])
+			m, err := task.ReadSmall(context.Background(), dir+"/stat", buf[:])
 			var ok bool
 			if err == nil {
 				c.Comm, c.Ticks, c.Start, ok = parseStat(buf[:m])
