@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -192,5 +193,116 @@ func TestReadFileStalls(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 10*time.Second {
 		t.Errorf("took %s", d)
+	}
+}
+
+// ReadSmall: a real procfs counter file read in place; the same refusals
+// as ReadFile whether the file is on procfs or in a fixture tree (a FIFO,
+// a link from the fixture tree to the real /proc, a file as large as the
+// buffer), each exit 2 and at once; a fixture tree's regular file read
+// through ReadFile.
+func TestReadSmall(t *testing.T) {
+	ctx := context.Background()
+	buf := make([]byte, 2048)
+	self := filepath.Join("/proc", strconv.Itoa(os.Getpid()), "task", strconv.Itoa(os.Getpid()), "stat")
+	real := New(NewPaths("/", "/proc", ""), time.Second)
+	if m, err := real.ReadSmall(ctx, self, buf); err != nil || !strings.HasPrefix(string(buf[:m]), strconv.Itoa(os.Getpid())+" (") || !strings.HasSuffix(string(buf[:m]), "\n") {
+		t.Errorf("%s: %q, %v", self, buf[:m], err)
+	}
+	if m, err := real.ReadSmall(ctx, self, buf[:16]); !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != self+": holds 16 bytes or more: not the counter file it should be" || m != 0 {
+		t.Errorf("16-byte buffer: %d, %v", m, err)
+	}
+	if _, err := real.ReadSmall(ctx, "/proc/self/task/0/stat", buf); !errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrBadFile) {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := real.ReadSmall(ctx, "/proc/self/cwd", buf); !errors.Is(err, ErrBadFile) {
+		t.Errorf("cwd: %v", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := real.ReadSmall(cancelled, self, buf); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+
+	n, _ := readTree(t)
+	dir := filepath.Join(n.Paths.ProcPid(4242), "task/4242")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schedstat"), []byte("1 2 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := n.ReadSmall(ctx, filepath.Join(dir, "schedstat"), buf); err != nil || string(buf[:m]) != "1 2 3\n" {
+		t.Errorf("fixture: %q, %v", buf[:m], err)
+	}
+	if m, err := n.ReadSmall(ctx, filepath.Join(dir, "schedstat"), buf[:6]); !errors.Is(err, ErrBadFile) || m != 0 {
+		t.Errorf("fixture, 6-byte buffer: %d, %v", m, err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link(t, self, filepath.Join(dir, "io"))
+	for f, why := range map[string]string{"stat": "is a FIFO, not a regular file", "io": "leads to /proc/" + strconv.Itoa(os.Getpid()) + "/task/"} {
+		t0 := time.Now()
+		if m, err := n.ReadSmall(ctx, filepath.Join(dir, f), buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "outside "+n.Paths.Proc) && f == "io" || m != 0 {
+			t.Errorf("%s: %d, %v", f, m, err)
+		}
+		if d := time.Since(t0); d > 10*time.Second {
+			t.Errorf("%s: took %s", f, d)
+		}
+	}
+}
+
+// ProcDir: the real /proc/PID/task read beneath its descriptor; what
+// openat2 will not open beneath it (a symlink: /proc/self) read through
+// ReadSmall, which follows it inside /proc; a fixture tree's directory
+// read file by file through ReadSmall, its FIFO and its link to the real
+// /proc refused.
+func TestProcDir(t *testing.T) {
+	ctx := context.Background()
+	buf := make([]byte, 2048)
+	pid := strconv.Itoa(os.Getpid())
+	real := New(NewPaths("/", "/proc", ""), time.Second)
+	d := real.OpenProcDir("/proc/" + pid + "/task")
+	defer d.Close()
+	if d.fd < 0 {
+		t.Fatal("/proc/PID/task not opened")
+	}
+	if m, err := d.ReadSmall(ctx, pid+"/stat", buf); err != nil || !strings.HasPrefix(string(buf[:m]), pid+" (") {
+		t.Errorf("stat: %q, %v", buf[:m], err)
+	}
+	if m, err := d.ReadSmall(ctx, pid+"/stat", buf[:16]); !errors.Is(err, ErrBadFile) || m != 0 {
+		t.Errorf("16-byte buffer: %d, %v", m, err)
+	}
+	if _, err := d.ReadSmall(ctx, "0/stat", buf); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := d.ReadSmall(ctx, pid, buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("directory: %v", err)
+	}
+	procd := real.OpenProcDir("/proc")
+	defer procd.Close()
+	if m, err := procd.ReadSmall(ctx, "self/stat", buf); err != nil || !strings.HasPrefix(string(buf[:m]), pid+" (") {
+		t.Errorf("self/stat: %q, %v", buf[:m], err)
+	}
+
+	n, _ := readTree(t)
+	dir := filepath.Join(n.Paths.ProcPid(4242), "task")
+	if err := os.MkdirAll(filepath.Join(dir, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "4242/stat"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link(t, "/proc/"+pid+"/stat", filepath.Join(dir, "4242/io"))
+	fd := n.OpenProcDir(dir)
+	defer fd.Close()
+	if fd.fd >= 0 {
+		t.Errorf("%s: a fixture directory kept open", dir)
+	}
+	for f, why := range map[string]string{"4242/stat": "is a FIFO", "4242/io": "outside " + n.Paths.Proc} {
+		if m, err := fd.ReadSmall(ctx, f, buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), why) || m != 0 {
+			t.Errorf("%s: %d, %v", f, m, err)
+		}
 	}
 }

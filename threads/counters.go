@@ -32,8 +32,9 @@ type Counters struct {
 }
 
 // Reader reads thread counters below one procfs root, every file through
-// node.Node.ReadFile (bounded, within the node's timeout: a fixture tree's
-// FIFO cannot hang top or the exporter).
+// node.ProcDir's ReadSmall (regular files in their tree only, bounded;
+// off a real procfs within the node's timeout: a fixture tree's FIFO cannot hang
+// top or the exporter).
 type Reader struct {
 	n node.Node
 }
@@ -59,18 +60,20 @@ func NewReader(n node.Node) (Reader, error) {
 // VMs: stat's 52 fields are the dearer half of the work.
 func (r Reader) Read(pid int, tids []int) map[int]Counters {
 	out := make(map[int]Counters, len(tids))
-	task := filepath.Join(r.n.Paths.ProcPid(pid), "task")
+	task := r.n.OpenProcDir(filepath.Join(r.n.Paths.ProcPid(pid), "task"))
+	defer task.Close()
+	var buf [maxCounterFile]byte
 	for _, tid := range tids {
-		dir := filepath.Join(task, strconv.Itoa(tid))
+		dir := strconv.Itoa(tid)
 		c := Counters{TID: tid}
-		if b, err := r.n.ReadFile(context.Background(), filepath.Join(dir, "schedstat")); err == nil {
-			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(b)
+		if m, err := task.ReadSmall(context.Background(), dir+"/schedstat", buf[:]); err == nil {
+			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(buf[:m])
 		}
 		if tid == pid || !c.HasSchedstat {
-			b, err := r.n.ReadFile(context.Background(), filepath.Join(dir, "stat"))
+			m, err := task.ReadSmall(context.Background(), dir+"/stat", buf[:])
 			var ok bool
 			if err == nil {
-				c.Comm, c.Ticks, c.Start, ok = parseStat(b)
+				c.Comm, c.Ticks, c.Start, ok = parseStat(buf[:m])
 			}
 			if !ok {
 				continue
@@ -80,6 +83,10 @@ func (r Reader) Read(pid int, tids []int) map[int]Counters {
 	}
 	return out
 }
+
+// maxCounterFile bounds a schedstat or stat file: stat's 52 fields of at
+// most 20 digits and a 16-byte name are under 1,200 bytes.
+const maxCounterFile = 2048
 
 // parseSchedstat reads /proc/PID/task/TID/schedstat: run and wait time,
 // nanoseconds, and the timeslices run.

@@ -1,0 +1,85 @@
+package node
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProcDir is a procfs directory (/proc/PID/task) opened once to read many
+// small counter files below it with ReadSmall's rules in fewer system
+// calls: each file is one openat2 relative to the directory, an fstat and
+// one read, no lookup of the whole path three times (stat, open,
+// /proc/self/fd), which is where the kernel spent most of top's thread
+// counter reads. Close it after use.
+type ProcDir struct {
+	n    Node
+	path string
+	fd   int // -1: not a real procfs directory in its tree; every read is ReadSmall's
+}
+
+// OpenProcDir opens path, a directory below --proc. Only a real procfs
+// directory, found inside its tree through /proc/self/fd, is kept open;
+// any other (a fixture tree, no procfs, no such directory) reads each file
+// through ReadSmall, which refuses or explains.
+func (n Node) OpenProcDir(path string) ProcDir {
+	d := ProcDir{n: n, path: path, fd: -1}
+	tree, err := n.Paths.treeOf(path)
+	if err != nil {
+		return d
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return d
+	}
+	var fs unix.Statfs_t
+	var link [512]byte
+	l, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), link[:])
+	if err != nil || l >= len(link) || !below(string(link[:l]), tree) || unix.Fstatfs(fd, &fs) != nil || fs.Type != procSuperMagic {
+		unix.Close(fd)
+		return d
+	}
+	d.fd = fd
+	return d
+}
+
+// Close releases the directory.
+func (d ProcDir) Close() {
+	if d.fd >= 0 {
+		unix.Close(d.fd)
+	}
+}
+
+// ReadSmall reads the file name (e.g. "1234/schedstat") below the
+// directory into buf as node.ReadSmall does. The file is opened with
+// openat2 beneath the directory, with no symlink and no mount crossed
+// (RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS, RESOLVE_NO_XDEV): so it is a
+// procfs file inside the tree, and procfs holds no FIFO or device whose
+// open could block or act, which is why no stat precedes the open here;
+// fstat then checks it is a regular file. Whatever openat2 will not open
+// that way (a symlink, a mount on top of a procfs file, a kernel before
+// 5.6) and whatever is not a regular file is read through node.ReadSmall.
+func (d ProcDir) ReadSmall(ctx context.Context, name string, buf []byte) (int, error) {
+	if d.fd < 0 || ctx.Err() != nil {
+		return d.n.ReadSmall(ctx, d.path+"/"+name, buf)
+	}
+	fd, err := unix.Openat2(d.fd, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ENOENT || err == unix.ESRCH {
+		return 0, &os.PathError{Op: "open", Path: d.path + "/" + name, Err: syscall.ENOENT}
+	}
+	if err != nil {
+		return d.n.ReadSmall(ctx, d.path+"/"+name, buf)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return d.n.ReadSmall(ctx, d.path+"/"+name, buf)
+	}
+	return readOnce(fd, d.path+"/"+name, buf)
+}
