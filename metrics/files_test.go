@@ -7,13 +7,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
-	rtmetrics "runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/heaptest"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
@@ -61,7 +60,7 @@ func TestHostileConfigFiles(t *testing.T) {
 		return string(b)
 	}
 	var text string
-	peak := peakHeap(func() { text = scrape() })
+	peak := heaptest.Peak(func() { text = scrape() })
 	for _, want := range []string{`pvediskcheck_collect_errors{source="config"} 3`, `disk="scsi0",vmid="100"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("first scrape lacks %s:\n%s", want, text)
@@ -82,36 +81,4 @@ func TestHostileConfigFiles(t *testing.T) {
 	if fmt.Sprint(s.Errors) != "map[config:2]" || len(s.VMs) != 4 || !s.VMs[0].Live || s.VMs[1].VMID != 104 {
 		t.Errorf("errors %v, %d VMs", s.Errors, len(s.VMs))
 	}
-}
-
-// peakHeap is the most heap in use while fn runs, above what was in use
-// before.
-func peakHeap(fn func()) uint64 {
-	sample := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { rtmetrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	base := read()
-	var peak uint64
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	fn()
-	close(done)
-	<-stopped
-	peak = max(peak, read())
-	if peak < base {
-		return 0
-	}
-	return peak - base
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/internal/heaptest"
 )
 
 // A node tree with etc/pve/qemu-server linked as pmxcfs links it, and
@@ -122,7 +121,7 @@ func TestReadFileBound(t *testing.T) {
 		}
 		var b []byte
 		var err error
-		peak := peakHeap(func() { b, err = n.ReadFile(context.Background(), big) })
+		peak := heaptest.Peak(func() { b, err = n.ReadFile(context.Background(), big) })
 		if size == MaxFileBytes && (err != nil || len(b) != MaxFileBytes) {
 			t.Errorf("%d bytes: %d, %v", size, len(b), err)
 		}
@@ -134,39 +133,6 @@ func TestReadFileBound(t *testing.T) {
 			t.Errorf("%d bytes: peak heap %d bytes", size, peak)
 		}
 	}
-}
-
-// peakHeap is the most heap in use while fn runs, above what was in use
-// before (runtime/metrics sampled every millisecond, as qmp's hostile
-// socket tests do).
-func peakHeap(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	base := read()
-	var peak uint64
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	fn()
-	close(done)
-	<-stopped
-	peak = max(peak, read())
-	if peak < base {
-		return 0
-	}
-	return peak - base
 }
 
 // A read that blocks (pmxcfs without quorum, a hung NFS) is given up after

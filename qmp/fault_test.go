@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/internal/heaptest"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
@@ -24,45 +23,6 @@ func flood(c net.Conn, b []byte) {
 			return
 		}
 	}
-}
-
-// peakHeap runs fn and returns the most live heap it saw above the heap
-// before fn, sampled every millisecond. Total allocation would measure
-// throughput (an endless event stream allocates more on a faster machine);
-// a bound on memory is a bound on what is live at once.
-func peakHeap(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	base := read()
-	var peak uint64
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			if v := read(); v > peak {
-				peak = v
-			}
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	fn()
-	close(done)
-	<-stopped
-	if v := read(); v > peak {
-		peak = v
-	}
-	if peak < base {
-		return 0
-	}
-	return peak - base
 }
 
 // Hostile and broken sockets: each ends in an error within the timeout (plus
@@ -121,7 +81,7 @@ func TestMonitorHostileSockets(t *testing.T) {
 			sock := q.Sock()
 			var err error
 			var took time.Duration
-			peak := peakHeap(func() {
+			peak := heaptest.Peak(func() {
 				start := time.Now()
 				err = Do(context.Background(), sock, timeout, func(s Session) error {
 					_, err := s.Exec("query-block", nil)
@@ -202,7 +162,7 @@ func TestAgentFloodBounded(t *testing.T) {
 	f := qmptest.NewAgent(t)
 	f.Raw = func(c net.Conn) { flood(c, []byte(strings.Repeat("z", 64<<10))) }
 	var err error
-	peak := peakHeap(func() {
+	peak := heaptest.Peak(func() {
 		err = Agent{Path: f.Sock(), Timeout: 2 * time.Second}.Ping(context.Background())
 	})
 	if err == nil || !strings.Contains(err.Error(), "reply too large") {
@@ -241,7 +201,7 @@ func TestAgentHostileReplies(t *testing.T) {
 			const timeout = 5 * time.Second
 			var err error
 			var took time.Duration
-			peak := peakHeap(func() {
+			peak := heaptest.Peak(func() {
 				start := time.Now()
 				err = Agent{Path: f.Sock(), Timeout: timeout}.Ping(context.Background())
 				took = time.Since(start)
