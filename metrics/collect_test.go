@@ -190,7 +190,7 @@ func TestCollectErrors(t *testing.T) {
 		// A line Proxmox skips (not key: value) is a note now, as in
 		// parse_vm_config; a line no Proxmox wrote is a config error.
 		n.Write(t, n.Paths.VMConfig(101), "boot: order=scsi0\n"+strings.Repeat("x", 5<<20)+"\n")
-		os.Mkdir(n.Paths.VMConfig(102), 0o755) // not a file
+		os.Mkdir(n.Paths.VMConfig(102), 0o755)                                                                    // not a file
 		n.Write(t, n.Paths.VMConfig(103), "this is no config line\nscsi0: local:103/vm-103-disk-0.raw,size=1G\n") // skipped as Proxmox skips it: no error
 		s := Collect(ctx, node.New(n.Paths, time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[config:2]" || len(s.VMs) != 4 {
