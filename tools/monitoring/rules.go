@@ -82,7 +82,9 @@ func m(name string) string { return metrics.Namespace + "_" + name }
 func minutes(n int) string { return fmt.Sprintf("%dm", n) }
 
 // num prints a threshold as PromQL reads it.
-func num(f float64) string { return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4f", f), "0"), ".") }
+func num(f float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.4f", f), "0"), ".")
+}
 
 // LimitUse is the share of each running limit a disk uses, one series per
 // limit (labels direction: total, read, write; limit: bytes, operations),
