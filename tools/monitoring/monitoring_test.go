@@ -331,5 +331,14 @@ func TestDashboardModel(t *testing.T) {
 	if rows != 2 {
 		t.Errorf("%d rows", rows)
 	}
+	// Read back and written again, the model is the file: nothing in it
+	// is unknown to the SDK's types.
+	again, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(again, '\n'), committed(t, DashboardFile)) {
+		t.Errorf("%s does not survive a round trip through the SDK's dashboard model", DashboardFile)
+	}
 	t.Logf("%d panels in %d rows, %d variables", len(panels(d)), rows, len(d.Templating.List))
 }
