@@ -63,6 +63,28 @@ func series(title, desc, unit string, queries ...*prometheus.DataqueryBuilder) *
 	return p
 }
 
+// statPanel shows each series' last value.
+func statPanel(title, desc string) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Title(title).Description(desc).Datasource(datasource).Height(6).Span(6).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).Orientation(common.VizOrientationAuto)
+}
+
+// withRefIDs names each panel's queries A, B, C... as Grafana does.
+func withRefIDs(d dashboard.Dashboard) dashboard.Dashboard {
+	for _, p := range d.Panels {
+		if p.Panel == nil {
+			continue
+		}
+		for i, t := range p.Panel.Targets {
+			if q, ok := t.(prometheus.Dataquery); ok && q.RefId == nil {
+				q.RefId = cog.ToPtr(string(rune('A' + i)))
+				p.Panel.Targets[i] = q
+			}
+		}
+	}
+	return d
+}
+
 // poolThresholds colour a pool's use as thin judges it.
 func poolThresholds() *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
@@ -118,18 +140,16 @@ func Dashboard() (dashboard.Dashboard, error) {
 		WithVariable(variable(varDisk, "Disk", fmt.Sprintf("label_values(%s%s, disk)", m("disk_info"), vmSel)))
 
 	b.WithRow(dashboard.NewRowBuilder("Node overview"))
-	b.WithPanel(stat.NewPanelBuilder().Title("Collection errors").
-		Description("pvediskcheck_collect_errors by source: what the last collection could not read (a VM whose QMP socket stayed busy has no disk series).").
-		Datasource(datasource).Height(6).Span(6).Thresholds(countThresholds()).
+	b.WithPanel(statPanel("Collection errors",
+		"pvediskcheck_collect_errors by source: what the last collection could not read (a VM whose QMP socket stayed busy has no disk series).").
+		Thresholds(countThresholds()).
 		WithTarget(query(fmt.Sprintf("sum by (instance, source) (%s%s)", m("collect_errors"), nodeSel), "{{instance}} {{source}}").Instant()))
-	b.WithPanel(stat.NewPanelBuilder().Title("Disks stalled now").
-		Description("Disks whose guest has requests outstanding that none completes (pvediskcheck_disk_stalled_seconds above 0).").
-		Datasource(datasource).Height(6).Span(6).Thresholds(countThresholds()).
+	b.WithPanel(statPanel("Disks stalled now",
+		"Disks whose guest has requests outstanding that none completes (pvediskcheck_disk_stalled_seconds above 0).").
+		Thresholds(countThresholds()).
 		WithTarget(query(fmt.Sprintf("count by (instance) (%s%s > 0) or sum by (instance) (%s%s * 0)",
 			m("disk_stalled_seconds"), nodeSel, m("disk_info"), nodeSel), "{{instance}}").Instant()))
-	b.WithPanel(stat.NewPanelBuilder().Title("Findings by severity").
-		Description("pvediskcheck check's findings on the node's VMs, counted by severity.").
-		Datasource(datasource).Height(6).Span(6).
+	b.WithPanel(statPanel("Findings by severity", "pvediskcheck check's findings on the node's VMs, counted by severity.").
 		WithTarget(query(fmt.Sprintf("sum by (instance, severity) (%s%s)", m("check_findings"), nodeSel), "{{instance}} {{severity}}").Instant()))
 	b.WithPanel(series("Collection duration", "How long each collection took (--listen: within --deadline, 8 s).", "s",
 		query(m("collect_duration_seconds")+nodeSel, "{{instance}}")).Span(6).Height(6))
@@ -171,5 +191,6 @@ func Dashboard() (dashboard.Dashboard, error) {
 			m("iothread_cpu_seconds_total"), vmSel, rateWindow, m("disk_info"), diskSel), "{{vmid}} {{iothread}}")))
 	b.WithPanel(series("QEMU CPU by role", "CPU time per second of the VM's QEMU threads: main loop, iothreads, vCPUs.", "percentunit",
 		query(fmt.Sprintf("rate(%s%s[%s])", m("vm_cpu_seconds_total"), vmSel, rateWindow), "{{vmid}} {{role}}")))
-	return b.Build()
+	d, err := b.Build()
+	return withRefIDs(d), err
 }

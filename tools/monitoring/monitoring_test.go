@@ -311,6 +311,15 @@ func TestDashboardModel(t *testing.T) {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", *p.Title)
 		}
+		refs := map[string]bool{}
+		for _, q := range p.Targets {
+			if pq, ok := q.(*grafanaprom.Dataquery); ok && pq.RefId != nil && *pq.RefId != "" {
+				refs[*pq.RefId] = true
+			}
+		}
+		if len(refs) != len(p.Targets) {
+			t.Errorf("panel %q: %d queries, refIds %v", *p.Title, len(p.Targets), refs)
+		}
 		if p.Datasource == nil || p.Datasource.Uid == nil || *p.Datasource.Uid != "${"+varDatasource+"}" {
 			t.Errorf("panel %q: datasource %v", *p.Title, p.Datasource)
 		}
