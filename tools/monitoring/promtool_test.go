@@ -129,18 +129,14 @@ var ruleCases = []ruleCase{
 		},
 	},
 	{
-		name: "drift and limits not saved: after 15m (14m59s not); a disk whose limits are the config's never", interval: "1m",
+		name: "drift (limits not saved included): after 15m (14m59s not); other findings never", interval: "1m",
 		series: []in{
 			{`pvediskcheck_check_findings{` + node + `,vmid="370",code="drift",severity="warning"}`, "0 1x30"},
 			{`pvediskcheck_check_findings{` + node + `,vmid="371",code="cache-unsafe",severity="error"}`, "1x30"},
-			{`pvediskcheck_disk_limits_differ_from_config{` + node + `,vmid="370",disk="virtio1"}`, "0 1x30"},
-			{`pvediskcheck_disk_limits_differ_from_config{` + node + `,vmid="370",disk="scsi1"}`, "0x30"},
 		},
 		evals: []at{
 			{"15m59s", "PveDiskCheckSettingsDrift", nil},
 			{"16m", "PveDiskCheckSettingsDrift", []map[string]string{lbl("vmid", "370", "code", "drift", "severity", "warning")}},
-			{"15m59s", "PveDiskCheckLimitsDifferFromConfig", nil},
-			{"16m", "PveDiskCheckLimitsDifferFromConfig", []map[string]string{lbl("vmid", "370", "disk", "virtio1")}},
 		},
 	},
 	{

@@ -175,17 +175,7 @@ func Rules() RuleFile {
 			Labels: map[string]string{"severity": Warning},
 			Annotations: map[string]string{
 				"summary":     "VM {{ $labels.vmid }} on {{ $labels.instance }} runs with disk settings its config does not have",
-				"description": "A disk's cache, aio, discard or other setting differs between the running QEMU and the config: the next restart changes it. pvediskcheck check {{ $labels.vmid }} lists what differs.",
-			},
-		},
-		Rule{
-			Alert:  "PveDiskCheckLimitsDifferFromConfig",
-			Expr:   m("disk_limits_differ_from_config") + " == 1",
-			For:    minutes(DriftMinutes),
-			Labels: map[string]string{"severity": Warning},
-			Annotations: map[string]string{
-				"summary":     "Disk {{ $labels.disk }} of VM {{ $labels.vmid }} on {{ $labels.instance }} runs with I/O limits its config does not have",
-				"description": "A live limit change was not saved, or a config change was not applied: the next restart changes the limits. pvediskcheck limit {{ $labels.vmid }} shows both.",
+				"description": "A disk's cache mode, aio, discard, detect_zeroes, iothread or I/O limits differ between the running QEMU and the config (a limit set live and not saved, a config change not applied): the next restart changes them. pvediskcheck check {{ $labels.vmid }} lists what differs, per disk.",
 			},
 		},
 		Rule{
