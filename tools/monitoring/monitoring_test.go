@@ -183,7 +183,31 @@ func TestExpressionsNameExportedMetrics(t *testing.T) {
 			continue
 		}
 		n := 0
+		// by (...) and on (...) name labels of some metric, a target's, or
+		// one label_replace adds in the expression.
+		grouping := map[string]bool{}
+		for _, l := range targetLabels {
+			grouping[l] = true
+		}
+		for _, ls := range have {
+			for _, l := range ls {
+				grouping[l] = true
+			}
+		}
+		var grouped []string
 		parser.Inspect(ast, func(node parser.Node, _ []parser.Node) error {
+			switch x := node.(type) {
+			case *parser.AggregateExpr:
+				grouped = append(grouped, x.Grouping...)
+			case *parser.BinaryExpr:
+				if x.VectorMatching != nil {
+					grouped = append(grouped, x.VectorMatching.MatchingLabels...)
+				}
+			case *parser.Call:
+				if x.Func.Name == "label_replace" {
+					grouping[x.Args[1].(*parser.StringLiteral).Val] = true
+				}
+			}
 			vs, ok := node.(*parser.VectorSelector)
 			if !ok {
 				return nil
@@ -208,6 +232,11 @@ func TestExpressionsNameExportedMetrics(t *testing.T) {
 		})
 		if n == 0 {
 			t.Errorf("%s: %q selects no metric", e.where, e.text)
+		}
+		for _, l := range grouped {
+			if !grouping[l] {
+				t.Errorf("%s: groups or matches on %s, a label no metric has", e.where, l)
+			}
 		}
 	}
 	for name := range pending {
