@@ -11,7 +11,7 @@ SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
 export SOURCE_DATE_EPOCH
 
 .PHONY: e2e bench all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
-.PHONY: man completion vendor deb deb-test
+.PHONY: man completion vendor deb deb-test monitoring test-monitoring
 
 all: build
 
@@ -31,6 +31,8 @@ help:
 	@echo "vendor   go mod vendor (the one step that may download; run before dpkg-buildpackage)"
 	@echo "deb      build bin/deb/pvediskcheck_VERSION_amd64.deb (installs debhelper, lintian... when missing) and run lintian"
 	@echo "deb-test build the .deb, install it into a scratch root and run it against a VM of the harness"
+	@echo "monitoring  regenerate share/prometheus/ (alert rules, Grafana dashboard) from tools/monitoring"
+	@echo "test-monitoring  the generator's tests: committed files current, PromQL, metric names, promtool test rules"
 
 build:
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pvediskcheck
@@ -41,7 +43,7 @@ deps:
 
 # test runs every test on the host's QEMU (Debian 12: 7.2), then the
 # real-QEMU integration suite again on QEMU 11.1.3 (the labs' version).
-test: deps build qemu11 test-unit test-host test-qemu11 deb-test
+test: deps build qemu11 test-unit test-host test-qemu11 test-monitoring deb-test
 
 # test-unit proves that the unit tier needs neither root nor QEMU.
 test-unit:
@@ -60,6 +62,18 @@ QEMU_PKGS := ./cmd/... ./internal/... ./qmp/... ./sampler/...
 test-qemu11:
 	@echo "== real-QEMU integration suite, QEMU 11.1: $$(scripts/qemu-11.1 --version | head -n1)"
 	PVEDISKCHECK_QEMU=$(CURDIR)/scripts/qemu-11.1 $(GO) test -tags integration -p 1 -count=1 -timeout 40m $(QEMU_PKGS)
+
+# The alert rules and the dashboard (share/prometheus/) come from a generator
+# in a module of its own (tools/monitoring: Grafana's SDK and Prometheus'
+# packages stay out of the tool's go.mod and vendor/). Its tests need
+# promtool (make deps) and the Go module proxy, like the tool's own.
+MONITORING := share/prometheus/pvediskcheck.rules.yml share/prometheus/pvediskcheck.grafana.json
+monitoring:
+	cd tools/monitoring && $(GO) run .
+
+test-monitoring: deps
+	@echo "== alert rules and dashboard (tools/monitoring)"
+	cd tools/monitoring && CI=$${CI:-true} $(GO) test -count=1 ./...
 
 # e2e runs only the end-to-end tier: a real Linux guest built from Debian
 # packages (scripts/build-guest.sh, cached) with Proxmox's disk layouts.
@@ -87,10 +101,13 @@ qemu11:
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	cd tools/monitoring && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/sbin/pvediskcheck
+	install -d $(DESTDIR)$(PREFIX)/share/pvediskcheck/prometheus
+	install -m 0644 $(MONITORING) $(DESTDIR)$(PREFIX)/share/pvediskcheck/prometheus/
 
 # man and completion come from the built binary's own help text (hidden
 # commands gen-man, gen-bash-completion), so they never disagree with --help.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deb-test.sh (`make deb-test`, after `make deb deps`): installs the built
 # .deb into a scratch root with dpkg --root (never onto this machine), checks
-# what it installed, and runs the installed binary: --version must print the
+# what it installed (the alert rules, which promtool must accept, and the
+# dashboard too), and runs the installed binary: --version must print the
 # changelog's version, and `cache 370 --json` against Lab 37's VM 370, started
 # by the test harness (internal/demo serve), must show that VM as it runs; the
 # systemd units are installed but not enabled, and the service's own command
@@ -52,9 +53,17 @@ bin=$root/usr/sbin/pvediskcheck
 for f in usr/sbin/pvediskcheck usr/share/man/man8/pvediskcheck.8.gz \
 	usr/share/bash-completion/completions/pvediskcheck \
 	lib/systemd/system/pvediskcheck-metrics.service lib/systemd/system/pvediskcheck-metrics.timer \
-	usr/share/doc/pvediskcheck/copyright usr/share/doc/pvediskcheck/changelog.Debian.gz; do
+	usr/share/doc/pvediskcheck/copyright usr/share/doc/pvediskcheck/changelog.Debian.gz \
+	usr/share/pvediskcheck/prometheus/pvediskcheck.rules.yml usr/share/pvediskcheck/prometheus/pvediskcheck.grafana.json; do
 	[ -f "$root/$f" ] || fail "/$f not installed"
 done
+# The installed alert rules are the repository's, and Prometheus loads them.
+cmp -s share/prometheus/pvediskcheck.rules.yml "$root/usr/share/pvediskcheck/prometheus/pvediskcheck.rules.yml" ||
+	fail "the installed rule file is not share/prometheus/pvediskcheck.rules.yml"
+if command -v promtool >/dev/null; then
+	promtool check rules "$root/usr/share/pvediskcheck/prometheus/pvediskcheck.rules.yml" >/dev/null ||
+		fail "promtool check rules refuses the installed rule file"
+fi
 # dh_compress gzips docs over 4 KiB
 [ -f "$root/usr/share/doc/pvediskcheck/README.md" ] || [ -f "$root/usr/share/doc/pvediskcheck/README.md.gz" ] ||
 	fail "/usr/share/doc/pvediskcheck/README.md not installed"

@@ -334,16 +334,21 @@ func value(t *testing.T, v [2]any) float64 {
 // Debian's Prometheus scrapes `metrics --listen` on a node of the harness
 // while qemu-io writes to VM 370's scsi1 under its 20 MiB/s limit: every
 // running disk has its info series, the loaded disk's write rate is the
-// limit within 5 %, the idle ones' 0, and the findings are check --json's.
+// limit within 5 %, the idle ones' 0, and the findings are check --json's;
+// it loads the package's alert rules, which hold active what check finds,
+// and the dashboard's queries return series.
 func TestMetricsPrometheus(t *testing.T) {
 	prom := requireTool(t, "prometheus")
 	n, vm370 := metricsNode(t)
+	// 371's scsi0 runs with cache=writeback, its config now says none:
+	// check's drift, and the drift alert pending.
+	n.WriteConfig(371, "scsihw: virtio-scsi-pci\nscsi0: local-lvm:vm-371-disk-0,cache=none,size=64M\nvirtio0: local:371/vm-371-disk-1.qcow2,size=64M\n")
 	load := vm370.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 256 << 10, Depth: 16, Span: 64 << 20})
 	defer load.Stop()
 	target := serveMetrics(t, n.Root)
 
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pvediskcheck\n    static_configs:\n      - targets: ['%s']\n", target)
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files: ['%s']\nscrape_configs:\n  - job_name: pvediskcheck\n    static_configs:\n      - targets: ['%s']\n", rulesPath(t), target)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -461,6 +466,11 @@ func TestMetricsPrometheus(t *testing.T) {
 	if fmt.Sprint(got2) != fmt.Sprint(counts) || len(counts) == 0 {
 		t.Errorf("findings in Prometheus %v, check --json %v", got2, counts)
 	}
+	// The package's alert rules load and evaluate; the dashboard's queries
+	// return series (monitoring_test.go).
+	checkRules(t, addr)
+	checkDashboard(t, addr)
+	checkAlerts(t, addr, rep)
 	if st := load.Stop(); st.Err != nil {
 		t.Errorf("load: %v", st.Err)
 	}
