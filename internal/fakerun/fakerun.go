@@ -30,6 +30,10 @@ type Runner struct {
 	// Err is the error a command returns; with an Out as well, it printed
 	// that and then failed (lvs printing a partial report, exit 5).
 	Err map[string]error
+	// Do answers a command with a double that acts on the node as the
+	// program would (qm set rewriting the config), given the argv; it
+	// wins over Out and Err with as many words.
+	Do map[string]func(argv []string) ([]byte, error)
 
 	mu    sync.Mutex
 	calls []Call
@@ -76,12 +80,17 @@ func (r *Runner) RunTimeout(_ context.Context, timeout time.Duration, argv ...st
 		return nil, errors.New("runner: empty command")
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.calls = append(r.calls, Call{Argv: append([]string(nil), argv...), Timeout: timeout})
 	outKey, haveOut := match(r.Out, argv)
 	errKey, haveErr := match(r.Err, argv)
+	if doKey, ok := match(r.Do, argv); ok && (!haveOut || words(doKey) >= words(outKey)) && (!haveErr || words(doKey) >= words(errKey)) {
+		do := r.Do[doKey]
+		r.mu.Unlock()
+		return do(append([]string(nil), argv...))
+	}
+	defer r.mu.Unlock()
 	switch {
-	case haveErr && (!haveOut || len(strings.Fields(errKey)) >= len(strings.Fields(outKey))):
+	case haveErr && (!haveOut || words(errKey) >= words(outKey)):
 		var out []byte
 		if haveOut && outKey == errKey {
 			out = []byte(r.Out[outKey])
@@ -93,6 +102,8 @@ func (r *Runner) RunTimeout(_ context.Context, timeout time.Duration, argv ...st
 	return nil, fmt.Errorf("%s: %w", argv[0], &exec.Error{Name: argv[0], Err: exec.ErrNotFound})
 }
 
+func words(pattern string) int { return len(strings.Fields(pattern)) }
+
 // match is the pattern of m with the most words that argv matches.
 func match[V any](m map[string]V, argv []string) (string, bool) {
 	best, found := "", false
@@ -101,7 +112,7 @@ func match[V any](m map[string]V, argv []string) (string, bool) {
 		if !matches(w, argv) {
 			continue
 		}
-		if n := len(strings.Fields(best)); !found || len(w) > n || len(w) == n && k < best {
+		if n := words(best); !found || len(w) > n || len(w) == n && k < best {
 			best, found = k, true
 		}
 	}

@@ -68,6 +68,32 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
+// A double acting as the program: given the argv, over Out and Err of no
+// more words; a more specific Out still wins.
+func TestDo(t *testing.T) {
+	var got []string
+	r := &Runner{
+		Out: map[string]string{"qm": "out\n", "qm set 370": "recorded\n"},
+		Err: map[string]error{"qm": errors.New("err")},
+		Do: map[string]func([]string) ([]byte, error){"qm set": func(argv []string) ([]byte, error) {
+			got = argv
+			return []byte("update VM 371\n"), nil
+		}},
+	}
+	if out, err := r.Run(context.Background(), "qm", "set", "371", "--scsi1", "x"); string(out) != "update VM 371\n" || err != nil || !reflect.DeepEqual(got, []string{"qm", "set", "371", "--scsi1", "x"}) {
+		t.Errorf("do: %q %v %q", out, err, got)
+	}
+	if out, err := r.Run(context.Background(), "qm", "set", "370"); string(out) != "recorded\n" || err != nil {
+		t.Errorf("a longer Out: %q %v", out, err)
+	}
+	if out, err := r.Run(context.Background(), "qm", "config", "370"); string(out) != "out\n" || err == nil {
+		t.Errorf("no double: %q %v", out, err)
+	}
+	if n := r.Count("qm"); n != 3 {
+		t.Errorf("%d qm calls recorded", n)
+	}
+}
+
 // A command that printed and then failed; a deadline given is recorded.
 func TestOutputAndError(t *testing.T) {
 	fail := &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: "Volume group not found"}
