@@ -18,14 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/lvm"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
-
-// Runner runs one external command with the node's deadline (node.Runner).
-type Runner interface {
-	Run(ctx context.Context, argv ...string) ([]byte, error)
-}
 
 // Volume is one disk's volume as the meter needs it.
 type Volume struct {
@@ -90,13 +86,13 @@ var ErrNotInReport = errors.New("volume not listed")
 // Meter measures volumes; one Meter is one snapshot in time: lvs runs once
 // per volume group however many disks live there.
 type Meter struct {
-	Runner  Runner
+	Runner  node.Runner
 	Timeout time.Duration // for stat() on network storages; 0 means 5 s
 	lvs     map[string]*lvm.Report
 }
 
 // NewMeter returns a meter that runs tools through r.
-func NewMeter(r Runner, timeout time.Duration) *Meter {
+func NewMeter(r node.Runner, timeout time.Duration) *Meter {
 	return &Meter{Runner: r, Timeout: timeout, lvs: map[string]*lvm.Report{}}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -23,30 +24,12 @@ func read(t *testing.T, p string) []byte {
 	return b
 }
 
-// script answers each command by its first word.
-type script map[string]struct {
-	out []byte
-	err error
-}
-
-func (s script) Run(_ context.Context, argv ...string) ([]byte, error) {
-	k := argv[0]
-	if k == "zfs" {
-		k += " " + argv[len(argv)-1]
-	}
-	r, ok := s[k]
-	if !ok {
-		return nil, errors.New("unexpected command " + strings.Join(argv, " "))
-	}
-	return r.out, r.err
-}
-
 func lvmthin() *qemuserver.Storage {
 	return &qemuserver.Storage{ID: "local-lvm", Type: "lvmthin", Props: map[string]string{"vgname": "pve", "thinpool": "data"}}
 }
 
 func TestLVMThin(t *testing.T) {
-	m := NewMeter(script{"lvs": {out: read(t, "../lvm/testdata/format-lab370-active.json")}}, 0)
+	m := NewMeter((&fakerun.Runner{}).Record(t, "lvs", "../lvm/testdata/format-lab370-active.json"), 0)
 	r, err := m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-0"})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +50,7 @@ func TestLVMThin(t *testing.T) {
 		t.Errorf("missing volume: %v", err)
 	}
 	// lvs failing: the meter does not hide it.
-	m = NewMeter(script{"lvs": {err: &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: "  Volume group \"pve\" not found\n"}}}, 0)
+	m = NewMeter(&fakerun.Runner{Err: map[string]error{"lvs": &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: "  Volume group \"pve\" not found\n"}}}, 0)
 	_, err = m.Measure(context.Background(), Volume{Storage: lvmthin(), VolName: "vm-370-disk-0"})
 	var le *lvm.Error
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "status 5") {
@@ -90,14 +73,14 @@ func TestRawFile(t *testing.T) {
 	}
 	f.Close()
 	dir := &qemuserver.Storage{ID: "local", Type: "dir", Props: map[string]string{"path": "/var/lib/vz"}}
-	r, err := NewMeter(script{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "raw"})
+	r, err := NewMeter(&fakerun.Runner{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "raw"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Method != "st_blocks" || *r.VirtualBytes != 64<<20 || *r.AllocatedBytes != 1<<20 {
 		t.Errorf("%+v virtual %d allocated %d", r, *r.VirtualBytes, *r.AllocatedBytes)
 	}
-	_, err = NewMeter(script{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p + ".gone", Format: "raw"})
+	_, err = NewMeter(&fakerun.Runner{}, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p + ".gone", Format: "raw"})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
@@ -105,10 +88,9 @@ func TestRawFile(t *testing.T) {
 
 func TestZFS(t *testing.T) {
 	st := &qemuserver.Storage{ID: "local-zfs", Type: "zfspool", Props: map[string]string{"pool": "rpool/data", "sparse": "1"}}
-	m := NewMeter(script{
-		"zfs rpool/data/vm-370-disk-1": {out: read(t, "testdata/format-zfs-get-zvol.txt")},
-		"zfs rpool/data":               {out: read(t, "testdata/format-zfs-get-pool.txt")},
-	}, 0)
+	m := NewMeter((&fakerun.Runner{}).
+		Record(t, "zfs rpool/data/vm-370-disk-1", "testdata/format-zfs-get-zvol.txt").
+		Record(t, "zfs rpool/data", "testdata/format-zfs-get-pool.txt"), 0)
 	r, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-370-disk-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +116,7 @@ func TestRBD(t *testing.T) {
 	if got != want {
 		t.Errorf("argv\n got %s\nwant %s", got, want)
 	}
-	m := NewMeter(script{"rbd": {out: read(t, "testdata/format-rbd-du.json")}}, 0)
+	m := NewMeter((&fakerun.Runner{}).Record(t, "rbd", "testdata/format-rbd-du.json"), 0)
 	r, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-370-disk-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +146,7 @@ func TestUnmeasured(t *testing.T) {
 		{"drbd", map[string]string{}, "storage type drbd: no tool on this node reports a volume's allocation"},
 	} {
 		st := &qemuserver.Storage{ID: "s", Type: c.typ, Props: c.props}
-		r, err := NewMeter(script{}, 0).Measure(context.Background(), Volume{Storage: st, VolName: "vm-100-disk-0.qcow2", Format: "qcow2"})
+		r, err := NewMeter(&fakerun.Runner{}, 0).Measure(context.Background(), Volume{Storage: st, VolName: "vm-100-disk-0.qcow2", Format: "qcow2"})
 		if err != nil || r.AllocatedBytes != nil || r.Method != "none" || r.Unmeasured != c.want {
 			t.Errorf("%s %v: %+v %v", c.typ, c.props, r, err)
 		}

@@ -32,7 +32,7 @@ func TestQcow2(t *testing.T) {
 		t.Fatalf("%v %s", err, out)
 	}
 	dir := &qemuserver.Storage{ID: "local", Type: "dir"}
-	r, err := NewMeter(node.Runner{Timeout: 5 * time.Second}, 0).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "qcow2"})
+	r, err := NewMeter(node.Exec{Timeout: 5 * time.Second}, 0).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "qcow2"})
 	if err != nil {
 		t.Fatal(err)
 	}

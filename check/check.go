@@ -15,9 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -176,17 +173,6 @@ type Options struct {
 	NextStart bool
 	// Parallel is how many VMs Run checks at once (< 1 means 1).
 	Parallel int
-	// OnLoad, when set, gets each VM as loaded (after FetchLive when it
-	// runs; liveErr is FetchLive's error) before its rules run, so a
-	// caller that reads more of it (metrics) neither loads it nor asks
-	// its QEMU again. Not called for a VM whose config cannot be loaded.
-	// The rules only read v.
-	OnLoad func(v *vm.VM, liveErr error)
-}
-
-// Runner runs one external command (node.Runner; a recording in tests).
-type Runner interface {
-	Run(ctx context.Context, argv ...string) ([]byte, error)
 }
 
 // Targets returns the VMIDs to check: the ones given (each with a config on
@@ -199,38 +185,23 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 	if !all && len(args) == 0 {
 		return nil, exitcode.Usagef("check: missing VMID (or --all)")
 	}
+	if all {
+		return vm.List(p)
+	}
 	if err := p.CheckNode(); err != nil {
 		return nil, err
 	}
 	var ids []int
-	if !all {
-		for _, a := range args {
-			id, err := qemuserver.ParseVMID(a)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := os.Lstat(p.VMConfig(id)); err != nil {
-				return nil, exitcode.Usagef("VM %d: %v (no %s)", id, vm.ErrNoConfig, p.VMConfig(id))
-			}
-			ids = append(ids, id)
+	for _, a := range args {
+		id, err := qemuserver.ParseVMID(a)
+		if err != nil {
+			return nil, err
 		}
-		return ids, nil
-	}
-	dir := p.QemuServerDir()
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, exitcode.Usagef("%s is not a Proxmox VE node: no directory %s", p.Root, dir)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.conf"))
-	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unreachable, dir, err)
-	}
-	for _, f := range files {
-		// Only names qemu-server writes: 0370.conf is not VM 370's.
-		if id, err := qemuserver.ParseVMID(strings.TrimSuffix(filepath.Base(f), ".conf")); err == nil && filepath.Base(f) == strconv.Itoa(id)+".conf" {
-			ids = append(ids, id)
+		if _, err := os.Lstat(p.VMConfig(id)); err != nil {
+			return nil, exitcode.Usagef("VM %d: %v (no %s)", id, vm.ErrNoConfig, p.VMConfig(id))
 		}
+		ids = append(ids, id)
 	}
-	sort.Ints(ids)
 	return ids, nil
 }
 
@@ -276,11 +247,16 @@ func Summarize(res []VMResult) *Report {
 // VM checks one VM. It never fails as a whole: what cannot be read becomes
 // a finding, a note, a check named in NotChecked, or Err.
 func VM(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) VMResult {
-	return checkVM(ctx, n, n.Runner, vmid, o, pools)
+	out, _, _ := VMLoaded(ctx, n, vmid, o, pools)
+	return out
 }
 
-func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, pools *thinpool.Cache) VMResult {
-	out := VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
+// VMLoaded is VM that also returns the VM as it loaded it (after FetchLive
+// when it runs; liveErr is FetchLive's error), so a caller that reads more
+// of it (metrics) neither loads it nor asks its QEMU again. v is nil for a
+// VM whose config could not be loaded. The rules only read v.
+func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) (out VMResult, v *vm.VM, liveErr error) {
+	out = VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
 	v, err := vm.LoadNode(ctx, n, vmid)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
@@ -288,29 +264,25 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 			// skipped, as Proxmox skips them (vm.VM.Notes), never this.
 			out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: err.Error(),
 				Fix: "edit " + n.Paths.StorageCfg() + " so Proxmox can parse it"})
-			return out
+			return out, nil, nil
 		}
 		out.Notes = append(out.Notes, err.Error())
 		out.Err = err
-		return out
+		return out, nil, nil
 	}
 	out.Running = v.Running
 	out.Notes = append(out.Notes, v.Notes...)
-	var liveErr error
 	if v.Running {
 		if liveErr = v.FetchLive(ctx, n.Timeout); liveErr != nil {
 			liveErr = v.SocketGone(liveErr)
 			out.liveUnread(v, liveErr)
 		}
 	}
-	if o.OnLoad != nil {
-		o.OnLoad(v, liveErr)
-	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
 	if o.NextStart {
-		nextStart(ctx, r, v, &out)
+		nextStart(ctx, n.Runner, v, &out)
 	}
-	return out
+	return out, v, liveErr
 }
 
 // liveUnread says which checks a running VM's unread QMP state costs. A

@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
+	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func TestParseSeverity(t *testing.T) {
@@ -132,15 +132,18 @@ func TestRun(t *testing.T) {
 		tn.conf(id, "scsi0: local-lvm:vm-100-disk-0,cache=unsafe,discard=on\n")
 	}
 	tn.write("etc/pve/qemu-server/103.conf", "broken line\n")
-	// Run uses the node's runner: lvs is not on PATH in the unit tests, or
-	// fails; either way a note, the same for every VM.
-	t.Setenv("PATH", t.TempDir())
-	rep := Run(context.Background(), tn.n, []int{103, 100, 101, 102}, Options{Parallel: 2})
+	// Run uses the node's runner, here one without lvs: a note, the same
+	// for every VM, from the one lvs run of the run.
+	r := &fakerun.Runner{}
+	rep := Run(context.Background(), r.Node(tn.n), []int{103, 100, 101, 102}, Options{Parallel: 2})
 	if len(rep.VMs) != 4 || rep.VMs[0].VMID != 103 || rep.VMs[3].VMID != 102 || rep.Summary.Errors != 3 || rep.Err() != nil {
 		t.Fatalf("%+v", rep)
 	}
+	if got := r.Calls(); len(got) != 1 || got[0] != strings.Join(lvm.Argv(), " ") {
+		t.Errorf("ran %q, want lvs once", got)
+	}
 	for _, v := range rep.VMs[1:] {
-		if got := summary(v); !reflect.DeepEqual(got, []string{"error cache-unsafe scsi0"}) || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "thin-overcommit not checked") {
+		if got := summary(v); !reflect.DeepEqual(got, []string{"error cache-unsafe scsi0"}) || len(v.Notes) != 1 || !strings.Contains(v.Notes[0], "thin-overcommit not checked") || !strings.Contains(v.Notes[0], "executable file not found") {
 			t.Errorf("VM %d: %q %v", v.VMID, got, v.Notes)
 		}
 	}
@@ -151,27 +154,30 @@ func TestRun(t *testing.T) {
 	if rep := Run(context.Background(), tn.n, nil, Options{}); len(rep.VMs) != 0 || rep.VMs == nil && false {
 		t.Errorf("%+v", rep)
 	}
-	// OnLoad: once per VM whose config loads (103's, its broken line
-	// skipped), never for one that does not (104's is a directory); the VM
-	// as loaded, stopped: no live error.
+	// VMLoaded: the VM as loaded when its config loads (103's, its broken
+	// line skipped), stopped: no live error; none for one that does not
+	// (104's is a directory), with the result VM gives.
 	if err := os.Mkdir(filepath.Join(tn.root, "etc/pve/qemu-server/104.conf"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	loaded := map[int]error{}
-	Run(context.Background(), tn.n, []int{103, 104, 100, 101}, Options{OnLoad: func(v *vm.VM, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, twice := loaded[v.VMID]; twice || v.Running || len(v.Disks) != 1 && v.VMID != 103 {
-			t.Errorf("OnLoad: VM %d again, or as %+v", v.VMID, v)
+	pools := thinpool.NewCache(quietRunner())
+	n := quietRunner().Node(tn.n)
+	for _, id := range []int{103, 104, 100} {
+		res, v, liveErr := VMLoaded(context.Background(), n, id, Options{}, pools)
+		if want := VM(context.Background(), n, id, Options{}, pools); !reflect.DeepEqual(res, want) {
+			t.Errorf("VM %d: VMLoaded's result %+v, VM's %+v", id, res, want)
 		}
-		loaded[v.VMID] = err
-	}})
-	if len(loaded) != 3 || loaded[100] != nil || loaded[101] != nil || loaded[103] != nil {
-		t.Errorf("OnLoad for %v", loaded)
+		switch {
+		case liveErr != nil:
+			t.Errorf("VM %d: live error %v", id, liveErr)
+		case id == 104 && (v != nil || res.Err == nil):
+			t.Errorf("104: loaded %+v, err %v", v, res.Err)
+		case id != 104 && (v == nil || v.VMID != id || v.Running || len(v.Disks) != 1 && id != 103):
+			t.Errorf("VM %d: loaded %+v", id, v)
+		}
 	}
-	// VM is checkVM with the node's runner.
-	v := VM(context.Background(), tn.n, 100, Options{}, thinpool.NewCache(quietRunner()))
+	// VM is judged with the node's runner.
+	v := VM(context.Background(), quietRunner().Node(tn.n), 100, Options{}, thinpool.NewCache(quietRunner()))
 	if got := summary(v); !reflect.DeepEqual(got, []string{"error cache-unsafe scsi0"}) || len(v.Notes) != 0 {
 		t.Errorf("%q %v", got, v.Notes)
 	}

@@ -10,12 +10,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
@@ -233,36 +233,6 @@ func (tn *tnode) replay(t *testing.T, rec recording, vmid int, config string) *q
 	})
 }
 
-// runner answers external commands from a table: by argv[0] (lvs), by
-// "zfs <verb> <dataset>", or by "qm showcmd".
-type runner struct {
-	out  map[string]string
-	err  map[string]error
-	mu   sync.Mutex
-	seen []string
-}
-
-func (r *runner) Run(_ context.Context, argv ...string) ([]byte, error) {
-	k := argv[0]
-	switch k {
-	case "zfs":
-		k += " " + argv[1] + " " + argv[len(argv)-1]
-	case "qm":
-		k += " " + argv[1]
-	}
-	r.mu.Lock()
-	r.seen = append(r.seen, strings.Join(argv, " "))
-	r.mu.Unlock()
-	if e := r.err[k]; e != nil {
-		return nil, e
-	}
-	o, ok := r.out[k]
-	if !ok {
-		return nil, fmt.Errorf("test runner: unexpected %s", strings.Join(argv, " "))
-	}
-	return []byte(o), nil
-}
-
 // lvsRow is one thin pool or thin volume row of lvsJSON.
 type lvsRow struct {
 	name, origin   string
@@ -290,8 +260,8 @@ func lvsJSON(pool lvsRow, vols ...lvsRow) string {
 
 // quietRunner reports healthy pools: local-lvm 1 TiB at 10 % with one
 // 32 GiB volume, the zfspools with 100 GiB free.
-func quietRunner() *runner {
-	return &runner{out: map[string]string{
+func quietRunner() *fakerun.Runner {
+	return &fakerun.Runner{Out: map[string]string{
 		"lvs":                   lvsJSON(lvsRow{size: 1 << 40, data: "10.00", metadata: "1.00"}, lvsRow{name: "vm-100-disk-0", size: 32 << 30, data: "20.00"}),
 		"zfs get rpool/data":    "used\t1073741824\navailable\t107374182400\n",
 		"zfs list rpool/data":   "",
@@ -304,10 +274,10 @@ func quietRunner() *runner {
 	}}
 }
 
-// run checks VM vmid on the node with runner r (lvs, zfs, qm showcmd).
-func (tn *tnode) check(vmid int, r *runner, o Options) VMResult {
+// check checks VM vmid on the node with runner r (lvs, zfs, qm showcmd).
+func (tn *tnode) check(vmid int, r *fakerun.Runner, o Options) VMResult {
 	tn.t.Helper()
-	return checkVM(context.Background(), tn.n, r, vmid, o, thinpool.NewCache(r))
+	return VM(context.Background(), r.Node(tn.n), vmid, o, thinpool.NewCache(r))
 }
 
 // summary lists findings as "severity code disk", sorted: the exact set a

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
@@ -205,7 +206,7 @@ func hasCode(cs []Code, c Code) bool {
 
 // nextStart compares with `qm showcmd VMID --pretty`: what the next start
 // runs, with [PENDING] applied.
-func nextStart(ctx context.Context, r Runner, v *vm.VM, out *VMResult) {
+func nextStart(ctx context.Context, r node.Runner, v *vm.VM, out *VMResult) {
 	raw, err := r.Run(ctx, "qm", "showcmd", strconv.Itoa(v.VMID), "--pretty")
 	if err != nil {
 		out.Notes = append(out.Notes, "--next-start: qm showcmd failed: "+err.Error())

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
-	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
 )
 
 // patch replaces old with new in every recorded reply.
@@ -120,13 +120,13 @@ func TestIOErrorStorageUse(t *testing.T) {
 	tn = newNode(t)
 	tn.replay(t, rec, 390, conf)
 	r := quietRunner()
-	r.out["lvs"] = lvsJSON(lvsRow{size: 1 << 30, data: "100.00", metadata: "12.50"}, lvsRow{name: "vm-390-disk-1", size: 64 << 20, data: "100.00"})
+	r.Out["lvs"] = lvsJSON(lvsRow{size: 1 << 30, data: "100.00", metadata: "12.50"}, lvsRow{name: "vm-390-disk-1", size: 64 << 20, data: "100.00"})
 	v = tn.check(390, r, Options{})
 	if f := find(v, CodeIOError, "scsi1"); f == nil || !strings.Contains(f.Message, "storage local-lvm (lvmthin): pool pve/data data 100.00 % of 1.00 GiB, metadata 12.50 %") {
 		t.Errorf("%+v", v.Findings)
 	}
 	// lvs failing: the use is unknown, the finding stays.
-	r.err = map[string]error{"lvs": errors.New("lvs broke")}
+	r.Err = map[string]error{"lvs": errors.New("lvs broke")}
 	v = tn.check(390, r, Options{})
 	if f := find(v, CodeIOError, "scsi1"); f == nil || !strings.Contains(f.Message, "local-lvm (lvmthin): use unknown (`lvs ") || !strings.Contains(f.Message, "lvs broke)") || f.Severity != Error {
 		t.Errorf("%+v", v.Findings)
@@ -246,7 +246,7 @@ func TestNextStart(t *testing.T) {
 	cmd = strings.Replace(cmd, "drive-scsi2", "drive-scsi3", -1)
 	cmd = strings.Replace(cmd, "id=scsi2", "id=scsi3", -1)
 	r := quietRunner()
-	r.out["qm showcmd"] = cmd
+	r.Out["qm showcmd"] = cmd
 	v := tn.check(390, r, Options{NextStart: true})
 	want := []string{"info pending-restart scsi1", "info pending-restart scsi2", "info pending-restart scsi3"}
 	if got := summary(v); !reflect.DeepEqual(got, want) || len(v.Notes) != 0 {
@@ -264,8 +264,8 @@ func TestNextStart(t *testing.T) {
 	if v.Disks[0].NextStart == nil || v.Disks[0].NextStart.AIO != "threads" {
 		t.Errorf("next start %+v", v.Disks[0].NextStart)
 	}
-	if r.seen[len(r.seen)-1] != "qm showcmd 390 --pretty" {
-		t.Errorf("ran %v", r.seen)
+	if r.Calls()[len(r.Calls())-1] != "qm showcmd 390 --pretty" {
+		t.Errorf("ran %v", r.Calls())
 	}
 	// The next start runs what runs now: nothing to say.
 	var same []string
@@ -273,7 +273,7 @@ func TestNextStart(t *testing.T) {
 		same = append(same, shellQuote(strings.ReplaceAll(a, rec.Root, tn.root)))
 	}
 	r = quietRunner()
-	r.out["qm showcmd"] = strings.Join(same, " ")
+	r.Out["qm showcmd"] = strings.Join(same, " ")
 	if v := tn.check(390, r, Options{NextStart: true}); len(v.Findings) != 0 || len(v.Notes) != 0 || v.Disks[1].NextStart == nil {
 		t.Errorf("same command line: %+v %v", v.Findings, v.Notes)
 	}
@@ -286,9 +286,9 @@ func TestNextStart(t *testing.T) {
 		{"kvm -drive 'unbalanced", nil, "--next-start: cannot split qm showcmd output"},
 	} {
 		r := quietRunner()
-		r.out["qm showcmd"] = c.out
+		r.Out["qm showcmd"] = c.out
 		if c.err != nil {
-			r.err = map[string]error{"qm showcmd": c.err}
+			r.Err = map[string]error{"qm showcmd": c.err}
 		}
 		v := tn.check(390, r, Options{NextStart: true})
 		if len(v.Findings) != 0 || len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], c.note) {
@@ -341,13 +341,11 @@ func TestLiveUnread(t *testing.T) {
 			tn.replay(t, rec, 390, conf)
 			withImages(t, tn)
 			c.setup(t, tn, conf)
-			var loaded *vm.VM
-			var liveErr error
-			calls := 0
-			v := tn.check(390, quietRunner(), Options{OnLoad: func(lv *vm.VM, err error) { loaded, liveErr = lv, err; calls++ }})
-			// OnLoad gets the VM once, with FetchLive's error.
-			if calls != 1 || loaded == nil || loaded.VMID != 390 || !loaded.Running || liveErr == nil || !strings.Contains(v.Notes[0], liveErr.Error()) {
-				t.Errorf("OnLoad: %d calls, %v, %v", calls, loaded, liveErr)
+			r := quietRunner()
+			v, loaded, liveErr := VMLoaded(context.Background(), r.Node(tn.n), 390, Options{}, thinpool.NewCache(r))
+			// VMLoaded gives the VM, with FetchLive's error.
+			if loaded == nil || loaded.VMID != 390 || !loaded.Running || liveErr == nil || !strings.Contains(v.Notes[0], liveErr.Error()) {
+				t.Errorf("VMLoaded: %v, %v", loaded, liveErr)
 			}
 			if exitcode.Of(v.Err) != c.code || !reflect.DeepEqual(v.NotChecked, []Code{CodeIOError, CodeDrift}) ||
 				len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], "QMP not reachable (") || !strings.Contains(v.Notes[0], c.msg) ||
@@ -399,7 +397,7 @@ func TestThinPoolFindings(t *testing.T) {
 			tn := newNode(t)
 			tn.conf(100, "scsi0: local-lvm:vm-100-disk-0,discard=on\n")
 			r := quietRunner()
-			r.out["lvs"] = lvsJSON(c.pool, c.vols...)
+			r.Out["lvs"] = lvsJSON(c.pool, c.vols...)
 			v := tn.check(100, r, Options{})
 			if got := summary(v); !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("%q, want %q: %+v", got, c.want, v.Findings)
@@ -419,7 +417,7 @@ func TestThinPoolFindings(t *testing.T) {
 		tn := newNode(t)
 		tn.conf(100, "scsi0: local-lvm:vm-100-disk-0,discard=on\nscsi1: local-lvm:vm-100-disk-1,discard=on\n[PENDING]\nscsi2: local-zfs:vm-100-disk-2,discard=on\n")
 		r := quietRunner()
-		r.err = map[string]error{"lvs": errors.New("`lvs` exited with status 5")}
+		r.Err = map[string]error{"lvs": errors.New("`lvs` exited with status 5")}
 		v := tn.check(100, r, Options{})
 		if len(v.Findings) != 0 || !reflect.DeepEqual(v.NotChecked, []Code{CodeThinOvercommit}) || len(v.Notes) != 1 ||
 			!strings.HasPrefix(v.Notes[0], "thin-overcommit not checked for storage local-lvm: `lvs --reportformat json") || !strings.HasSuffix(v.Notes[0], "`lvs` exited with status 5") || v.Err != nil {
@@ -430,9 +428,9 @@ func TestThinPoolFindings(t *testing.T) {
 		tn := newNode(t)
 		tn.conf(100, "scsi0: local-lvm:vm-100-disk-0,discard=on\n[PENDING]\nscsi2: local-zfs:vm-100-disk-2,discard=on\n")
 		r := quietRunner()
-		r.out["lvs"] = lvsJSON(lvsRow{size: 1024 * gib, data: "85.00", metadata: "5.00"}, vols...)
-		r.out["zfs get rpool/data"] = "used\t9663676416\navailable\t1073741824\n"
-		r.out["zfs list rpool/data"] = "rpool/data/vm-100-disk-2\t21474836480\t9663676416\n"
+		r.Out["lvs"] = lvsJSON(lvsRow{size: 1024 * gib, data: "85.00", metadata: "5.00"}, vols...)
+		r.Out["zfs get rpool/data"] = "used\t9663676416\navailable\t1073741824\n"
+		r.Out["zfs list rpool/data"] = "rpool/data/vm-100-disk-2\t21474836480\t9663676416\n"
 		v := tn.check(100, r, Options{})
 		if got := summary(v); !reflect.DeepEqual(got, []string{"error thin-overcommit -", "warning thin-overcommit -", "warning thin-overcommit -"}) {
 			t.Fatalf("%q", got)

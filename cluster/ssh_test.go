@@ -73,7 +73,7 @@ func sshFor(t *testing.T, mode string, files map[string]string) SSH {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return SSH{Program: exe, View: &View{Local: "pve1", paths: n.Paths}, Runner: node.Runner{Timeout: 5 * time.Second}}
+	return SSH{Program: exe, View: &View{Local: "pve1", paths: n.Paths}, Runner: node.Exec{Timeout: 5 * time.Second}}
 }
 
 func TestSSHArgv(t *testing.T) {

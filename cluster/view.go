@@ -146,7 +146,7 @@ func (v *View) KnownHosts(nodeName string) string {
 // command run, since nothing this node runs (lvs, qm) describes that node.
 func ForConfigsOf(n node.Node, nodeName string) node.Node {
 	n.Paths.Configs = ConfigDir(n.Paths, nodeName)
-	n.Runner.Off = fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", nodeName, nodeName)
+	n.Runner = node.Refuse(fmt.Errorf("node %s did not answer: its VMs are read from their configs on this node, where nothing run describes %s", nodeName, nodeName))
 	return n
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -26,44 +27,30 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// The test binary stands in for qm (see fakeQM): the runner finds "qm" on
-// PATH, a link to this binary, which then acts as qm when this is set.
-const qmEnv = "PVEDISKCHECK_LIMIT_TEST_QM"
-
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(qmEnv); dir != "" {
-		os.Exit(fakeQM(dir, os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
-
 // fakeQM does what `qm set VMID --DISK LINE [--digest D]` does to the config
-// of a node under dir (the main section's line is replaced), records its argv
-// in dir/qm.log, and prints qm's line. dir/qm.fail makes it fail as qm does
+// of a node under dir (the main section's line is replaced), and prints qm's
+// line. dir/qm.fail makes it fail as qm does
 // when the VM is locked, changing nothing. A --digest that is not the sha1 of
 // the config file is refused with update_vm_api's message, changing nothing;
 // dir/qm.race.1 (then .2) is another admin's qm set that lands first: the
 // config it holds is written before the digest is compared (once each).
-func fakeQM(dir string, args []string) int {
-	b, _ := json.Marshal(args)
-	f, _ := os.OpenFile(filepath.Join(dir, "qm.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	fmt.Fprintf(f, "%s\n", b)
-	f.Close()
+func fakeQM(dir string, argv []string) ([]byte, error) {
+	fail := func(status int, msg string) ([]byte, error) {
+		return nil, &node.CommandError{Argv: argv, Status: status, Stderr: msg}
+	}
+	args := argv[1:]
 	if _, err := os.Stat(filepath.Join(dir, "qm.noop")); err == nil {
-		fmt.Printf("update VM %s: nothing saved\n", args[1])
-		return 0
+		return []byte(fmt.Sprintf("update VM %s: nothing saved\n", args[1])), nil
 	}
 	if msg, err := os.ReadFile(filepath.Join(dir, "qm.fail")); err == nil {
-		fmt.Fprint(os.Stderr, string(msg))
-		return 255
+		return fail(255, string(msg))
 	}
 	digest := ""
 	if len(args) == 6 && args[4] == "--digest" {
 		digest, args = args[5], args[:4]
 	}
 	if len(args) != 4 || args[0] != "set" || !strings.HasPrefix(args[2], "--") {
-		fmt.Fprintln(os.Stderr, "fake qm: only 'qm set VMID --DISK LINE [--digest D]'")
-		return 255
+		return fail(255, "fake qm: only 'qm set VMID --DISK LINE [--digest D]'\n")
 	}
 	cfg := filepath.Join(dir, "etc/pve/qemu-server", args[1]+".conf")
 	for _, race := range []string{"qm.race.1", "qm.race.2"} {
@@ -75,12 +62,10 @@ func fakeQM(dir string, args []string) int {
 	}
 	text, err := os.ReadFile(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+		return fail(2, err.Error()+"\n")
 	}
 	if sum := sha1.Sum(text); digest != "" && digest != hex.EncodeToString(sum[:]) {
-		fmt.Fprintln(os.Stderr, "checksum mismatch (file change by other user?)")
-		return 255
+		return fail(255, "checksum mismatch (file change by other user?)\n")
 	}
 	key := strings.TrimPrefix(args[2], "--")
 	var out []string
@@ -91,11 +76,9 @@ func fakeQM(dir string, args []string) int {
 		out = append(out, l)
 	}
 	if err := os.WriteFile(cfg, []byte(strings.Join(out, "\n")), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 255
+		return fail(255, err.Error()+"\n")
 	}
-	fmt.Printf("update VM %s: -%s %s\n", args[1], key, args[3])
-	return 0
+	return []byte(fmt.Sprintf("update VM %s: -%s %s\n", args[1], key, args[3])), nil
 }
 
 // testNode is VM 370 of the test harness (testdata/370.conf, recorded from
@@ -106,6 +89,7 @@ type testNode struct {
 	root string
 	node node.Node
 	qemu *fakeQEMU
+	qm   *fakerun.Runner // qm as fakeQM (useQM)
 }
 
 func newTestNode(t *testing.T, gen string, running bool) *testNode {
@@ -179,41 +163,23 @@ func (tn *testNode) load(t *testing.T, disks ...string) (*vm.VM, []*vm.Disk) {
 	return v, ds
 }
 
-// useQM puts the test binary on PATH as qm, acting on this node.
+// useQM makes the node's runner run qm as fakeQM, acting on this node.
 func (tn *testNode) useQM(t *testing.T) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(self, filepath.Join(bin, "qm")); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	t.Setenv(qmEnv, tn.root)
+	tn.qm = &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"qm": func(argv []string) ([]byte, error) { return fakeQM(tn.root, argv) }}}
+	tn.node = tn.qm.Node(tn.node)
 }
 
-// qmCalls is every qm argv so far.
+// qmCalls is every qm argv so far (without "qm"), each run with limit's
+// deadline for qm.
 func (tn *testNode) qmCalls(t *testing.T) [][]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(tn.root, "qm.log"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out [][]string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var a []string
-		if err := json.Unmarshal([]byte(l), &a); err != nil {
-			t.Fatal(err)
+	for _, c := range tn.qm.Recorded() {
+		if c.Timeout != max(tn.node.Timeout, qmTimeout) {
+			t.Errorf("%q ran with a deadline of %s", c.Argv, c.Timeout)
 		}
-		out = append(out, a)
+		out = append(out, c.Argv[1:])
 	}
 	return out
 }

@@ -220,11 +220,6 @@ func percentField(row gjson.Result, k string) (*float64, error) {
 	return &f, nil
 }
 
-// Runner runs one external command (node.Runner).
-type Runner interface {
-	Run(ctx context.Context, argv ...string) ([]byte, error)
-}
-
 // Error is lvs failing: timed out, exited non-zero, or printed no report.
 type Error struct {
 	Argv []string
@@ -248,7 +243,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // List runs lvs for the given volume groups and parses its report. A
 // timeout wraps node.ErrTimeout; a non-zero exit is an error even when lvs
 // printed a partial report, because rows would be missing silently.
-func List(ctx context.Context, r Runner, vgs ...string) (*Report, error) {
+func List(ctx context.Context, r node.Runner, vgs ...string) (*Report, error) {
 	argv := Argv(vgs...)
 	out, err := r.Run(ctx, argv...)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/node"
 )
 
@@ -130,36 +131,25 @@ func TestParseBad(t *testing.T) {
 	}
 }
 
-type fakeRunner struct {
-	out  []byte
-	err  error
-	argv []string
-}
-
-func (f *fakeRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
-	f.argv = argv
-	return f.out, f.err
-}
-
 // TestListErrors: lvs's own failures, as recorded from lvm2 (exit 5 and its
 // message), and a timeout, come back as *Error naming the command.
 func TestListErrors(t *testing.T) {
 	stderr := string(fixture(t, "real-missing-vg.stderr"))
-	r := &fakeRunner{out: fixture(t, "real-missing-vg.json"), err: &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: stderr}}
+	r := &fakerun.Runner{Out: map[string]string{"lvs": string(fixture(t, "real-missing-vg.json"))}, Err: map[string]error{"lvs": &node.CommandError{Argv: []string{"lvs"}, Status: 5, Stderr: stderr}}}
 	_, err := List(context.Background(), r, "pdcnosuchvg")
 	var le *Error
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), `exited with status 5: Volume group "pdcnosuchvg" not found`) {
 		t.Errorf("missing VG: %v", err)
 	}
-	if got := strings.Join(r.argv, " "); got != "lvs --reportformat json --units b --nosuffix -o "+strings.Join(Fields, ",")+" pdcnosuchvg" {
+	if got := strings.Join(r.Calls(), "\n"); got != "lvs --reportformat json --units b --nosuffix -o "+strings.Join(Fields, ",")+" pdcnosuchvg" {
 		t.Errorf("argv %s", got)
 	}
-	r = &fakeRunner{err: fmt.Errorf("lvs: %w after 5s", node.ErrTimeout)}
+	r = &fakerun.Runner{Err: map[string]error{"lvs": fmt.Errorf("lvs: %w after 5s", node.ErrTimeout)}}
 	_, err = List(context.Background(), r, "pve")
 	if !errors.Is(err, node.ErrTimeout) || !strings.Contains(err.Error(), "timed out") {
 		t.Errorf("timeout: %v", err)
 	}
-	r = &fakeRunner{out: []byte("garbage")}
+	r = &fakerun.Runner{Out: map[string]string{"lvs": "garbage"}}
 	if _, err = List(context.Background(), r, "pve"); !errors.Is(err, ErrParse) {
 		t.Errorf("garbage: %v", err)
 	}

@@ -166,7 +166,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		s.Pools = rep.Pools
 		mu.Unlock()
 	}()
-	ids, err := check.Targets(n.Paths, nil, true)
+	ids, err := vm.List(n.Paths)
 	if err != nil {
 		fail(SourceNode)
 	}
@@ -200,9 +200,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 // its threads' CPU time.
 func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache) (VM, []Source) {
 	out := VM{VMID: vmid}
-	var v *vm.VM
-	var liveErr error
-	res := check.VM(ctx, n, vmid, check.Options{OnLoad: func(lv *vm.VM, err error) { v, liveErr = lv, err }}, pools)
+	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{}, pools)
 	out.Findings = res.Findings
 	if v == nil {
 		// Not loaded: a config that does not parse (config-invalid) or

@@ -123,9 +123,8 @@ func TestCommandsPerVM(t *testing.T) {
 		{qmptest.Greeting72, 15, 7 + 15},
 	} {
 		t.Run(fmt.Sprintf("%.40s/%d", c.greeting, c.disks), func(t *testing.T) {
-			useLVS(t, "")
 			n, q := manyDisks(t, c.disks, c.greeting)
-			s := Collect(context.Background(), node.New(n.Paths, 2*time.Second), Options{})
+			s := Collect(context.Background(), bare(n.Paths, 2*time.Second), Options{})
 			if q.Commands() != c.commands || q.Conns() != 2 {
 				t.Errorf("%d commands in %d connections %v, want %d in 2", q.Commands(), q.Conns(), q.Seen(), c.commands)
 			}
@@ -149,23 +148,21 @@ func TestCommandsPerVM(t *testing.T) {
 func TestCollectErrors(t *testing.T) {
 	ctx := context.Background()
 	t.Run("no lvs", func(t *testing.T) {
-		useLVS(t, "")
 		n, _ := manyDisks(t, 1, qmptest.Greeting111)
-		s := Collect(ctx, node.New(n.Paths, time.Second), Options{})
+		s := Collect(ctx, bare(n.Paths, time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[]" || s.Pools == nil || len(s.Pools) != 0 {
 			t.Errorf("no pool storage: errors %v, pools %v", s.Errors, s.Pools)
 		}
 		n.Write(t, n.Paths.StorageCfg(), "dir: local\n\tpath /var/lib/vz\n\tcontent images\n\nlvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n")
-		s = Collect(ctx, node.New(n.Paths, time.Second), Options{})
+		s = Collect(ctx, bare(n.Paths, time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[thinpool:1]" || s.Pools != nil || !s.VMs[0].Live {
 			t.Errorf("errors %v, pools %v", s.Errors, s.Pools)
 		}
 	})
 	t.Run("threads", func(t *testing.T) {
-		useLVS(t, "")
 		n, _ := manyDisks(t, 2, qmptest.Greeting111)
 		os.RemoveAll(filepath.Join(n.Paths.ProcPid(vmtest.Pid), "task"))
-		s := Collect(ctx, node.New(n.Paths, time.Second), Options{})
+		s := Collect(ctx, bare(n.Paths, time.Second), Options{})
 		v := s.VMs[0]
 		if fmt.Sprint(s.Errors) != "map[threads:1]" || v.CPU != nil || !v.Live || len(v.Disks) != 2 {
 			t.Errorf("errors %v, %+v", s.Errors, v)
@@ -175,24 +172,22 @@ func TestCollectErrors(t *testing.T) {
 		}
 	})
 	t.Run("a vCPU gone", func(t *testing.T) {
-		useLVS(t, "")
 		n, _ := manyDisks(t, 1, qmptest.Greeting111)
 		os.RemoveAll(filepath.Join(n.Paths.ProcPid(vmtest.Pid), "task", "6000"))
 		os.RemoveAll(filepath.Join(n.Paths.ProcPid(vmtest.Pid), "task", "5000"))
-		s := Collect(ctx, node.New(n.Paths, time.Second), Options{})
+		s := Collect(ctx, bare(n.Paths, time.Second), Options{})
 		if c := s.VMs[0].CPU; len(s.Errors) != 0 || c == nil || c.MainLoop != 1 || c.VCPUs != 0 || len(c.IOThreads) != 0 {
 			t.Errorf("errors %v, CPU %+v", s.Errors, c)
 		}
 	})
 	t.Run("config", func(t *testing.T) {
-		useLVS(t, "")
 		n, _ := manyDisks(t, 1, qmptest.Greeting111)
 		// A line Proxmox skips (not key: value) is a note now, as in
 		// parse_vm_config; a line no Proxmox wrote is a config error.
 		n.Write(t, n.Paths.VMConfig(101), "boot: order=scsi0\n"+strings.Repeat("x", 5<<20)+"\n")
 		os.Mkdir(n.Paths.VMConfig(102), 0o755)                                                                    // not a file
 		n.Write(t, n.Paths.VMConfig(103), "this is no config line\nscsi0: local:103/vm-103-disk-0.raw,size=1G\n") // skipped as Proxmox skips it: no error
-		s := Collect(ctx, node.New(n.Paths, time.Second), Options{})
+		s := Collect(ctx, bare(n.Paths, time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[config:2]" || len(s.VMs) != 4 {
 			t.Fatalf("errors %v, %d VMs", s.Errors, len(s.VMs))
 		}
@@ -205,21 +200,19 @@ func TestCollectErrors(t *testing.T) {
 		}
 	})
 	t.Run("not a node", func(t *testing.T) {
-		useLVS(t, "")
-		s := Collect(ctx, node.New(node.NewPaths(t.TempDir(), "", ""), time.Second), Options{})
+		s := Collect(ctx, bare(node.NewPaths(t.TempDir(), "", ""), time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[node:1 thinpool:1]" || len(s.VMs) != 0 || s.VMs == nil {
 			t.Errorf("errors %v, VMs %v", s.Errors, s.VMs)
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
-		useLVS(t, "")
 		n, q := manyDisks(t, 1, qmptest.Greeting111)
 		q.Pause()
 		defer q.Resume()
 		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		s := Collect(dctx, node.New(n.Paths, 5*time.Second), Options{})
+		s := Collect(dctx, bare(n.Paths, 5*time.Second), Options{})
 		if fmt.Sprint(s.Errors) != "map[qmp:1]" || s.VMs[0].Live || time.Since(start) > 3*time.Second {
 			t.Errorf("errors %v after %s", s.Errors, time.Since(start))
 		}
@@ -245,7 +238,6 @@ func TestValidate(t *testing.T) {
 // Options.Parallel bounds the VMs read at once: 1 reads one VM after the
 // other, the default DefaultParallel.
 func TestParallel(t *testing.T) {
-	useLVS(t, "")
 	n, q := manyDisks(t, 1, qmptest.Greeting111)
 	var mu sync.Mutex
 	cur, peak := 0, 0
@@ -280,7 +272,7 @@ func TestParallel(t *testing.T) {
 	}
 	for _, c := range []struct{ parallel, peak int }{{1, 1}, {2, 2}, {0, 4}} {
 		peak = 0
-		s := Collect(context.Background(), node.New(n.Paths, 2*time.Second), Options{Parallel: c.parallel})
+		s := Collect(context.Background(), bare(n.Paths, 2*time.Second), Options{Parallel: c.parallel})
 		if peak != c.peak || s.Errors[SourceQMP] != 0 || len(s.VMs) != 4 {
 			t.Errorf("parallel %d: %d VMs read at once (want %d), errors %v", c.parallel, peak, c.peak, s.Errors)
 		}

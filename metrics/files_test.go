@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/heaptest"
-	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
@@ -23,7 +22,6 @@ import (
 // config error, at once: the other VMs are collected, the server keeps
 // answering, and recovers when the file is fixed.
 func TestHostileConfigFiles(t *testing.T) {
-	useLVS(t, "")
 	n, _ := manyDisks(t, 1, qmptest.Greeting111)
 	fifo := n.Paths.Join("/etc/pve/fifo")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
@@ -42,7 +40,7 @@ func TestHostileConfigFiles(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ln, Handler(node.New(n.Paths, time.Minute), Options{}, 30*time.Second), ServerTimeouts(30*time.Second))
+		done <- Serve(ctx, ln, Handler(bare(n.Paths, time.Minute), Options{}, 30*time.Second), ServerTimeouts(30*time.Second))
 	}()
 	defer func() { cancel(); <-done }()
 	scrape := func() string {
@@ -77,7 +75,7 @@ func TestHostileConfigFiles(t *testing.T) {
 	if !strings.Contains(text, `pvediskcheck_collect_errors{source="config"} 2`) || !strings.Contains(text, `disk="scsi0",vmid="100"`) {
 		t.Errorf("after the fix:\n%s", text)
 	}
-	s := Collect(context.Background(), node.New(n.Paths, time.Second), Options{})
+	s := Collect(context.Background(), bare(n.Paths, time.Second), Options{})
 	if fmt.Sprint(s.Errors) != "map[config:2]" || len(s.VMs) != 4 || !s.VMs[0].Live || s.VMs[1].VMID != 104 {
 		t.Errorf("errors %v, %d VMs", s.Errors, len(s.VMs))
 	}

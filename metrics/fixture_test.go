@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
@@ -41,65 +41,10 @@ func loadFixture(t testing.TB, name string) fixture {
 	return f
 }
 
-// lvsEnv makes the test binary act as lvs (see TestMain): it prints the
-// file this names.
-const lvsEnv = "PVEDISKCHECK_METRICS_TEST_LVS"
-
-// lvsRunsEnv names the file the lvs stand-in adds a line to on each run.
-const lvsRunsEnv = "PVEDISKCHECK_METRICS_TEST_LVS_RUNS"
-
-func TestMain(m *testing.M) {
-	if f := os.Getenv(lvsEnv); f != "" && filepath.Base(os.Args[0]) == "lvs" {
-		if runs, err := os.OpenFile(os.Getenv(lvsRunsEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			fmt.Fprintln(runs, strings.Join(os.Args[1:], " "))
-			runs.Close()
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(5)
-		}
-		os.Stdout.Write(b)
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// useLVS puts the test binary on PATH as lvs, printing out; with out ""
-// no lvs is on PATH at all.
-func useLVS(t *testing.T, out string) {
-	t.Helper()
-	bin := t.TempDir()
-	t.Setenv("PATH", bin)
-	if out == "" {
-		return
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(self, filepath.Join(bin, "lvs")); err != nil {
-		t.Fatal(err)
-	}
-	f := filepath.Join(t.TempDir(), "lvs.json")
-	if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(lvsEnv, f)
-	t.Setenv(lvsRunsEnv, filepath.Join(t.TempDir(), "lvs.runs"))
-}
-
-// lvsRuns is how often the lvs stand-in of useLVS ran.
-func lvsRuns(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile(os.Getenv(lvsRunsEnv))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "\n")
+// bare is a node of tree p whose runner has no lvs (nor any other tool):
+// its pools are not read.
+func bare(p node.Paths, timeout time.Duration) node.Node {
+	return (&fakerun.Runner{}).Node(node.New(p, timeout))
 }
 
 // replayed is a node tree with one recorded VM running: its QMP socket a
@@ -107,6 +52,8 @@ func lvsRuns(t *testing.T) int {
 type replayed struct {
 	n *vmtest.Node
 	q *qmptest.QEMU
+	// lvs runs lvs as recorded with the VM (no lvs when nothing was).
+	lvs *fakerun.Runner
 }
 
 // start lays the fixture out as VM vmid (the recording's VMID when 0), on
@@ -142,7 +89,11 @@ func (f fixture) start(t *testing.T, n *vmtest.Node, vmid int, greeting string) 
 			n.Write(t, p, text)
 		}
 	}
-	return replayed{n: n, q: q}
+	lvs := &fakerun.Runner{}
+	if f.LVS != "" {
+		lvs.Out = map[string]string{"lvs": f.LVS}
+	}
+	return replayed{n: n, q: q, lvs: lvs}
 }
 
 // addVM adds another running VM to a vmtest tree, with its own pid.
@@ -161,7 +112,7 @@ func addVM(t *testing.T, n *vmtest.Node, vmid int, f fixture) {
 	n.Write(t, n.Paths.PidFile(vmid), strconv.Itoa(pid)+"\n")
 }
 
-func (r replayed) node() node.Node { return node.New(r.n.Paths, 2*time.Second) }
+func (r replayed) node() node.Node { return r.lvs.Node(node.New(r.n.Paths, 2*time.Second)) }
 
 func (r replayed) collect(t *testing.T) *Snapshot {
 	t.Helper()

@@ -22,7 +22,6 @@ import (
 // other VMs' series, as before and after.
 func TestHostileReplyKeepsServing(t *testing.T) {
 	f := loadFixture(t, "lab370-blockdev")
-	useLVS(t, f.LVS)
 	r := f.start(t, nil, 0, qmptest.Greeting72)
 	f.start(t, r.n, 371, qmptest.Greeting72)
 	// VM 371's QEMU answers its counters with a hostile reply, its

@@ -112,7 +112,6 @@ func TestGoldenQEMU72(t *testing.T) {
 	} {
 		t.Run(c.gen, func(t *testing.T) {
 			f := loadFixture(t, "lab370-"+c.gen)
-			useLVS(t, f.LVS)
 			r := f.start(t, nil, 0, qmptest.Greeting72)
 			s := r.collect(t)
 			if got := strings.Join(r.q.Seen(), " "); got != strings.Join(c.seen, " ") {
@@ -122,7 +121,7 @@ func TestGoldenQEMU72(t *testing.T) {
 				t.Errorf("%d connections, want 2 (FetchLive's exchange, then the counters')", r.q.Conns())
 			}
 			// The pools' figures and check's thin-overcommit share one lvs.
-			if n := lvsRuns(t); n != 1 {
+			if n := r.lvs.Count("lvs"); n != 1 {
 				t.Errorf("lvs ran %d times in one collection, want 1", n)
 			}
 			golden(t, "lab370-"+c.gen+"-7.2.prom", exposition(t, s))
@@ -232,7 +231,6 @@ func TestGoldenQEMU111(t *testing.T) {
 					f.Threads[th.String()] = map[string]string{"schedstat": fmt.Sprintf("%d000000000 0 1\n", th.Int()%100)}
 				}
 			}
-			useLVS(t, f.LVS)
 			r := f.start(t, nil, 0, qmptest.Greeting111)
 			r.q.Handler = handler
 			s := r.collect(t)
@@ -274,7 +272,6 @@ func labelsOf(m *dto.Metric) map[string]string {
 // the series per VM grow with its disks and iothreads, nothing else.
 func TestLabelCardinality(t *testing.T) {
 	f := loadFixture(t, "lab370-blockdev")
-	useLVS(t, f.LVS)
 	r := f.start(t, nil, 0, qmptest.Greeting72)
 	for _, id := range []int{371, 372} {
 		f.start(t, r.n, id, qmptest.Greeting72)
@@ -373,7 +370,6 @@ func TestBusySocket(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := loadFixture(t, "lab370-drive")
-			useLVS(t, f.LVS)
 			r := f.start(t, nil, 0, qmptest.Greeting72)
 			busy := f.start(t, r.n, 371, qmptest.Greeting72)
 			if c.after == "" {

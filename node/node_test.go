@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Configs replaces /etc/pve/qemu-server (another node's configs in pmxcfs);
@@ -20,11 +21,21 @@ func TestPathsConfigs(t *testing.T) {
 	}
 }
 
-// A runner that is off runs nothing and says why.
-func TestRunnerOff(t *testing.T) {
+// A runner that refuses runs nothing and says why, with either deadline;
+// an empty command is refused as Exec refuses it.
+func TestRefuse(t *testing.T) {
 	why := errors.New("config-only view of pve2")
-	out, err := Runner{Off: why}.Run(context.Background(), "true")
-	if out != nil || !errors.Is(err, why) || !strings.HasPrefix(err.Error(), "true not run: ") {
+	r := Refuse(why)
+	out, err := r.Run(context.Background(), "true")
+	if out != nil || !errors.Is(err, why) || err.Error() != "true not run: config-only view of pve2" {
 		t.Errorf("Run = %q, %v", out, err)
+	}
+	if out, err := r.RunTimeout(context.Background(), time.Minute, "lvs", "pve"); out != nil || !errors.Is(err, why) || !strings.HasPrefix(err.Error(), "lvs not run: ") {
+		t.Errorf("RunTimeout = %q, %v", out, err)
+	}
+	for _, r := range []Runner{r, Exec{}} {
+		if _, err := r.Run(context.Background()); err == nil || err.Error() != "runner: empty command" {
+			t.Errorf("%T: empty command: %v", r, err)
+		}
 	}
 }

@@ -105,7 +105,7 @@ func (p Paths) ProcPid(pid int) string { return filepath.Join(p.Proc, strconv.It
 // socket exchange and command.
 type Node struct {
 	Paths   Paths
-	Runner  Runner
+	Runner  Runner // Exec on a real node
 	Timeout time.Duration
 }
 
@@ -114,7 +114,7 @@ func New(p Paths, timeout time.Duration) Node {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return Node{Paths: p, Runner: Runner{Timeout: timeout}, Timeout: timeout}
+	return Node{Paths: p, Runner: Exec{Timeout: timeout}, Timeout: timeout}
 }
 
 // DefaultTimeout bounds every socket exchange and external command unless

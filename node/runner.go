@@ -14,15 +14,45 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
-// Runner runs external commands (qm, pvesm, lvs, ...) found on PATH: no shell,
-// LC_ALL=C so output is parseable, and a deadline on every call.
-type Runner struct {
-	Timeout time.Duration // per command; 0 means 5 s
-	// Off, when set, refuses every command with this error: a view of
-	// another node's configs, where nothing this node runs (lvs, qm)
-	// describes that node.
-	Off error
+// Runner runs one external command (qm, pvesm, lvs, zfs, ssh, ...) and
+// returns its standard output: the one seam every package runs commands
+// through. Node.Runner is Exec on a real node; unit tests give a recording
+// (internal/fakerun) instead of programs on PATH.
+type Runner interface {
+	// Run runs argv with the runner's own deadline.
+	Run(ctx context.Context, argv ...string) ([]byte, error)
+	// RunTimeout is Run with an explicit deadline for commands that
+	// legitimately take longer than the default (qm set on a busy node,
+	// a call over ssh).
+	RunTimeout(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error)
 }
+
+// Exec runs external commands found on PATH: no shell, LC_ALL=C so output
+// is parseable, a deadline on every call, and the command's whole process
+// group killed at the deadline.
+type Exec struct {
+	Timeout time.Duration // per command; 0 means 5 s
+}
+
+// Refuse is a runner that runs nothing and says why (err): a view of
+// another node's configs, where nothing this node runs (lvs, qm) describes
+// that node.
+func Refuse(err error) Runner { return refusing{err} }
+
+type refusing struct{ why error }
+
+func (r refusing) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	return r.RunTimeout(ctx, 0, argv...)
+}
+
+func (r refusing) RunTimeout(_ context.Context, _ time.Duration, argv ...string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errEmpty
+	}
+	return nil, fmt.Errorf("%s not run: %w", argv[0], r.why)
+}
+
+var errEmpty = errors.New("runner: empty command")
 
 // ErrTimeout is returned (wrapped) when a command runs past its deadline.
 var ErrTimeout = exitcode.New(exitcode.Unreachable, "timed out")
@@ -49,18 +79,14 @@ func (e *CommandError) Error() string {
 }
 
 // Run executes argv and returns its standard output.
-func (r Runner) Run(ctx context.Context, argv ...string) ([]byte, error) {
+func (r Exec) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	return r.RunTimeout(ctx, r.timeout(), argv...)
 }
 
-// RunTimeout is Run with an explicit deadline for commands that legitimately
-// take longer than the default (e.g. qm set on a busy node).
-func (r Runner) RunTimeout(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error) {
+// RunTimeout is Run with an explicit deadline.
+func (r Exec) RunTimeout(ctx context.Context, timeout time.Duration, argv ...string) ([]byte, error) {
 	if len(argv) == 0 {
-		return nil, errors.New("runner: empty command")
-	}
-	if r.Off != nil {
-		return nil, fmt.Errorf("%s not run: %w", argv[0], r.Off)
+		return nil, errEmpty
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -147,7 +173,7 @@ func (c *capped) Write(p []byte) (int, error) {
 func (c *capped) Bytes() []byte  { return c.buf.Bytes() }
 func (c *capped) String() string { return c.buf.String() }
 
-func (r Runner) timeout() time.Duration {
+func (r Exec) timeout() time.Duration {
 	if r.Timeout <= 0 {
 		return DefaultTimeout
 	}

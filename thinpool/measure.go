@@ -17,11 +17,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
 
-// Runner runs one external command with the node's deadline (node.Runner).
-type Runner interface {
-	Run(ctx context.Context, argv ...string) ([]byte, error)
-}
-
 // IsPool reports the storage types this package reports a pool for (their
 // row's Pool: lvmthin, zfspool).
 func IsPool(s *qemuserver.Storage) bool {
@@ -38,7 +33,7 @@ func isLVMThin(s *qemuserver.Storage) bool { return s.Facts().Pool == storagetyp
 // or one of another type is bad input (exit 2); lvs or zfs failing, or a
 // pool missing from its report, is exit 3.
 func Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
-	return measure(ctx, n, n.Runner, names)
+	return measureWith(ctx, n, n.Runner, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, n.Runner, vgs...) })
 }
 
 // Measure is thinpool.Measure on the cache's one lvs run (every volume
@@ -54,13 +49,9 @@ func (c *Cache) lvsReport(ctx context.Context) (*lvm.Report, error) {
 	return c.lvs, c.lvsErr
 }
 
-func measure(ctx context.Context, n node.Node, r Runner, names []string) (*Report, error) {
-	return measureWith(ctx, n, r, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, r, vgs...) })
-}
-
 // measureWith reports the pools of names (all of the node's when none),
 // their lvs report from listLVS (given the volume groups they need).
-func measureWith(ctx context.Context, n node.Node, r Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
+func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
 	p := n.Paths
 	cfg := p.StorageCfg()
 	b, err := n.ReadFile(ctx, cfg)
@@ -140,7 +131,7 @@ func measureWith(ctx context.Context, n node.Node, r Runner, names []string, lis
 }
 
 // zfsPool runs zfs get and zfs list for a zfspool storage.
-func zfsPool(ctx context.Context, r Runner, s *qemuserver.Storage, uses Uses) (Pool, error) {
+func zfsPool(ctx context.Context, r node.Runner, s *qemuserver.Storage, uses Uses) (Pool, error) {
 	ds := s.Props["pool"]
 	argv := alloc.ZFSArgv(ds, "used", "available")
 	b, err := r.Run(ctx, argv...)
@@ -166,7 +157,7 @@ func zfsPool(ctx context.Context, r Runner, s *qemuserver.Storage, uses Uses) (P
 // --all): lvs once for every volume group, zfs once per zfspool. Safe for
 // concurrent use.
 type Cache struct {
-	runner  Runner
+	runner  node.Runner
 	lvsOnce sync.Once
 	lvs     *lvm.Report
 	lvsErr  error
@@ -181,7 +172,7 @@ type cached struct {
 }
 
 // NewCache returns a cache that runs lvs and zfs through r.
-func NewCache(r Runner) *Cache { return &Cache{runner: r, pools: map[string]*cached{}} }
+func NewCache(r node.Runner) *Cache { return &Cache{runner: r, pools: map[string]*cached{}} }
 
 // Pool returns the figures of storage s's pool (an lvmthin or zfspool
 // storage), without who uses its volumes.

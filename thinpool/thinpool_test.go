@@ -9,11 +9,11 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -317,35 +317,6 @@ func TestLoadUses(t *testing.T) {
 	}
 }
 
-// runner answers by argv[0] (lvs) or argv[0]+last argument (zfs) and counts
-// the calls.
-type runner struct {
-	out   map[string]string
-	err   map[string]error
-	calls atomic.Int32
-	mu    sync.Mutex
-	seen  []string
-}
-
-func (r *runner) Run(_ context.Context, argv ...string) ([]byte, error) {
-	r.calls.Add(1)
-	k := argv[0]
-	if k == "zfs" {
-		k += " " + argv[1] + " " + argv[len(argv)-1]
-	}
-	r.mu.Lock()
-	r.seen = append(r.seen, strings.Join(argv, " "))
-	r.mu.Unlock()
-	if e := r.err[k]; e != nil {
-		return nil, e
-	}
-	o, ok := r.out[k]
-	if !ok {
-		return nil, fmt.Errorf("unexpected %s", strings.Join(argv, " "))
-	}
-	return []byte(o), nil
-}
-
 func fixture(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -361,31 +332,31 @@ func TestMeasure(t *testing.T) {
 	ctx := context.Background()
 	lvs := fixture(t, "../lvm/testdata/format-lab370-active.json")
 	zfsList := fixture(t, "../alloc/testdata/format-zfs-list.txt")
-	ok := func() *runner {
-		return &runner{out: map[string]string{"lvs": lvs, "zfs get rpool/data": "used\t21474836480\navailable\t10737418240\n", "zfs list rpool/data": zfsList}}
+	ok := func() *fakerun.Runner {
+		return &fakerun.Runner{Out: map[string]string{"lvs": lvs, "zfs get rpool/data": "used\t21474836480\navailable\t10737418240\n", "zfs list rpool/data": zfsList}}
 	}
 	p := tree(t, map[string]string{"etc/pve/storage.cfg": storageCfg, "etc/pve/qemu-server/370.conf": "scsi0: local-lvm:vm-370-disk-0,size=8G\n"})
 	r := ok()
-	rep, err := measure(ctx, node.New(p, 0), r, nil)
+	rep, err := Measure(ctx, r.Node(node.New(p, 0)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Pools) != 2 || rep.Pools[0].Storage != "local-lvm" || rep.Pools[1].Storage != "local-zfs" || len(rep.Notes) != 0 {
 		t.Fatalf("%+v", rep)
 	}
-	if r.seen[0] != strings.Join(lvm.Argv("pve"), " ") {
-		t.Errorf("lvs not limited to the storages' volume groups: %s", r.seen[0])
+	if r.Calls()[0] != strings.Join(lvm.Argv("pve"), " ") {
+		t.Errorf("lvs not limited to the storages' volume groups: %s", r.Calls()[0])
 	}
 	if rep.Pools[0].Volumes[0].Guest == "" {
 		t.Error("uses not loaded")
 	}
-	if rep, err := measure(ctx, node.New(p, 0), ok(), []string{"local-zfs"}); err != nil || len(rep.Pools) != 1 || rep.Pools[0].Type != TypeZFSPool {
+	if rep, err := Measure(ctx, ok().Node(node.New(p, 0)), []string{"local-zfs"}); err != nil || len(rep.Pools) != 1 || rep.Pools[0].Type != TypeZFSPool {
 		t.Errorf("named: %+v %v", rep, err)
 	}
 	for _, c := range []struct {
 		name  string
 		p     node.Paths
-		r     *runner
+		r     *fakerun.Runner
 		names []string
 		code  exitcode.Code
 		msg   string
@@ -394,26 +365,26 @@ func TestMeasure(t *testing.T) {
 		{"unknown storage", p, ok(), []string{"nope"}, exitcode.Usage, `no storage "nope"`},
 		{"not a pool", p, ok(), []string{"local"}, exitcode.Usage, "is of type dir"},
 		{"bad storage.cfg", tree(t, map[string]string{"etc/pve/storage.cfg": "garbage here\n"}), ok(), nil, exitcode.Usage, "cannot parse"},
-		{"lvs fails", p, &runner{err: map[string]error{"lvs": errors.New("boom")}}, nil, exitcode.Unreachable, "boom"},
+		{"lvs fails", p, &fakerun.Runner{Err: map[string]error{"lvs": errors.New("boom")}}, nil, exitcode.Unreachable, "boom"},
 		{"pool missing", tree(t, map[string]string{"etc/pve/storage.cfg": "lvmthin: t\n\tvgname pve\n\tthinpool gone\n"}), ok(), nil, exitcode.Unreachable, "pve/gone"},
-		{"zfs get fails", p, &runner{out: map[string]string{"lvs": lvs}, err: map[string]error{"zfs get rpool/data": errors.New("no zfs")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs get"},
-		{"zfs list fails", p, &runner{out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n"}, err: map[string]error{"zfs list rpool/data": errors.New("no list")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs list"},
-		{"zfs get garbage", p, &runner{out: map[string]string{"zfs get rpool/data": "used 1\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},
-		{"zfs list garbage", p, &runner{out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n", "zfs list rpool/data": "x\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},
+		{"zfs get fails", p, &fakerun.Runner{Out: map[string]string{"lvs": lvs}, Err: map[string]error{"zfs get rpool/data": errors.New("no zfs")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs get"},
+		{"zfs list fails", p, &fakerun.Runner{Out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n"}, Err: map[string]error{"zfs list rpool/data": errors.New("no list")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs list"},
+		{"zfs get garbage", p, &fakerun.Runner{Out: map[string]string{"zfs get rpool/data": "used 1\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},
+		{"zfs list garbage", p, &fakerun.Runner{Out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n", "zfs list rpool/data": "x\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := measure(ctx, node.New(c.p, 0), c.r, c.names)
+			_, err := Measure(ctx, c.r.Node(node.New(c.p, 0)), c.names)
 			if exitcode.Of(err) != c.code || !strings.Contains(fmt.Sprint(err), c.msg) {
 				t.Errorf("%v (exit %d), want exit %d with %q", err, exitcode.Of(err), c.code, c.msg)
 			}
 		})
 	}
 	// No pool storage at all: an empty report with a note, not an error.
-	rep, err = measure(ctx, node.New(tree(t, map[string]string{"etc/pve/storage.cfg": "dir: local\n\tpath /var/lib/vz\n"}), 0), ok(), nil)
+	rep, err = Measure(ctx, ok().Node(node.New(tree(t, map[string]string{"etc/pve/storage.cfg": "dir: local\n\tpath /var/lib/vz\n"}), 0)), nil)
 	if err != nil || len(rep.Pools) != 0 || rep.Pools == nil || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "no lvmthin or zfspool storage") {
 		t.Errorf("%+v %v", rep, err)
 	}
-	// Measure is measure with the node's runner and paths.
+	// The node's own runner: nothing run on an empty root.
 	if _, err := Measure(ctx, node.New(node.NewPaths(t.TempDir(), "", ""), 0), nil); exitcode.Of(err) != exitcode.Usage {
 		t.Errorf("Measure on an empty root: %v", err)
 	}
@@ -423,7 +394,7 @@ func TestMeasure(t *testing.T) {
 // at once; zfs per pool; errors are remembered, not retried.
 func TestCache(t *testing.T) {
 	ctx := context.Background()
-	r := &runner{out: map[string]string{"lvs": fixture(t, "../lvm/testdata/format-lab370-active.json"),
+	r := &fakerun.Runner{Out: map[string]string{"lvs": fixture(t, "../lvm/testdata/format-lab370-active.json"),
 		"zfs get rpool/data": "used\t1073741824\navailable\t1073741824\n", "zfs list rpool/data": ""}}
 	c := NewCache(r)
 	s1, s2 := lvmthin(), lvmthin("thinpool", "data")
@@ -442,11 +413,11 @@ func TestCache(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := r.calls.Load(); n != 3 {
-		t.Errorf("%d commands, want lvs once and zfs get/list once: %v", n, r.seen)
+	if n := len(r.Calls()); n != 3 {
+		t.Errorf("%d commands, want lvs once and zfs get/list once: %v", n, r.Calls())
 	}
-	if r.seen[0] != strings.Join(lvm.Argv(), " ") && !strings.HasPrefix(strings.Join(r.seen, "|"), "zfs") {
-		t.Errorf("check's lvs lists every volume group: %v", r.seen)
+	if r.Calls()[0] != strings.Join(lvm.Argv(), " ") && !strings.HasPrefix(strings.Join(r.Calls(), "|"), "zfs") {
+		t.Errorf("check's lvs lists every volume group: %v", r.Calls())
 	}
 	if p, _ := c.Pool(ctx, s1); p.Pool != "pve/data" || len(p.Volumes) == 0 || p.Volumes[0].Guest != GuestUnreferenced {
 		t.Errorf("%+v", p)
@@ -454,17 +425,17 @@ func TestCache(t *testing.T) {
 	if _, err := c.Pool(ctx, &qemuserver.Storage{ID: "local", Type: "dir"}); err == nil {
 		t.Error("a dir storage has no pool")
 	}
-	bad := &runner{err: map[string]error{"lvs": errors.New("lvs broke")}}
+	bad := &fakerun.Runner{Err: map[string]error{"lvs": errors.New("lvs broke")}}
 	c = NewCache(bad)
 	for i := 0; i < 2; i++ {
 		if _, err := c.Pool(ctx, s1); err == nil || !strings.Contains(err.Error(), "lvs broke") {
 			t.Errorf("lvs failing: %v", err)
 		}
 	}
-	if _, err := c.Pool(ctx, s2); err == nil || bad.calls.Load() != 1 {
-		t.Errorf("lvs retried: %d calls, %v", bad.calls.Load(), err)
+	if _, err := c.Pool(ctx, s2); err == nil || len(bad.Calls()) != 1 {
+		t.Errorf("lvs retried: %d calls, %v", len(bad.Calls()), err)
 	}
-	if _, err := NewCache(&runner{out: map[string]string{"lvs": `{"report":[{"lv":[]}]}`}}).Pool(ctx, s1); err == nil || !strings.Contains(err.Error(), "not in lvs's report") {
+	if _, err := NewCache(&fakerun.Runner{Out: map[string]string{"lvs": `{"report":[{"lv":[]}]}`}}).Pool(ctx, s1); err == nil || !strings.Contains(err.Error(), "not in lvs's report") {
 		t.Errorf("missing pool: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
@@ -63,10 +64,9 @@ func fixCorpus(t *testing.T) []fixCase {
 
 // noPools answers lvs and zfs with an error: thin pools are not what this
 // property is about (a note, no finding).
-type noPools struct{}
-
-func (noPools) Run(context.Context, ...string) ([]byte, error) {
-	return nil, errors.New("no pools in this test")
+func noPools() *fakerun.Runner {
+	no := errors.New("no pools in this test")
+	return &fakerun.Runner{Err: map[string]error{"lvs": no, "zfs": no}}
 }
 
 // stoppedNode lays the case out as a stopped VM 8006 below a fresh root.
@@ -97,7 +97,7 @@ func stoppedNode(t *testing.T, c fixCase) node.Node {
 
 func checkStopped(t *testing.T, n node.Node) check.VMResult {
 	t.Helper()
-	v := check.VM(context.Background(), n, 8006, check.Options{}, thinpool.NewCache(noPools{}))
+	v := check.VM(context.Background(), n, 8006, check.Options{}, thinpool.NewCache(noPools()))
 	if v.Err != nil {
 		t.Fatalf("check: %v", v.Err)
 	}

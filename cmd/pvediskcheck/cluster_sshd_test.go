@@ -309,7 +309,7 @@ printf '%s' '`+strings.TrimSpace(string(old))+`' >&2; echo >&2; exit 2
 		// Below the CLI's validation, the quoting alone: arguments a shell
 		// would act on reach the remote pvediskcheck as plain words
 		// through the real sshd and root's login shell.
-		s := cluster.SSH{Program: sc.ssh.Wrapper, View: mustView(t, sc.Nodes[0].Node), Runner: node.Runner{Timeout: 30 * time.Second}}
+		s := cluster.SSH{Program: sc.ssh.Wrapper, View: mustView(t, sc.Nodes[0].Node), Runner: node.Exec{Timeout: 30 * time.Second}}
 		hostile := []string{"--cluster-reply=pve2", "cache", "$(touch " + marker + ")", "`touch " + marker + "`", "x; touch " + marker, "it's", "*", "a  b"}
 		r, err := s.Call(context.Background(), cluster.Member{Name: "pve2", IP: "127.0.0.2", Online: true}, hostile, 30*time.Second)
 		if err != nil || r.Exit != exitUsage || !strings.Contains(r.Stderr, "$(touch") {

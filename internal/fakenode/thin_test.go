@@ -73,7 +73,7 @@ func TestLVSDoubleFollowsRealDiscards(t *testing.T) {
 	vm := n.MustStart(t, 380, ArgvOptions{})
 	lvs := func() *lvm.Report {
 		t.Helper()
-		rep, err := lvm.List(context.Background(), node.Runner{Timeout: 5 * time.Second}, n.VG)
+		rep, err := lvm.List(context.Background(), node.Exec{Timeout: 5 * time.Second}, n.VG)
 		if err != nil {
 			t.Fatal(err)
 		}
