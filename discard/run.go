@@ -182,13 +182,11 @@ func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 	}
 	var pci map[string]string
 	if len(fsinfo) > 0 {
-		if err := v.Exchange(ctx, r.n.Timeout, func(s qmp.Session) error {
-			ret, err := s.Exec("query-pci", nil)
-			pci = guestdisk.PCIDevices(ret)
-			return err
-		}); err != nil {
+		a, err := v.Ask(ctx, r.n.Timeout, vm.Query{Need: vm.NeedPCI})
+		if err != nil {
 			return nil, vm.QMPError(v.VMID, err)
 		}
+		pci = a.PCI
 	}
 	tctx, cancel := context.WithTimeout(ctx, r.o.TrimTimeout)
 	defer cancel()

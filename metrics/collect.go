@@ -238,39 +238,15 @@ type live struct {
 	threads threads.Map
 }
 
-// readLive is the second exchange: the devices' and the block nodes'
-// counters and the thread ids, four commands whatever the number of disks.
+// readLive is the second exchange (vm.Ask): the devices' and the block
+// nodes' counters and the thread ids, four commands whatever the number of
+// disks.
 func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
-	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}}
-	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			l.stats[b.ID] = b
-		}
-		if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
-			return err
-		}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			l.nodes[b.NodeName] = b
-		}
-		io, err := s.Exec("query-iothreads", nil)
-		if err != nil {
-			return err
-		}
-		cpus, err := s.Exec("query-cpus-fast", nil)
-		if err != nil {
-			return err
-		}
-		l.threads = threads.New(v.Pid, io, cpus)
-		return nil
-	})
+	a, err := v.Ask(ctx, timeout, vm.Query{Need: vm.NeedStats | vm.NeedNodeStats | vm.NeedThreads})
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	return &live{stats: a.Stats, nodes: a.Nodes, threads: a.Threads}, nil
 }
 
 // disks builds the running disks from cache's view of the VM (the
