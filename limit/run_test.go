@@ -606,8 +606,10 @@ func TestThrottled(t *testing.T) {
 		{&vm.Disk{Drive: drive("/dev/sdz,scsiblock=1"), Running: running}, false},
 		{&vm.Disk{Drive: drive("local:iso/x.iso,media=cdrom"), Running: running}, false},
 	} {
-		if got := throttled(tc.d); got != tc.want {
-			t.Errorf("%+v: %v", tc.d.Drive, got)
+		for _, blockdev := range []bool{true, false} {
+			if got := throttled(&vm.VM{Blockdev: blockdev}, tc.d); got != tc.want {
+				t.Errorf("blockdev %v, %+v: %v", blockdev, tc.d.Drive, got)
+			}
 		}
 	}
 }
