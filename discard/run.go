@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -34,7 +35,7 @@ type Options struct {
 	// DefaultInterval.
 	Interval time.Duration
 	// OnSample, when set, is called after each sample of a --wait window.
-	OnSample func(Progress)
+	OnSample sampler.OnSample
 	// OnTrim, when set, is called as guest-fstrim is sent, with its
 	// deadline; the function it returns is called when it has answered.
 	OnTrim func(timeout time.Duration) (done func())

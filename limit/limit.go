@@ -31,7 +31,7 @@ type Request struct {
 	// (at least MinWindow) before its rate limits are judged.
 	Verify time.Duration
 	// OnSample is called after each sample of the window.
-	OnSample func(s sampler.Sample, elapsed, window time.Duration)
+	OnSample sampler.OnSample
 }
 
 // Run shows the configured and running limits of disks (those of vm.Select),
@@ -402,7 +402,7 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 // the window. An exceeded limit is exitcode.ErrProblem. A window cut short
 // (QEMU stopped answering or exited, Ctrl-C) keeps what was measured until
 // then, with the cut, and is exit 3 whatever its verdicts.
-func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample func(sampler.Sample, time.Duration, time.Duration)) error {
+func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample sampler.OnSample) error {
 	m, err := Measure(ctx, n, v, d.ID, window, onSample)
 	var cut *Cut
 	switch {
