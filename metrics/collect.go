@@ -33,6 +33,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -238,15 +239,16 @@ type live struct {
 	threads threads.Map
 }
 
-// readLive is the second exchange (vm.Ask): the devices' and the block
-// nodes' counters and the thread ids, four commands whatever the number of
-// disks.
+// readLive is the second exchange, one sample (sampler.Window.Take): the
+// devices' and the block nodes' counters and the thread ids, four commands
+// whatever the number of disks.
 func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
-	a, err := v.Ask(ctx, timeout, vm.Query{Need: vm.NeedStats | vm.NeedNodeStats | vm.NeedThreads})
+	w := &sampler.Window{VM: v, Timeout: timeout, Patience: timeout, Query: vm.Query{Need: vm.NeedNodeStats | vm.NeedThreads}}
+	s, err := w.Take(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &live{stats: a.Stats, nodes: a.Nodes, threads: a.Threads}, nil
+	return &live{stats: s.Stats, nodes: s.Nodes, threads: s.Live.Threads}, nil
 }
 
 // disks builds the running disks from cache's view of the VM (the

@@ -25,8 +25,9 @@ type Sample struct {
 	// socket that was briefly busy does not shift the timestamp).
 	Time  time.Time
 	Stats map[string]qmp.BlockStats // by disk id (scsi1, virtio0)
-	// Nodes are the counters of Window.Nodes, by node name; nil when none
-	// were asked for.
+	// Nodes are the counters of Window.Nodes (every node's when the Query
+	// asks vm.NeedNodeStats without naming any), by node name; nil when
+	// none were asked for.
 	Nodes map[string]qmp.BlockStats
 	// Live is the whole answer of the sample's exchange (vm.Answer: the
 	// limits, jobs, threads the window's Query asked for besides the
@@ -119,10 +120,10 @@ func (w *Window) take(ctx context.Context, patience time.Duration) (Sample, time
 			s.Stats[id] = st
 		}
 	}
-	if len(w.Nodes) > 0 {
+	if a.Nodes != nil {
 		s.Nodes = map[string]qmp.BlockStats{}
 		for name, st := range a.Nodes {
-			if slices.Contains(w.Nodes, name) {
+			if len(w.Nodes) == 0 || slices.Contains(w.Nodes, name) {
 				st.Timestamp = s.Time.UnixNano()
 				s.Nodes[name] = st
 			}
@@ -150,41 +151,26 @@ func (w *Window) keep(id string) bool {
 }
 
 // Run samples for window: one sample at once, then one per Interval on a
-// fixed schedule (a slow sample does not shift the later ones), the last one
-// at the end of the window. A tick whose socket stays busy beyond Patience is
-// skipped; any other error ends the run.
+// fixed schedule (Schedule: a slow sample does not shift the later ones),
+// the last one at the end of the window. A tick whose socket stays busy
+// beyond Patience is skipped; any other error ends the run.
 func (w *Window) Run(ctx context.Context, window time.Duration) (*Series, error) {
 	iv := w.interval()
 	ser := &Series{}
 	start := time.Now()
-	ticks := int(window / iv)
-	for k := 0; k <= ticks; k++ {
-		due := start.Add(time.Duration(k) * iv)
-		if k == ticks {
-			due = start.Add(window)
-		}
-		if d := time.Until(due); d > 0 {
-			select {
-			case <-ctx.Done():
-				return ser, ctx.Err()
-			case <-time.After(d):
-			}
-		} else if k > 0 && k < ticks && -d > iv/2 {
-			ser.Missed++ // still late from the previous sample: skip this tick
-			continue
-		}
+	missed, err := Schedule(ctx, iv, window, func(k int, last bool) (bool, error) {
 		patience := w.patience()
-		if k == ticks {
+		if last {
 			// The last sample closes the window: worth waiting for.
 			patience = max(patience, 2*time.Second)
 		}
 		s, waited, err := w.take(ctx, patience)
 		if errors.Is(err, qmp.ErrBusy) {
 			ser.Missed++
-			continue
+			return false, nil
 		}
 		if err != nil {
-			return ser, err
+			return true, err
 		}
 		if waited > 20*time.Millisecond {
 			ser.Busy++
@@ -193,11 +179,53 @@ func (w *Window) Run(ctx context.Context, window time.Duration) (*Series, error)
 		if w.OnSample != nil {
 			w.OnSample(Tick{N: len(ser.Samples), Elapsed: time.Since(start), Window: window, Sample: s})
 		}
+		return false, nil
+	})
+	ser.Missed += missed
+	if err != nil {
+		return ser, err
 	}
 	if len(ser.Samples) < 2 {
-		return ser, fmt.Errorf("%w: %d of %d in %s (QMP socket busy?)", ErrTooFewSamples, len(ser.Samples), ticks+1, window)
+		return ser, fmt.Errorf("%w: %d of %d in %s (QMP socket busy?)", ErrTooFewSamples, len(ser.Samples), int(window/iv)+1, window)
 	}
 	return ser, nil
+}
+
+// Schedule is the one clock of every sampling loop: it calls take at
+// start + k*interval, k = 0, 1, ..., on a fixed schedule (a slow take does
+// not shift the later ones). With a window, the last call is at its end
+// (last true); with window 0 it runs until ctx ends. A tick still late by
+// more than half an interval from the one before is skipped (neither the
+// first nor the last; counted in missed). take returning done, or an
+// error, ends it; ctx ending while it waits ends it with ctx.Err().
+func Schedule(ctx context.Context, interval, window time.Duration, take func(k int, last bool) (done bool, err error)) (missed int, err error) {
+	start := time.Now()
+	ticks := -1
+	if window > 0 {
+		ticks = int(window / interval)
+	}
+	for k := 0; ticks < 0 || k <= ticks; k++ {
+		due := start.Add(time.Duration(k) * interval)
+		last := k == ticks
+		if last {
+			due = start.Add(window)
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return missed, ctx.Err()
+			case <-time.After(d):
+			}
+		} else if k > 0 && !last && -d > interval/2 {
+			missed++ // still late from the previous tick: skip this one
+			continue
+		}
+		done, err := take(k, last)
+		if done || err != nil {
+			return missed, err
+		}
+	}
+	return missed, nil
 }
 
 // Rates are a disk's throughput over part of a series.

@@ -2,6 +2,8 @@ package sampler
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +106,44 @@ func TestWindowSteps(t *testing.T) {
 	}
 	if got, want := strings.Join(q.Seen(), " "), strings.TrimSpace(strings.Repeat("query-blockstats query-block-jobs ", 4)); got != want {
 		t.Errorf("commands %s, want %s", got, want)
+	}
+}
+
+// TestSchedule: the one clock. A take that overruns by more than half an
+// interval skips the tick it ran into (counted), not the ones after; with
+// a window the last take is at its end; without one it runs until done;
+// a cancelled context ends the wait with its error.
+func TestSchedule(t *testing.T) {
+	const iv = 200 * time.Millisecond
+	start := time.Now()
+	var ks []int
+	var lastAt time.Duration
+	missed, err := Schedule(context.Background(), iv, 5*iv+iv/4, func(k int, last bool) (bool, error) {
+		ks = append(ks, k)
+		if k == 1 {
+			time.Sleep(iv + iv*3/4) // into tick 2 by 3/4 of an interval: tick 2 is skipped
+		}
+		if last {
+			lastAt = time.Since(start)
+		}
+		return false, nil
+	})
+	if err != nil || missed != 1 || !reflect.DeepEqual(ks, []int{0, 1, 3, 4, 5}) || lastAt < 5*iv+iv/4 {
+		t.Errorf("ticks %v, %d missed, last at %s, %v", ks, missed, lastAt, err)
+	}
+	n, lastK := 0, 0
+	if missed, err := Schedule(context.Background(), 20*time.Millisecond, 0, func(k int, last bool) (bool, error) {
+		n, lastK = n+1, k
+		return k >= 9 || last, nil
+	}); err != nil || n+missed != 10 || lastK != 9 {
+		t.Errorf("until done: %d takes, %d missed, the last tick %d, %v", n, missed, lastK, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := errors.New("stop")
+	if _, err := Schedule(ctx, time.Hour, 0, func(k int, _ bool) (bool, error) { cancel(); return false, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	if _, err := Schedule(context.Background(), time.Millisecond, 0, func(int, bool) (bool, error) { return false, stop }); err != stop {
+		t.Errorf("take's error: %v", err)
 	}
 }

@@ -110,39 +110,26 @@ func Run(ctx context.Context, n node.Node, o Options) error {
 		return err
 	}
 	defer m.Close()
-	iv := m.interval()
-	start := time.Now()
 	delivered := 0
-	for k := 0; ; k++ {
-		due := start.Add(time.Duration(k) * iv)
-		if d := time.Until(due); d > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(d):
-			}
-		} else if k > 0 && -d > iv/2 {
-			continue // still late from the previous sample: skip this tick
-		}
+	_, err = sampler.Schedule(ctx, m.interval(), 0, func(k int, _ bool) (bool, error) {
 		s := m.Sample(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if k == 0 {
-			continue
+		if ctx.Err() != nil || k == 0 {
+			return ctx.Err() != nil, nil
 		}
 		if o.OnSample != nil {
 			if err := o.OnSample(s); errors.Is(err, ErrStop) {
-				return nil
+				return true, nil
 			} else if err != nil {
-				return err
+				return true, err
 			}
 		}
 		delivered++
-		if o.Count > 0 && delivered >= o.Count {
-			return nil
-		}
+		return o.Count > 0 && delivered >= o.Count, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // Monitor keeps what one run knows about each VM between samples.
