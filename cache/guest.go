@@ -49,14 +49,11 @@ func GuestNames(ctx context.Context, v *vm.VM, timeout time.Duration, view *View
 	if !v.Running || !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
 		return
 	}
-	var pci map[string]string
-	if err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
-		ret, err := s.Exec("query-pci", nil)
-		pci = guestdisk.PCIDevices(ret)
-		return err
-	}); err != nil {
+	a, err := v.Ask(ctx, timeout, vm.Query{Need: vm.NeedPCI})
+	if err != nil {
 		return
 	}
+	pci := a.PCI
 	actx, cancel := context.WithTimeout(ctx, 2*AgentTimeout)
 	defer cancel()
 	seen, err := guestdisk.Ask(actx, qmp.Agent{Path: v.QGASocket(), Timeout: AgentTimeout}, pci, qemuserver.SCSIHW(v.Config.Main))

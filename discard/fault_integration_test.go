@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -39,7 +40,7 @@ func faultVM(t *testing.T) (*fakenode.Node, *fakenode.VM, *vm.VM) {
 func faultWait(t *testing.T, fvm *fakenode.VM, window time.Duration, at int, fault func()) Options {
 	k := 0
 	return Options{Mode: Wait, Wait: window, Interval: 250 * time.Millisecond, TrimTimeout: time.Minute,
-		OnSample: func(p Progress) {
+		OnSample: func(sampler.Tick) {
 			k++
 			if k == 1 {
 				if err := fvm.QemuIO("scsi1", "discard 0 4M"); err != nil {

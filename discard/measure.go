@@ -3,6 +3,7 @@ package discard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
@@ -10,6 +11,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -31,8 +33,8 @@ type Meter interface {
 
 // counters is the sampler the run reads QEMU's counters with: the
 // targets' devices and their protocol nodes, one exchange per reading.
-func counters(n node.Node, v *vm.VM, ts []*Target) *sampler.Blockstats {
-	bs := &sampler.Blockstats{Socket: v.QMPSocket(), Timeout: n.Timeout, Patience: n.Timeout}
+func counters(n node.Node, v *vm.VM, ts []*Target) *sampler.Window {
+	bs := &sampler.Window{VM: v, Timeout: n.Timeout, Patience: n.Timeout}
 	for _, t := range ts {
 		bs.Disks = append(bs.Disks, t.Disk.ID)
 		if t.Node != "" {
@@ -59,50 +61,48 @@ func measureAlloc(ctx context.Context, m Meter, vmid int, ts []*Target, s *Snaps
 	return nil
 }
 
-// Progress is what a --wait window has seen so far (OnSample).
-type Progress struct {
-	Elapsed, Window time.Duration
-	// ReceivedBytes: the devices' unmap_bytes since the measurement
-	// before the window (not counted on VirtIO Block).
-	ReceivedBytes int64
-	// AcceptedBytes: the protocol nodes' discard-bytes-ok since then.
-	AcceptedBytes int64
-	Sample        sampler.Sample
-}
-
 // DefaultInterval is how often a --wait window samples the counters: the
 // progress line's tick, and the resolution of the gaps it reports.
 const DefaultInterval = time.Second
 
 // gapFactor: samples further apart than this many intervals leave a gap.
 // A sample that waited for a briefly busy socket comes up to half an
-// interval late (sampler.Blockstats skips a tick beyond that).
+// interval late (sampler.Window skips a tick beyond that).
 const gapFactor = 1.5
 
 // watch samples the window on the shared sampler (one exchange per tick,
 // a briefly busy socket retried, a silent one given up per tick) and
-// returns its samples. An error other than a busy or silent socket ends
-// it: QEMU gone.
-func watch(ctx context.Context, bs sampler.Blockstats, window, interval time.Duration, before *Snapshot, ts []*Target, on func(Progress)) (*sampler.Series, error) {
+// returns its samples. Each tick's Detail says what the window has seen so
+// far: the devices' unmap_bytes since the measurement before the window
+// (not counted on VirtIO Block) and the protocol nodes' discard-bytes-ok.
+// An error other than a busy or silent socket ends it: QEMU gone.
+func watch(ctx context.Context, bs sampler.Window, window, interval time.Duration, before *Snapshot, ts []*Target, on sampler.OnSample) (*sampler.Series, error) {
 	bs.Interval, bs.Patience = interval, interval
-	bs.OnSample = func(s sampler.Sample, elapsed, window time.Duration) {
+	bs.OnSample = func(tk sampler.Tick) {
 		if on == nil {
 			return
 		}
-		p := Progress{Elapsed: elapsed, Window: window, Sample: s}
+		var received, accepted int64
 		for _, t := range ts {
-			p.ReceivedBytes += s.Stats[t.Disk.ID].UnmapBytes - before.Dev[t.Disk.ID].UnmapBytes
+			received += tk.Sample.Stats[t.Disk.ID].UnmapBytes - before.Dev[t.Disk.ID].UnmapBytes
 			if t.Node != "" {
-				p.AcceptedBytes += s.Nodes[t.Node].DiscardBytesOK - before.Nodes[t.Node].DiscardBytesOK
+				accepted += tk.Sample.Nodes[t.Node].DiscardBytesOK - before.Nodes[t.Node].DiscardBytesOK
 			}
 		}
-		on(p)
+		tk.Detail = ProgressDetail(received, accepted)
+		on(tk)
 	}
 	ser, err := bs.Run(ctx, window)
 	if errors.Is(err, sampler.ErrTooFewSamples) {
 		err = nil // a busy or silent socket: the gaps and the window's end say it
 	}
 	return ser, err
+}
+
+// ProgressDetail is a --wait window's progress: what QEMU received and the
+// storage accepted since the window began.
+func ProgressDetail(received, accepted int64) string {
+	return fmt.Sprintf("QEMU received %s, storage accepted %s", units.Bytes(received), units.Bytes(accepted))
 }
 
 // sampling describes a window from its readings: the one before it and

@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -34,7 +35,7 @@ type Options struct {
 	// DefaultInterval.
 	Interval time.Duration
 	// OnSample, when set, is called after each sample of a --wait window.
-	OnSample func(Progress)
+	OnSample sampler.OnSample
 	// OnTrim, when set, is called as guest-fstrim is sent, with its
 	// deadline; the function it returns is called when it has answered.
 	OnTrim func(timeout time.Duration) (done func())
@@ -182,13 +183,11 @@ func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 	}
 	var pci map[string]string
 	if len(fsinfo) > 0 {
-		if err := v.Exchange(ctx, r.n.Timeout, func(s qmp.Session) error {
-			ret, err := s.Exec("query-pci", nil)
-			pci = guestdisk.PCIDevices(ret)
-			return err
-		}); err != nil {
+		a, err := v.Ask(ctx, r.n.Timeout, vm.Query{Need: vm.NeedPCI})
+		if err != nil {
 			return nil, vm.QMPError(v.VMID, err)
 		}
+		pci = a.PCI
 	}
 	tctx, cancel := context.WithTimeout(ctx, r.o.TrimTimeout)
 	defer cancel()

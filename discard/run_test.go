@@ -18,6 +18,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -98,7 +99,7 @@ func waitOptions(f *fakeVM, window time.Duration, at int, fault func()) Options 
 	n := 0
 	return Options{Mode: Wait, Wait: window, Interval: 50 * time.Millisecond, TrimTimeout: time.Minute,
 		NewMeter: func() Meter { return f.meter },
-		OnSample: func(p Progress) {
+		OnSample: func(sampler.Tick) {
 			n++
 			if n == 2 {
 				f.r.set("after")
@@ -113,10 +114,10 @@ func waitOptions(f *fakeVM, window time.Duration, at int, fault func()) Options 
 func TestRunWait(t *testing.T) {
 	f := newFakeVM(t, "vm370", 370)
 	v := f.load(t, 370)
-	var progress []Progress
+	var progress []sampler.Tick
 	o := waitOptions(f, 400*time.Millisecond, 0, nil)
 	on := o.OnSample
-	o.OnSample = func(p Progress) { on(p); progress = append(progress, p) }
+	o.OnSample = func(p sampler.Tick) { on(p); progress = append(progress, p) }
 	rep, err := Run(context.Background(), f.node(2*time.Second), v, v.Disks, o)
 	if exitcode.Of(err) != exitcode.Problem || err.Error() != "" {
 		t.Fatalf("exit %d (%v), want 1 (scsi2 has discard=ignore)", exitcode.Of(err), err)
@@ -145,7 +146,7 @@ func TestRunWait(t *testing.T) {
 		t.Errorf("scsi2: %s %v", r.Verdict, codesOf(r.Reasons))
 	}
 	last := progress[len(progress)-1]
-	if len(progress) != s.Samples || last.AcceptedBytes != 3*4<<20 || last.ReceivedBytes != 0 || last.Window != 400*time.Millisecond || progress[0].AcceptedBytes != 0 {
+	if len(progress) != s.Samples || last.Detail != "QEMU received 0 B, storage accepted 12.0 MiB" || last.Window != 400*time.Millisecond || progress[0].Detail != "QEMU received 0 B, storage accepted 0 B" || progress[0].N != 1 || last.N != s.Samples {
 		t.Errorf("progress: %d samples, last %+v", len(progress), last)
 	}
 	b, _ := json.Marshal(rep)
@@ -201,7 +202,7 @@ func TestRunWaitStoppedToTheEnd(t *testing.T) {
 		t.Fatalf("exit %d (%v), report %v", exitcode.Of(err), err, rep != nil)
 	}
 	// The window, then at most the last sample's 2 s of patience
-	// (sampler.Blockstats), plus a margin.
+	// (sampler.Window), plus a margin.
 	if bound := window + 2*time.Second + 500*time.Millisecond; took > bound {
 		t.Errorf("took %s, bound %s", took, bound)
 	}

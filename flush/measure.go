@@ -25,7 +25,7 @@ type Options struct {
 	Trigger bool
 	// OnSample is called after each sample: progress, and tests that step
 	// through a window instead of sleeping.
-	OnSample func(s Sample, elapsed, window time.Duration)
+	OnSample sampler.OnSample
 }
 
 // ErrAgent means the guest agent did not answer before the window: the
@@ -93,10 +93,11 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 	triggerDone := make(chan error, 1)
 	triggered := false
 	var start time.Time
-	bs := &sampler.Blockstats{
-		Socket: v.QMPSocket(), Disks: ids, Timeout: n.Timeout,
+	bs := &sampler.Window{
+		VM: v, Disks: ids, Timeout: n.Timeout,
 		Interval: interval, Patience: 3 * time.Second,
-		OnSample: func(q sampler.Sample, elapsed, window time.Duration) {
+		OnSample: func(tk sampler.Tick) {
+			q := tk.Sample
 			if start.IsZero() {
 				start = q.Time
 			}
@@ -115,7 +116,7 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 				}()
 			}
 			if o.OnSample != nil {
-				o.OnSample(s, elapsed, window)
+				o.OnSample(tk)
 			}
 		},
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -76,10 +77,10 @@ func TestMeasureWholeWindow(t *testing.T) {
 	tree.Write(t, dev, "")
 	tree.Write(t, filepath.Join(tree.Root, "sys/class/block/vm-100-disk-1/stat"), "10 0 80 5 20 0 2048 30 0 40 50 0 0 0 0 15 9\n")
 	var seen int
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 4, OnSample: func(s Sample, elapsed, window time.Duration) {
+	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
 		seen++
-		if window != time.Second || s.Disks["scsi1"].WrBytes == 0 {
-			t.Errorf("sample %+v window %s", s, window)
+		if tk.Window != time.Second || tk.Sample.Stats["scsi1"].WrBytes == 0 || tk.N != seen {
+			t.Errorf("sample %+v", tk)
 		}
 	}})
 	if err != nil {
@@ -106,9 +107,9 @@ func TestMeasureWholeWindow(t *testing.T) {
 	}
 	// Defaults: 15 s at 4 Hz; only the window is cut short here.
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err = Measure(ctx, n, v, v.Disks, Options{OnSample: func(s Sample, _, window time.Duration) {
-		if window != DefaultWindow {
-			t.Errorf("default window %s", window)
+	res, err = Measure(ctx, n, v, v.Disks, Options{OnSample: func(tk sampler.Tick) {
+		if tk.Window != DefaultWindow {
+			t.Errorf("default window %s", tk.Window)
 		}
 		cancel()
 	}})
@@ -124,8 +125,8 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	v, n, _, _ := fakeVM(t, conf)
 	start := time.Now()
 	var killed time.Time
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 5 * time.Second, Hz: 4, OnSample: func(s Sample, _, _ time.Duration) {
-		if s.Disks["scsi1"].WrBytes == 3<<20 {
+	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 5 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
+		if tk.Sample.Stats["scsi1"].WrBytes == 3<<20 {
 			killed = time.Now()
 			os.Remove(v.QMPSocket())
 		}
@@ -153,8 +154,8 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	for _, k := range []int{1, 2} {
 		v, n, _, _ = fakeVM(t, conf)
 		taken := 0
-		res, err = Measure(context.Background(), n, v, v.Disks, Options{Window: 2 * time.Second, OnSample: func(Sample, time.Duration, time.Duration) {
-			if taken++; taken == k {
+		res, err = Measure(context.Background(), n, v, v.Disks, Options{Window: 2 * time.Second, OnSample: func(tk sampler.Tick) {
+			if taken++; tk.N == k {
 				os.Remove(v.QMPSocket())
 			}
 		}})
@@ -170,8 +171,8 @@ func TestMeasureQEMUKilled(t *testing.T) {
 func TestMeasureQEMUStopped(t *testing.T) {
 	v, n, q, _ := fakeVM(t, conf)
 	held := false
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 3 * time.Second, Hz: 4, OnSample: func(s Sample, _, _ time.Duration) {
-		if !held && s.TimeS >= 0.45 {
+	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 3 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
+		if !held && tk.N == 3 { // 0.5 s in at 4 Hz
 			held = true
 			release := q.Hold(t)
 			time.AfterFunc(1500*time.Millisecond, release)

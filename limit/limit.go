@@ -31,7 +31,7 @@ type Request struct {
 	// (at least MinWindow) before its rate limits are judged.
 	Verify time.Duration
 	// OnSample is called after each sample of the window.
-	OnSample func(s sampler.Sample, elapsed, window time.Duration)
+	OnSample sampler.OnSample
 }
 
 // Run shows the configured and running limits of disks (those of vm.Select),
@@ -138,44 +138,60 @@ func configured(d *vm.Disk) (Set, error) {
 	return s, nil
 }
 
-// throttled reports whether QEMU has throttling for the disk: running, and
-// neither passed through (scsiblock) nor a CD-ROM.
-func throttled(d *vm.Disk) bool {
-	return d.Running != nil && !(d.Drive != nil && (d.Drive.Bool("scsiblock") || d.Drive.IsCDROM()))
+// throttled reports whether QEMU has throttling limit can show for the
+// disk: what vm.Throttled decides, less what limit never touches (a disk
+// passed through with scsiblock, a CD-ROM drive).
+func throttled(v *vm.VM, d *vm.Disk) bool {
+	return v.Throttled(d) && !(d.Drive != nil && (d.Drive.Bool("scsiblock") || d.Drive.IsCDROM()))
 }
 
-// readRunning reads the running limits of every throttled disk in one
-// exchange (a briefly busy socket is retried, vm.Exchange).
+// readRunning reads the running limits of every throttled disk of disks in
+// one exchange (vm.Ask: a briefly busy socket is retried); a throttled disk
+// QEMU reports none for (no throttle group, no medium) is an error.
 func readRunning(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk) (map[string]qemuserver.Limits, error) {
 	running := map[string]qemuserver.Limits{}
 	if !v.Running {
 		return running, nil
 	}
-	err := v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		for _, d := range disks {
-			if !throttled(d) {
-				continue
-			}
-			l, err := s.ReadThrottleLimits(d.ID, v.Blockdev)
-			if err != nil {
-				return err
-			}
-			running[d.ID] = qemuserver.Limits(l)
+	ids := []string{}
+	for _, d := range disks {
+		if throttled(v, d) {
+			ids = append(ids, d.ID)
 		}
-		return nil
-	})
-	return running, err
+	}
+	if len(ids) == 0 {
+		return running, nil
+	}
+	a, err := v.Ask(ctx, n.Timeout, vm.Query{Need: vm.NeedLimits, LimitDisks: ids})
+	if err != nil {
+		return running, err
+	}
+	for _, id := range ids {
+		l, ok := a.Limits[id]
+		if !ok {
+			return running, fmt.Errorf("QEMU reports no running limits for %s (%s)", id, where(v, id))
+		}
+		running[id] = l
+	}
+	return running, nil
 }
 
-// readLimits reads one disk's running limits (vm.Exchange).
+// where names what holds a disk's running limits in QEMU.
+func where(v *vm.VM, disk string) string {
+	if v.Blockdev {
+		return "no throttle group " + qmp.ThrottleGroupID(disk)
+	}
+	return "no drive-" + disk + " with a medium in query-block"
+}
+
+// readLimits reads one disk's running limits (readRunning).
 func readLimits(ctx context.Context, n node.Node, v *vm.VM, disk string) (qemuserver.Limits, error) {
-	var l map[string]int64
-	err := v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		var err error
-		l, err = s.ReadThrottleLimits(disk, v.Blockdev)
-		return err
-	})
-	return qemuserver.Limits(l), err
+	d := v.Disk(disk)
+	if d == nil {
+		return nil, fmt.Errorf("%w: %s", qmp.ErrNoDevice, disk)
+	}
+	run, err := readRunning(ctx, n, v, []*vm.Disk{d})
+	return run[disk], err
 }
 
 // setsFor is a disk's configured limits beside the running ones, and where
@@ -386,7 +402,7 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 // the window. An exceeded limit is exitcode.ErrProblem. A window cut short
 // (QEMU stopped answering or exited, Ctrl-C) keeps what was measured until
 // then, with the cut, and is exit 3 whatever its verdicts.
-func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample func(sampler.Sample, time.Duration, time.Duration)) error {
+func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample sampler.OnSample) error {
 	m, err := Measure(ctx, n, v, d.ID, window, onSample)
 	var cut *Cut
 	switch {

@@ -50,12 +50,12 @@ type Measurement struct {
 }
 
 // Measure samples the disk of the running VM for window at 2 Hz through
-// sampler.Blockstats (one short exchange per sample, a busy socket retried
+// sampler.Window (one short exchange per sample, a busy socket retried
 // within a tick). onSample, when set, is called after each sample: progress
 // display, and tests that step through the window. The samples taken are
 // returned with an error too.
-func Measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window time.Duration, onSample func(s sampler.Sample, elapsed, window time.Duration)) (*Measurement, error) {
-	b := &sampler.Blockstats{Socket: v.QMPSocket(), Disks: []string{disk}, Interval: Interval, Timeout: n.Timeout, OnSample: onSample}
+func Measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window time.Duration, onSample sampler.OnSample) (*Measurement, error) {
+	b := &sampler.Window{VM: v, Disks: []string{disk}, Interval: Interval, Timeout: n.Timeout, OnSample: onSample}
 	m := &Measurement{Disk: disk, Start: time.Now(), Window: window, Interval: Interval}
 	ser, err := b.Run(ctx, window)
 	if ser != nil {

@@ -104,7 +104,7 @@ func recordSeries(t *testing.T, gen, start string) {
 		})
 	}
 	for k := 0; k <= 20; k++ {
-		// The sampler's schedule (sampler.Blockstats.Run): a tick still
+		// The sampler's schedule (sampler.Window.Run): a tick still
 		// late from the previous one is skipped, a busy socket is waited
 		// for up to one interval.
 		if d := time.Until(t0.Add(time.Duration(k) * 500 * time.Millisecond)); d > 0 {

@@ -456,10 +456,10 @@ func TestVerifyWindow(t *testing.T) {
 	}
 	v, disks := tn.load(t, "scsi1")
 	var ticks []time.Duration
-	onSample := func(s sampler.Sample, elapsed, window time.Duration) {
-		ticks = append(ticks, elapsed)
-		if window != MinWindow || s.Stats["scsi1"].WrOps == 0 {
-			t.Errorf("sample %+v of %s", s, window)
+	onSample := func(tk sampler.Tick) {
+		ticks = append(ticks, tk.Elapsed)
+		if tk.Window != MinWindow || tk.Sample.Stats["scsi1"].WrOps == 0 || tk.N != len(ticks) {
+			t.Errorf("sample %+v", tk)
 		}
 	}
 	rs, err := Run(context.Background(), tn.node, v, disks, Request{Verify: MinWindow, OnSample: onSample})
@@ -534,9 +534,9 @@ func TestVerifyCut(t *testing.T) {
 			v, disks := tn.load(t, "scsi1")
 			taken := 0
 			var last time.Duration
-			onSample := func(s sampler.Sample, elapsed, window time.Duration) {
+			onSample := func(tk sampler.Tick) {
 				taken++
-				last = elapsed
+				last = tk.Elapsed
 				if taken == int(c.killAt/Interval)+1 { // the sample at killAt
 					tn.qemu.Kill()
 					if c.exited {
@@ -606,8 +606,10 @@ func TestThrottled(t *testing.T) {
 		{&vm.Disk{Drive: drive("/dev/sdz,scsiblock=1"), Running: running}, false},
 		{&vm.Disk{Drive: drive("local:iso/x.iso,media=cdrom"), Running: running}, false},
 	} {
-		if got := throttled(tc.d); got != tc.want {
-			t.Errorf("%+v: %v", tc.d.Drive, got)
+		for _, blockdev := range []bool{true, false} {
+			if got := throttled(&vm.VM{Blockdev: blockdev}, tc.d); got != tc.want {
+				t.Errorf("blockdev %v, %+v: %v", blockdev, tc.d.Drive, got)
+			}
 		}
 	}
 }

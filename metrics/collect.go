@@ -33,6 +33,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -236,39 +237,16 @@ type live struct {
 	threads threads.Map
 }
 
-// readLive is the second exchange: the devices' and the block nodes'
-// counters and the thread ids, four commands whatever the number of disks.
+// readLive is the second exchange, one sample (sampler.Window.Take): the
+// devices' and the block nodes' counters and the thread ids, four commands
+// whatever the number of disks.
 func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
-	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}}
-	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			l.stats[b.ID] = b
-		}
-		if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
-			return err
-		}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			l.nodes[b.NodeName] = b
-		}
-		io, err := s.Exec("query-iothreads", nil)
-		if err != nil {
-			return err
-		}
-		cpus, err := s.Exec("query-cpus-fast", nil)
-		if err != nil {
-			return err
-		}
-		l.threads = threads.New(v.Pid, io, cpus)
-		return nil
-	})
+	w := &sampler.Window{VM: v, Timeout: timeout, Patience: timeout, Query: vm.Query{Need: vm.NeedNodeStats | vm.NeedThreads}}
+	s, err := w.Take(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	return &live{stats: s.Stats, nodes: s.Nodes, threads: s.Live.Threads}, nil
 }
 
 // disks builds the running disks from cache's view of the VM (the

@@ -1,5 +1,6 @@
 // Package sampler samples host and QEMU counters over a window and turns them
-// into rates. Every sample is its own short exchange, so the sockets it reads
+// into rates. Window is the one engine that samples a VM over a window:
+// every sample is its own short exchange (vm.Ask), so the sockets it reads
 // stay free for Proxmox's daemons between samples.
 package sampler
 
@@ -13,23 +14,52 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// Sample is one query-blockstats answer.
+// Sample is one sample of a window: the counters QEMU reported, and the
+// rest of what the window's query asked.
 type Sample struct {
 	// Time is when QEMU produced the counters: the midpoint between sending
 	// query-blockstats and reading its reply (connect time excluded, so a
 	// socket that was briefly busy does not shift the timestamp).
 	Time  time.Time
 	Stats map[string]qmp.BlockStats // by disk id (scsi1, virtio0)
-	// Nodes are the counters of Blockstats.Nodes, by node name; nil when
+	// Nodes are the counters of Window.Nodes (every node's when the Query
+	// asks vm.NeedNodeStats without naming any), by node name; nil when
 	// none were asked for.
 	Nodes map[string]qmp.BlockStats
+	// Live is the whole answer of the sample's exchange (vm.Answer: the
+	// limits, jobs, threads the window's Query asked for besides the
+	// counters); nil in samples built from recordings.
+	Live *vm.Answer
 }
 
-// Blockstats samples query-blockstats for a VM's disks at a fixed rate.
-type Blockstats struct {
-	Socket   string        // the VM's QMP socket
+// Tick is one sample as the OnSample hook gets it.
+type Tick struct {
+	N       int           // samples taken so far: 1 for the first
+	Elapsed time.Duration // since the window began
+	Window  time.Duration
+	Sample  Sample
+	// Detail is what the capability adds to the progress line ("QEMU
+	// received 4 MiB, storage accepted 4 MiB"); "" for nothing.
+	Detail string
+}
+
+// OnSample is the one hook shape of every window: called after each
+// sample, for progress and for tests that act at a known sample of a
+// window instead of sleeping.
+type OnSample func(Tick)
+
+// Window samples a running VM's live state over a window at a fixed rate,
+// each sample one short exchange (vm.Ask), so the socket stays free for
+// Proxmox's daemons between samples: the one sampling engine of flush,
+// limit and discard.
+type Window struct {
+	VM *vm.VM
+	// Query is what each sample asks besides the devices' counters
+	// (vm.NeedStats is always added; vm.NeedNodeStats when Nodes is set).
+	Query    vm.Query
 	Disks    []string      // disk ids to keep; empty keeps every device
 	Interval time.Duration // between samples; 0 means 500 ms (2 Hz)
 	Timeout  time.Duration // dial, greeting and reply of one exchange; 0 means 2 s
@@ -37,8 +67,8 @@ type Blockstats struct {
 	// client's exchange) before that tick is given up; 0 means Interval.
 	// The last sample of a window waits at least 2 s.
 	Patience time.Duration
-	// OnSample, when set, is called after each sample (progress display).
-	OnSample func(s Sample, elapsed, window time.Duration)
+	// OnSample, when set, is called after each sample.
+	OnSample OnSample
 	// Nodes are block node names (a disk's protocol node, say) whose own
 	// counters are read in the same exchange (query-blockstats with
 	// query-nodes): a protocol node's driver-specific discard-* counters
@@ -60,128 +90,142 @@ type Series struct {
 var ErrTooFewSamples = errors.New("too few samples")
 
 // Take reads one sample now.
-func (b *Blockstats) Take(ctx context.Context) (Sample, error) {
-	s, _, err := b.take(ctx, b.patience())
+func (w *Window) Take(ctx context.Context) (Sample, error) {
+	s, _, err := w.take(ctx, w.patience())
 	return s, err
 }
 
-func (b *Blockstats) take(ctx context.Context, patience time.Duration) (Sample, time.Duration, error) {
-	timeout := b.Timeout
+func (w *Window) take(ctx context.Context, patience time.Duration) (Sample, time.Duration, error) {
+	timeout := w.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Second
 	}
-	var s Sample
-	start := time.Now()
-	var waited time.Duration
-	err := qmp.DoRetry(ctx, b.Socket, timeout, patience, func(sess qmp.Session) error {
-		waited = time.Since(start)
-		t0 := time.Now()
-		ret, err := sess.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		t1 := time.Now()
-		s = Sample{Time: t0.Add(t1.Sub(t0) / 2), Stats: map[string]qmp.BlockStats{}}
-		for _, st := range qmp.ParseBlockstats(ret) {
-			if b.keep(st.ID) {
-				st.Timestamp = s.Time.UnixNano()
-				s.Stats[st.ID] = st
-			}
-		}
-		if len(b.Nodes) == 0 {
-			return nil
-		}
-		ret, err = sess.Exec("query-blockstats", map[string]any{"query-nodes": true})
-		if err != nil {
-			return err
-		}
-		s.Nodes = map[string]qmp.BlockStats{}
-		for _, st := range qmp.ParseBlockstats(ret) {
-			if slices.Contains(b.Nodes, st.NodeName) {
-				st.Timestamp = s.Time.UnixNano()
-				s.Nodes[st.NodeName] = st
-			}
-		}
-		return nil
-	})
-	return s, waited, err
-}
-
-func (b *Blockstats) patience() time.Duration {
-	if b.Patience > 0 {
-		return b.Patience
+	q := w.Query
+	q.Need |= vm.NeedStats
+	if len(w.Nodes) > 0 {
+		q.Need |= vm.NeedNodeStats
 	}
-	return b.interval()
+	a, err := w.VM.AskPatient(ctx, timeout, patience, q)
+	if err != nil {
+		var waited time.Duration
+		if a != nil {
+			waited = a.Waited
+		}
+		return Sample{}, waited, err
+	}
+	s := Sample{Time: a.At, Stats: map[string]qmp.BlockStats{}, Live: a}
+	for id, st := range a.Stats {
+		if w.keep(id) {
+			st.Timestamp = s.Time.UnixNano()
+			s.Stats[id] = st
+		}
+	}
+	if a.Nodes != nil {
+		s.Nodes = map[string]qmp.BlockStats{}
+		for name, st := range a.Nodes {
+			if len(w.Nodes) == 0 || slices.Contains(w.Nodes, name) {
+				st.Timestamp = s.Time.UnixNano()
+				s.Nodes[name] = st
+			}
+		}
+	}
+	return s, a.Waited, nil
 }
 
-func (b *Blockstats) interval() time.Duration {
-	if b.Interval <= 0 {
+func (w *Window) patience() time.Duration {
+	if w.Patience > 0 {
+		return w.Patience
+	}
+	return w.interval()
+}
+
+func (w *Window) interval() time.Duration {
+	if w.Interval <= 0 {
 		return 500 * time.Millisecond
 	}
-	return b.Interval
+	return w.Interval
 }
 
-func (b *Blockstats) keep(id string) bool {
-	if len(b.Disks) == 0 {
-		return true
-	}
-	for _, d := range b.Disks {
-		if d == id {
-			return true
-		}
-	}
-	return false
+func (w *Window) keep(id string) bool {
+	return len(w.Disks) == 0 || slices.Contains(w.Disks, id)
 }
 
 // Run samples for window: one sample at once, then one per Interval on a
-// fixed schedule (a slow sample does not shift the later ones), the last one
-// at the end of the window. A tick whose socket stays busy beyond Patience is
-// skipped; any other error ends the run.
-func (b *Blockstats) Run(ctx context.Context, window time.Duration) (*Series, error) {
-	iv := b.interval()
+// fixed schedule (Schedule: a slow sample does not shift the later ones),
+// the last one at the end of the window. A tick whose socket stays busy
+// beyond Patience is skipped; any other error ends the run.
+func (w *Window) Run(ctx context.Context, window time.Duration) (*Series, error) {
+	iv := w.interval()
 	ser := &Series{}
 	start := time.Now()
-	ticks := int(window / iv)
-	for k := 0; k <= ticks; k++ {
-		due := start.Add(time.Duration(k) * iv)
-		if k == ticks {
-			due = start.Add(window)
-		}
-		if d := time.Until(due); d > 0 {
-			select {
-			case <-ctx.Done():
-				return ser, ctx.Err()
-			case <-time.After(d):
-			}
-		} else if k > 0 && k < ticks && -d > iv/2 {
-			ser.Missed++ // still late from the previous sample: skip this tick
-			continue
-		}
-		patience := b.patience()
-		if k == ticks {
+	missed, err := Schedule(ctx, iv, window, func(k int, last bool) (bool, error) {
+		patience := w.patience()
+		if last {
 			// The last sample closes the window: worth waiting for.
 			patience = max(patience, 2*time.Second)
 		}
-		s, waited, err := b.take(ctx, patience)
+		s, waited, err := w.take(ctx, patience)
 		if errors.Is(err, qmp.ErrBusy) {
 			ser.Missed++
-			continue
+			return false, nil
 		}
 		if err != nil {
-			return ser, err
+			return true, err
 		}
 		if waited > 20*time.Millisecond {
 			ser.Busy++
 		}
 		ser.Samples = append(ser.Samples, s)
-		if b.OnSample != nil {
-			b.OnSample(s, time.Since(start), window)
+		if w.OnSample != nil {
+			w.OnSample(Tick{N: len(ser.Samples), Elapsed: time.Since(start), Window: window, Sample: s})
 		}
+		return false, nil
+	})
+	ser.Missed += missed
+	if err != nil {
+		return ser, err
 	}
 	if len(ser.Samples) < 2 {
-		return ser, fmt.Errorf("%w: %d of %d in %s (QMP socket busy?)", ErrTooFewSamples, len(ser.Samples), ticks+1, window)
+		return ser, fmt.Errorf("%w: %d of %d in %s (QMP socket busy?)", ErrTooFewSamples, len(ser.Samples), int(window/iv)+1, window)
 	}
 	return ser, nil
+}
+
+// Schedule is the one clock of every sampling loop: it calls take at
+// start + k*interval, k = 0, 1, ..., on a fixed schedule (a slow take does
+// not shift the later ones). With a window, the last call is at its end
+// (last true); with window 0 it runs until ctx ends. A tick still late by
+// more than half an interval from the one before is skipped (neither the
+// first nor the last; counted in missed). take returning done, or an
+// error, ends it; ctx ending while it waits ends it with ctx.Err().
+func Schedule(ctx context.Context, interval, window time.Duration, take func(k int, last bool) (done bool, err error)) (missed int, err error) {
+	start := time.Now()
+	ticks := -1
+	if window > 0 {
+		ticks = int(window / interval)
+	}
+	for k := 0; ticks < 0 || k <= ticks; k++ {
+		due := start.Add(time.Duration(k) * interval)
+		last := k == ticks
+		if last {
+			due = start.Add(window)
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return missed, ctx.Err()
+			case <-time.After(d):
+			}
+		} else if k > 0 && !last && -d > interval/2 {
+			missed++ // still late from the previous tick: skip this one
+			continue
+		}
+		done, err := take(k, last)
+		if done || err != nil {
+			return missed, err
+		}
+	}
+	return missed, nil
 }
 
 // Rates are a disk's throughput over part of a series.

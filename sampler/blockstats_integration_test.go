@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	pvevm "github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // TestBlockstatsRealQEMU samples a throttled disk under a deep queue started
@@ -42,7 +44,11 @@ func TestBlockstatsRealQEMU(t *testing.T) {
 			// is refused by) the listen queue, and holds nothing.
 			held := make(chan error, 1)
 			time.AfterFunc(4*time.Second, func() { held <- holdQMP(sock, 1200*time.Millisecond, 2*time.Second) })
-			b := &Blockstats{Socket: sock, Disks: []string{"scsi1"}}
+			v, err := pvevm.Load(ctx, node.New(n.Paths, 0), 370)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &Window{VM: v, Disks: []string{"scsi1"}}
 			ser, err := b.Run(ctx, 10*time.Second)
 			if st := load.Stop(); st.Err != nil {
 				t.Errorf("load: %v", st.Err)

@@ -110,39 +110,26 @@ func Run(ctx context.Context, n node.Node, o Options) error {
 		return err
 	}
 	defer m.Close()
-	iv := m.interval()
-	start := time.Now()
 	delivered := 0
-	for k := 0; ; k++ {
-		due := start.Add(time.Duration(k) * iv)
-		if d := time.Until(due); d > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(d):
-			}
-		} else if k > 0 && -d > iv/2 {
-			continue // still late from the previous sample: skip this tick
-		}
+	_, err = sampler.Schedule(ctx, m.interval(), 0, func(k int, _ bool) (bool, error) {
 		s := m.Sample(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if k == 0 {
-			continue
+		if ctx.Err() != nil || k == 0 {
+			return ctx.Err() != nil, nil
 		}
 		if o.OnSample != nil {
 			if err := o.OnSample(s); errors.Is(err, ErrStop) {
-				return nil
+				return true, nil
 			} else if err != nil {
-				return err
+				return true, err
 			}
 		}
 		delivered++
-		if o.Count > 0 && delivered >= o.Count {
-			return nil
-		}
+		return o.Count > 0 && delivered >= o.Count, nil
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // Monitor keeps what one run knows about each VM between samples.
@@ -204,7 +191,7 @@ type vmState struct {
 	diskThreads map[string]string
 
 	limits map[string]qemuserver.Limits // running limits by disk
-	rr     int                          // next disk whose group limits are read (QEMU < 10.1)
+	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
 
 	prev *snapshot // the last answer, what the next one is compared with
 
@@ -219,7 +206,6 @@ type diskState struct {
 	id, storage string
 	dev         string // the node block device's kernel name; "" when none
 	byID        guestdisk.Name
-	group       bool // has a throttle group to read (-blockdev, not scsi-block)
 }
 
 // snapshot is one VM's counters at one moment.
@@ -376,7 +362,7 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
 			continue
 		}
-		ds := &diskState{id: d.ID, group: v.HasThrottleGroup(d)}
+		ds := &diskState{id: d.ID}
 		if d.Drive != nil {
 			ds.storage = d.Drive.StorageID()
 			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
@@ -404,58 +390,46 @@ func (m *Monitor) readPid(path string) int {
 	return pid
 }
 
-// sampleVM takes one snapshot of a VM: one QMP exchange, then its
-// threads' and node devices' counters.
+// sampleVM takes one snapshot of a VM: one QMP exchange (vm.Ask), then
+// its threads' and node devices' counters.
 func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) {
 	snap := &snapshot{Stats: map[string]qmp.BlockStats{}, Jobs: map[string][]string{}, Limits: map[string]qemuserver.Limits{}}
 	needMap := st.tmapAt.IsZero() || time.Since(st.tmapAt) >= ThreadMapRefresh
 	needPCI := m.o.Guest && st.agent && st.pci == nil
-	err := st.v.Exchange(ctx, m.patience(), func(s qmp.Session) error {
-		t0 := time.Now()
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		t1 := time.Now()
-		snap.At = t0.Add(t1.Sub(t0) / 2)
-		for _, b := range qmp.ParseBlockstats(ret) {
-			snap.Stats[b.ID] = b
-		}
-		if err := st.readJobs(s, snap); err != nil {
-			return err
-		}
-		if err := st.readLimits(s); err != nil {
-			return err
-		}
-		if needMap {
-			io, err := s.Exec("query-iothreads", nil)
-			if err != nil {
-				return err
-			}
-			cpus, err := s.Exec("query-cpus-fast", nil)
-			if err != nil {
-				return err
-			}
-			st.tmap, st.tmapAt = threads.New(st.pid, io, cpus), time.Now()
-			ids := make([]string, len(st.disks))
-			for i, d := range st.disks {
-				ids[i] = d.id
-			}
-			st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
-		}
-		if needPCI {
-			ret, err := s.Exec("query-pci", nil)
-			if err != nil {
-				return err
-			}
-			m.mu.Lock()
-			st.pci = guestdisk.PCIDevices(ret)
-			m.mu.Unlock()
-		}
-		return nil
-	})
+	q := vm.Query{Need: vm.NeedStats | vm.NeedJobs | vm.NeedLimits, LimitDisks: st.limitDisks(), Turn: &st.turn}
+	if needMap {
+		q.Need |= vm.NeedThreads
+	}
+	if needPCI {
+		q.Need |= vm.NeedPCI
+	}
+	a, err := st.v.Ask(ctx, m.patience(), q)
 	if err != nil {
 		return nil, err
+	}
+	snap.At, snap.Stats, snap.Jobs = a.At, a.Stats, a.Jobs
+	if st.limits == nil {
+		st.limits = map[string]qemuserver.Limits{}
+	}
+	for _, id := range a.LimitsRead {
+		if l, ok := a.Limits[id]; ok {
+			st.limits[id] = l
+		} else {
+			delete(st.limits, id)
+		}
+	}
+	if needMap {
+		st.tmap, st.tmapAt = a.Threads, time.Now()
+		ids := make([]string, len(st.disks))
+		for i, d := range st.disks {
+			ids[i] = d.id
+		}
+		st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
+	}
+	if needPCI {
+		m.mu.Lock()
+		st.pci = a.PCI
+		m.mu.Unlock()
 	}
 	for id, l := range st.limits {
 		snap.Limits[id] = l
@@ -486,101 +460,14 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	return snap, nil
 }
 
-// readJobs asks for block jobs, and only while there are some, for the
-// block graph that tells which disks they work on.
-func (st *vmState) readJobs(s qmp.Session, snap *snapshot) error {
-	ret, err := s.Exec("query-block-jobs", nil)
-	if err != nil {
-		return err
-	}
-	jobs := qmp.ParseBlockJobs(ret)
-	if len(jobs) == 0 {
-		return nil
-	}
-	var disksOf map[string][]string
-	g, err := s.Exec("x-debug-query-block-graph", nil)
-	var qe *qmp.Error
-	if err == nil {
-		disksOf = qmp.JobDisks(g)
-	} else if !errors.As(err, &qe) {
-		return err
-	}
-	for _, j := range jobs {
-		ds, ok := disksOf[j.ID]
-		if !ok {
-			ds = st.jobDisksByName(j.ID)
-		}
-		for _, d := range ds {
-			snap.Jobs[d] = append(snap.Jobs[d], j.Type)
-		}
-	}
-	return nil
-}
-
-// jobDisksByName is the fallback without the graph: a job named after the
-// disk's node or device (drive-backup's default id drive-scsi1,
-// qemu-server's mirror-scsi1).
-func (st *vmState) jobDisksByName(job string) []string {
+// limitDisks are the disks whose running limits are read (vm.Ask's rules:
+// every disk watched that has throttling).
+func (st *vmState) limitDisks() []string {
+	ids := make([]string, 0, len(st.disks))
 	for _, d := range st.disks {
-		for _, name := range []string{d.id, "drive-" + d.id, "mirror-" + d.id} {
-			if job == name {
-				return []string{d.id}
-			}
-		}
+		ids = append(ids, d.id)
 	}
-	return nil
-}
-
-// readLimits reads the disks' running I/O limits in a constant number of
-// commands: under -drive query-block has them all; under -blockdev they
-// live in each disk's throttle group: one qom-list-get over all groups on
-// QEMU >= 10.1; before, every group the first time and then one group per
-// sample in turn.
-func (st *vmState) readLimits(s qmp.Session) error {
-	if !st.v.Blockdev {
-		ret, err := s.Exec("query-block", nil)
-		if err != nil {
-			return err
-		}
-		limits := map[string]qemuserver.Limits{}
-		for _, b := range qmp.ParseQueryBlock(ret) {
-			if !b.Inserted {
-				continue
-			}
-			limits[b.ID] = vm.DriveLimits(b)
-		}
-		st.limits = limits
-		return nil
-	}
-	var ids []string
-	for _, d := range st.disks {
-		if d.group {
-			ids = append(ids, d.id)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	ask := ids
-	if st.limits != nil && !s.HasQOMListGet() {
-		ask = []string{ids[st.rr%len(ids)]}
-		st.rr++
-	}
-	p, err := s.ReadDiskProps(nil, ask)
-	if err != nil {
-		return err
-	}
-	if st.limits == nil {
-		st.limits = map[string]qemuserver.Limits{}
-	}
-	for _, id := range ask {
-		if l, ok := p.Limits[id]; ok {
-			st.limits[id] = qemuserver.Limits(l).Normal()
-		} else {
-			delete(st.limits, id)
-		}
-	}
-	return nil
+	return ids
 }
 
 // askGuest starts a background guest agent lookup for st when one is due.

@@ -82,7 +82,10 @@ const maxErrorLine = 500
 // run is main without os.Exit, for tests: the one place where an error
 // becomes an exit code and a line on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
+	return runApp(ctx, newApp(stdout, stderr), args, stdout, stderr)
+}
+
+func runApp(ctx context.Context, app *cli.App, args []string, stdout, stderr io.Writer) int {
 	err := app.RunContext(ctx, interspersed(app, args))
 	if err != nil && ctx.Err() != nil && exitcode.Of(err) != exitcode.Usage {
 		err = exitcode.Wrap(exitcode.Unreachable, "interrupted", err)

@@ -52,7 +52,7 @@ func cacheAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := cache.Run(e.ctx(), e.node, v, disks, c.Bool("verify"), flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: sampleHook(e)})
+	out, err := cache.Run(e.ctx(), e.node, v, disks, c.Bool("verify"), flush.Options{Window: window, Trigger: c.Bool("trigger"), OnSample: windowProgress(e, fmt.Sprintf("VM %d", vmid))})
 	if c.Bool("verify") {
 		endProgress(e)
 	}

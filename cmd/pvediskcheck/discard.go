@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
 func init() {
@@ -64,11 +65,13 @@ func discardAction(c *cli.Context) error {
 	}
 	if isTerminal(e.errOut) {
 		o.OnTrim = func(timeout time.Duration) func() { return discardTrimProgress(e, timeout) }
-		o.OnSample = discardWaitProgress(e)
+	}
+	if o.Mode == discard.Wait {
+		o.OnSample = discardWaitProgress(e, o.Wait, fmt.Sprintf("VM %d", v.VMID))
 	}
 	rep, err := discard.Run(e.ctx(), e.node, v, sel, o)
-	if o.OnSample != nil && o.Mode == discard.Wait {
-		fmt.Fprint(e.errOut, "\r\x1b[K") // the progress line, however the window ended
+	if o.Mode == discard.Wait {
+		endProgress(e)
 	}
 	if rep == nil {
 		return err
@@ -83,15 +86,16 @@ func discardAction(c *cli.Context) error {
 	return err
 }
 
-// discardWaitProgress shows what a --wait window has seen, on a terminal.
-func discardWaitProgress(e *env) func(discard.Progress) {
-	first := true
-	return func(p discard.Progress) {
-		if first {
-			fmt.Fprintf(e.errOut, "watching for %s: run fstrim in the guest now (e.g. fstrim -av)\n", p.Window)
-			first = false
+// discardWaitProgress is a --wait window's progress line, after the
+// instruction to trim in the guest (said at the first sample, on a
+// terminal, whatever the output format).
+func discardWaitProgress(e *env, window time.Duration, what string) sampler.OnSample {
+	line := windowProgress(e, what)
+	return func(t sampler.Tick) {
+		if t.N == 1 && isTerminal(e.errOut) {
+			fmt.Fprintf(e.errOut, "watching for %s: run fstrim in the guest now (e.g. fstrim -av)\n", window)
 		}
-		fmt.Fprintf(e.errOut, "\r\x1b[K%s left: QEMU received %s, storage accepted %s", max(p.Window-p.Elapsed, 0).Round(time.Second), units.Bytes(p.ReceivedBytes), units.Bytes(p.AcceptedBytes))
+		line(t)
 	}
 }
 

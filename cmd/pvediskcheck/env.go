@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -27,6 +28,9 @@ type env struct {
 	out     io.Writer
 	errOut  io.Writer
 	color   bool
+	// onSample is runWith's hook, called after each sample of a window
+	// (windowProgress); nil outside tests.
+	onSample sampler.OnSample
 }
 
 func newEnv(c *cli.Context) *env {
@@ -42,6 +46,7 @@ func newEnv(c *cli.Context) *env {
 	configOnlyView(c, e)
 	e.timeout, e.runner = e.node.Timeout, e.node.Runner
 	e.color = !c.Bool("no-color") && isTerminal(e.out)
+	e.onSample, _ = c.App.Metadata[onSampleMeta].(sampler.OnSample)
 	return e
 }
 

@@ -36,7 +36,7 @@ func flushAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := flush.Options{Window: c.Duration("for"), Hz: c.Float64("hz"), Trigger: c.Bool("trigger"), OnSample: sampleHook(e)}
+	o := flush.Options{Window: c.Duration("for"), Hz: c.Float64("hz"), Trigger: c.Bool("trigger"), OnSample: windowProgress(e, fmt.Sprintf("VM %d", vmid))}
 	if err := flush.Validate(o.Window, o.Hz); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
 // TestFlushVerdictsWithoutGuest covers the verdicts qemu-io can drive honestly
@@ -46,7 +47,7 @@ scsi3: local:374/vm-374-disk-3.raw,cache=writeback,size=256M
 		}
 	}()
 	var out flush.Result
-	stdout, errs, code, _ := runCLICtx(t, context.Background(), "--root", n.Root, "--json", "flush", "374", "--for", "3s")
+	stdout, errs, code, _ := runCLIHooked(t, nil, "--root", n.Root, "--json", "flush", "374", "--for", "3s")
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatalf("exit %d, not JSON: %v\n%s%s", code, err, stdout, errs)
 	}
@@ -78,7 +79,7 @@ scsi3: local:374/vm-374-disk-3.raw,cache=writeback,size=256M
 	// measured and a note names the line (it was exit 2 for the VM).
 	b, _ := os.ReadFile(n.Paths.VMConfig(374))
 	os.WriteFile(n.Paths.VMConfig(374), append(b, "efidisk0: local-lvm:vm-374-disk-9,efitype=4m,discard=on,size=4M\n"...), 0o644)
-	stdout, errs, code, _ = runCLICtx(t, context.Background(), "--root", n.Root, "flush", "374", "--for", "1s")
+	stdout, errs, code, _ = runCLIHooked(t, nil, "--root", n.Root, "flush", "374", "--for", "1s")
 	if code != 0 || strings.Count(stdout, " (none):\n")+strings.Count(stdout, " (writeback):\n") != 3 ||
 		!strings.Contains(stdout, "\nnote: "+n.Paths.VMConfig(374)+" line 5: efidisk0: discard is not an option of EFI disks") {
 		t.Errorf("refused efidisk0 line: exit %d %s\n%s", code, errs, stdout)
@@ -89,16 +90,16 @@ scsi3: local:374/vm-374-disk-3.raw,cache=writeback,size=256M
 	}
 }
 
-// runCLICtx runs the command in-process under ctx (which may carry a
-// sample hook, withSampleHook) and returns stdout, stderr, the exit code
-// and how long it took.
-func runCLICtx(t testing.TB, ctx context.Context, args ...string) (string, string, int, time.Duration) {
+// runCLIHooked runs the command in-process with onSample called after each
+// sample of its window (runWith; nil for none) and returns stdout, stderr,
+// the exit code and how long it took.
+func runCLIHooked(t testing.TB, onSample sampler.OnSample, args ...string) (string, string, int, time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
 	start := time.Now()
-	code := run(ctx, append([]string{"pvediskcheck"}, args...), &out, &errb)
+	code := runWith(ctx, append([]string{"pvediskcheck"}, args...), &out, &errb, onSample)
 	return out.String(), errb.String(), code, time.Since(start)
 }
 
@@ -139,14 +140,14 @@ func TestFlushFaults(t *testing.T) {
 		defer vm.Stop()
 		defer load.Stop()
 		var stopped time.Time
-		hook := func(k int, s flush.Sample) {
-			if k == 5 && stopped.IsZero() {
+		hook := func(tk sampler.Tick) {
+			if tk.N == 5 && stopped.IsZero() {
 				stopped = time.Now()
 				syscall.Kill(vm.Pid, syscall.SIGSTOP)
 				time.AfterFunc(3*time.Second, func() { syscall.Kill(vm.Pid, syscall.SIGCONT) })
 			}
 		}
-		stdout, errs, code, took := runCLICtx(t, withSampleHook(context.Background(), hook), "--root", n.Root, "--json", "flush", "375", "--for", "7s")
+		stdout, errs, code, took := runCLIHooked(t, hook, "--root", n.Root, "--json", "flush", "375", "--for", "7s")
 		var out flush.Result
 		if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 0 {
 			t.Fatalf("exit %d after %s: %v\n%s%s", code, took, err, stdout, errs)
@@ -174,14 +175,14 @@ func TestFlushFaults(t *testing.T) {
 		}
 		// The text table: one row per second, none twice, the gap said.
 		vm2stop := time.Time{}
-		hook2 := func(k int, s flush.Sample) {
-			if k == 5 && vm2stop.IsZero() {
+		hook2 := func(tk sampler.Tick) {
+			if tk.N == 5 && vm2stop.IsZero() {
 				vm2stop = time.Now()
 				syscall.Kill(vm.Pid, syscall.SIGSTOP)
 				time.AfterFunc(3*time.Second, func() { syscall.Kill(vm.Pid, syscall.SIGCONT) })
 			}
 		}
-		stdout, errs, code, _ = runCLICtx(t, withSampleHook(context.Background(), hook2), "--root", n.Root, "flush", "375", "--for", "7s")
+		stdout, errs, code, _ = runCLIHooked(t, hook2, "--root", n.Root, "flush", "375", "--for", "7s")
 		t.Logf("$ pvediskcheck flush 375 --for 7s   # QEMU stopped for 3 s at the 5th sample\n%s%s(exit %d)", stdout, errs, code)
 		seen := map[string]bool{}
 		for _, l := range strings.Split(stdout, "\n") {
@@ -202,8 +203,8 @@ func TestFlushFaults(t *testing.T) {
 		for _, asJSON := range []bool{true, false} {
 			vm, load := flushFaultVM(t, n)
 			var killed time.Time
-			hook := func(k int, s flush.Sample) {
-				if k == 6 && killed.IsZero() {
+			hook := func(tk sampler.Tick) {
+				if tk.N == 6 && killed.IsZero() {
 					killed = time.Now()
 					syscall.Kill(vm.Pid, syscall.SIGKILL)
 				}
@@ -212,7 +213,7 @@ func TestFlushFaults(t *testing.T) {
 			if asJSON {
 				args = append([]string{"--json"}, args...)
 			}
-			stdout, errs, code, _ := runCLICtx(t, withSampleHook(context.Background(), hook), args...)
+			stdout, errs, code, _ := runCLIHooked(t, hook, args...)
 			after := time.Since(killed)
 			load.Stop()
 			vm.Stop()
@@ -243,7 +244,7 @@ func TestFlushFaults(t *testing.T) {
 		defer vm.Stop()
 		defer load.Stop()
 		// No agent socket at all.
-		_, errs, code, took := runCLICtx(t, context.Background(), "--root", n.Root, "--timeout", "1s", "flush", "375", "--for", "20s", "--trigger")
+		_, errs, code, took := runCLIHooked(t, nil, "--root", n.Root, "--timeout", "1s", "flush", "375", "--for", "20s", "--trigger")
 		if code != exitUnreachable || took > 3*time.Second || !strings.Contains(errs, "guest agent") {
 			t.Errorf("no agent socket: exit %d after %s: %s", code, took, errs)
 		}
@@ -254,7 +255,7 @@ func TestFlushFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Remove(n.Paths.QGASocket(375))
-		_, errs, code, took = runCLICtx(t, context.Background(), "--root", n.Root, "--timeout", "1s", "flush", "375", "--for", "20s", "--trigger")
+		_, errs, code, took = runCLIHooked(t, nil, "--root", n.Root, "--timeout", "1s", "flush", "375", "--for", "20s", "--trigger")
 		t.Logf("silent agent: exit %d after %s: %s", code, took, errs)
 		if code != exitUnreachable || took > 1*time.Second+2*time.Second || !strings.Contains(errs, "did not answer within 1s") || a.Requests() == 0 {
 			t.Errorf("silent agent: exit %d after %s (want 3 within --timeout 1s plus a margin): %s", code, took, errs)
@@ -287,7 +288,7 @@ scsi5: local:377/vm-377-disk-5.raw,size=256M
 		specs = append(specs, fakenode.LoadSpec{Disk: sf("scsi%d", i), Write: true, Size: 1 << 20, Depth: 2, Span: 200 << 20, Every: 100 * time.Millisecond})
 	}
 	load := vm.StartLoad(specs...)
-	stdout, errs, code, _ := runCLICtx(t, context.Background(), "--root", n.Root, "--json", "flush", "377", "--for", "3s")
+	stdout, errs, code, _ := runCLIHooked(t, nil, "--root", n.Root, "--json", "flush", "377", "--for", "3s")
 	load.Stop()
 	var out flush.Result
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 0 {

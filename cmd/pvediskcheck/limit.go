@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
-	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -70,11 +68,8 @@ func limitAction(c *cli.Context) error {
 		return err
 	}
 	vmid, diskArg, req := asked.VMID, asked.Disk, asked.Request
-	progress := req.Verify > 0 && !e.json && isTerminal(e.errOut)
-	if progress {
-		req.OnSample = func(_ sampler.Sample, elapsed, window time.Duration) {
-			fmt.Fprintf(e.errOut, "\rsampling %s for %s: %4.1f s", diskArg, window, elapsed.Seconds())
-		}
+	if req.Verify > 0 {
+		req.OnSample = windowProgress(e, fmt.Sprintf("VM %d %s", vmid, diskArg))
 	}
 	v, err := loadVM(e, vmid)
 	if err != nil {
@@ -89,8 +84,8 @@ func limitAction(c *cli.Context) error {
 		return err
 	}
 	outs, err := limit.Run(e.ctx(), e.node, v, disks, req)
-	if progress {
-		fmt.Fprint(e.errOut, "\r\x1b[K")
+	if req.Verify > 0 {
+		endProgress(e)
 	}
 	if outs == nil {
 		return err

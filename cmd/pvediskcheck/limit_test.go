@@ -12,9 +12,11 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/limit"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
+	pvevm "github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Lab 37 section 6: mbps_wr=20 (20971520 B/s) and iops_rd=500.
@@ -144,7 +146,11 @@ func TestLimitLiveHolds(t *testing.T) {
 			// The machine may be busy with other QEMUs: measure up to 3 times.
 			var free sampler.Rates
 			for try := 0; try < 3; try++ {
-				b := &sampler.Blockstats{Socket: n.Paths.QMPSocket(370), Disks: []string{"scsi1"}}
+				v, err := pvevm.Load(context.Background(), node.New(n.Paths, 0), 370)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := &sampler.Window{VM: v, Disks: []string{"scsi1"}}
 				ser, err := b.Run(context.Background(), 3*time.Second)
 				if err != nil {
 					t.Fatal(err)

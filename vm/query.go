@@ -1,0 +1,411 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+)
+
+// Need is one thing a caller wants of the running QEMU. A Query is a set of
+// them; Ask builds the smallest set of commands for it, in one exchange.
+// No other package builds its own query set.
+type Need uint
+
+const (
+	// NeedStatus is QEMU's run state (query-status): VM.Status.
+	NeedStatus Need = 1 << iota
+	// NeedLive is each disk's Live view (Disk.Live): query-block, the block
+	// graph (query-named-block-nodes; x-debug-query-block-graph before
+	// QEMU 10.1 lists no children), each device's write-cache and each
+	// throttle group's limits (one qom-list-get on QEMU >= 10.1, one
+	// qom-get per object before).
+	NeedLive
+	// NeedStats is the devices' counters (query-blockstats): Answer.Stats,
+	// timed by Answer.At.
+	NeedStats
+	// NeedNodeStats is the block nodes' counters too (query-blockstats
+	// with query-nodes): Answer.Nodes, in the same exchange.
+	NeedNodeStats
+	// NeedJobs is the block jobs by disk (query-block-jobs and, only while
+	// some run, the block graph that places them): Answer.Jobs.
+	NeedJobs
+	// NeedLimits is the disks' running I/O limits (ReadLimits' rules):
+	// Answer.Limits.
+	NeedLimits
+	// NeedThreads is QEMU's thread ids by role (query-iothreads,
+	// query-cpus-fast): Answer.Threads.
+	NeedThreads
+	// NeedPCI is the PCI devices (query-pci), which place the guest
+	// agent's disks: Answer.PCI.
+	NeedPCI
+)
+
+// Query is what one exchange asks.
+type Query struct {
+	Need Need
+	// LimitDisks, with NeedLimits, are the disks whose limits are read;
+	// none: every disk with throttling (Throttled).
+	LimitDisks []string
+	// Turn, with NeedLimits, spreads the throttle groups' reads over a
+	// caller's repeated queries where QEMU has no qom-list-get (< 10.1):
+	// every group at the first query, then one per query in turn. nil:
+	// every group each time.
+	Turn *LimitTurn
+}
+
+// LimitTurn is what a caller that reads the limits at every sample (top)
+// keeps between its queries of one VM (Query.Turn).
+type LimitTurn struct {
+	next    int
+	started bool
+}
+
+// Answer is what an exchange read; only the fields of the Needs asked are
+// set.
+type Answer struct {
+	// At is when QEMU produced the counters: the midpoint between sending
+	// query-blockstats and reading its reply (connect time excluded, so a
+	// socket that was briefly busy does not shift it).
+	At time.Time
+	// Waited is how long the exchange waited for a busy socket.
+	Waited time.Duration
+	Stats  map[string]qmp.BlockStats // device counters by disk id
+	Nodes  map[string]qmp.BlockStats // node counters by node name
+	Jobs   map[string][]string       // disk -> the types of the jobs on it
+	// Limits are the running limits read, by disk; LimitsRead the disks
+	// asked for: one of them missing from Limits has none QEMU reports (a
+	// disk without its throttle group, a drive with no medium).
+	Limits     map[string]qemuserver.Limits
+	LimitsRead []string
+	Threads    threads.Map
+	PCI        map[string]string // guestdisk.PCIDevices
+}
+
+// FetchLive asks QEMU, in one QMP exchange, for the run state and each
+// disk's block graph, configured write-cache, negotiated write cache and
+// running limits (Disk.Live).
+func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
+	_, err := v.Ask(ctx, timeout, Query{Need: NeedStatus | NeedLive})
+	return err
+}
+
+// Ask runs q in one short exchange with the VM's QEMU (Exchange: a busy
+// socket retried until timeout has passed). The commands go in one fixed
+// order whatever is asked: query-status, query-blockstats (devices, then
+// nodes), query-block-jobs, query-block, the block graph, the QOM
+// properties, query-iothreads and query-cpus-fast, query-pci. NeedStatus
+// sets v.Status and NeedLive each disk's Live.
+func (v *VM) Ask(ctx context.Context, timeout time.Duration, q Query) (*Answer, error) {
+	return v.AskPatient(ctx, timeout, timeout, q)
+}
+
+// AskPatient is Ask with its own patience for a busy socket (a sample of a
+// window gives up a tick sooner than a command gives up).
+func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q Query) (*Answer, error) {
+	if !v.Running {
+		return nil, errors.New("not running")
+	}
+	var a *Answer
+	var blocks []qmp.BlockDevice
+	var graph *qmp.Graph
+	var wc map[string]string
+	status := ""
+	start := time.Now()
+	err := qmp.DoRetry(ctx, v.QMPSocket(), timeout, patience, func(s qmp.Session) error {
+		a = &Answer{Waited: time.Since(start)}
+		var err error
+		if status, err = askStatus(s, q.Need); err != nil {
+			return err
+		}
+		if err := askStats(s, q.Need, a); err != nil {
+			return err
+		}
+		var debug *gjson.Result
+		if q.Need&NeedJobs != 0 {
+			if debug, err = v.askJobs(s, a); err != nil {
+				return err
+			}
+		}
+		if q.Need&NeedLive != 0 || q.Need&NeedLimits != 0 && !v.Blockdev {
+			ret, err := s.Exec("query-block", nil)
+			if err != nil {
+				return err
+			}
+			blocks = qmp.ParseQueryBlock(ret)
+		}
+		if q.Need&NeedLive != 0 {
+			nodes, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+			if err != nil {
+				return err
+			}
+			graph = qmp.ParseNamedBlockNodes(nodes)
+			if !graph.HasEdges() {
+				// QEMU < 10.1 lists no children: take the edges from the debug graph.
+				if debug == nil {
+					dg, err := s.Exec("x-debug-query-block-graph", nil)
+					if err != nil {
+						return err
+					}
+					debug = &dg
+				}
+				graph.AddDebugGraph(*debug)
+			}
+		}
+		if wc, err = v.askProps(s, q, blocks, a); err != nil {
+			return err
+		}
+		if q.Need&NeedThreads != 0 {
+			io, err := s.Exec("query-iothreads", nil)
+			if err != nil {
+				return err
+			}
+			cpus, err := s.Exec("query-cpus-fast", nil)
+			if err != nil {
+				return err
+			}
+			a.Threads = threads.New(v.Pid, io, cpus)
+		}
+		if q.Need&NeedPCI != 0 {
+			ret, err := s.Exec("query-pci", nil)
+			if err != nil {
+				return err
+			}
+			a.PCI = guestdisk.PCIDevices(ret)
+		}
+		return nil
+	})
+	if err != nil {
+		return a, err
+	}
+	if q.Need&NeedStatus != 0 {
+		v.Status = status
+	}
+	if q.Need&NeedLive != 0 {
+		v.setLive(blocks, graph, wc, a.Limits)
+	}
+	return a, nil
+}
+
+// askStatus is query-status's run state when asked ("" when not, or from a
+// replay recorded without it: every QEMU has it).
+func askStatus(s qmp.Session, need Need) (string, error) {
+	if need&NeedStatus == 0 {
+		return "", nil
+	}
+	st, err := s.Exec("query-status", nil)
+	var qe *qmp.Error
+	switch {
+	case errors.As(err, &qe) && qe.Class == "CommandNotFound":
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	return st.Get("status").String(), nil
+}
+
+// askStats reads the devices' (and asked, the nodes') counters, timed by
+// the midpoint of the devices' command.
+func askStats(s qmp.Session, need Need, a *Answer) error {
+	if need&(NeedStats|NeedNodeStats) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	ret, err := s.Exec("query-blockstats", nil)
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	a.At = t0.Add(t1.Sub(t0) / 2)
+	a.Stats = map[string]qmp.BlockStats{}
+	for _, b := range qmp.ParseBlockstats(ret) {
+		a.Stats[b.ID] = b
+	}
+	if need&NeedNodeStats == 0 {
+		return nil
+	}
+	if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
+		return err
+	}
+	a.Nodes = map[string]qmp.BlockStats{}
+	for _, b := range qmp.ParseBlockstats(ret) {
+		a.Nodes[b.NodeName] = b
+	}
+	return nil
+}
+
+// askJobs asks for block jobs and, only while there are some, for the
+// block graph that tells which disks they work on (returned, for NeedLive
+// to reuse). Without the graph command a job is placed by its name.
+func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
+	a.Jobs = map[string][]string{}
+	ret, err := s.Exec("query-block-jobs", nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs := qmp.ParseBlockJobs(ret)
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	var disksOf map[string][]string
+	var debug *gjson.Result
+	g, err := s.Exec("x-debug-query-block-graph", nil)
+	var qe *qmp.Error
+	if err == nil {
+		disksOf, debug = qmp.JobDisks(g), &g
+	} else if !errors.As(err, &qe) {
+		return nil, err
+	}
+	for _, j := range jobs {
+		ds, ok := disksOf[j.ID]
+		if !ok {
+			ds = v.jobDisksByName(j.ID)
+		}
+		for _, d := range ds {
+			a.Jobs[d] = append(a.Jobs[d], j.Type)
+		}
+	}
+	return debug, nil
+}
+
+// jobDisksByName is the fallback without the graph: a job named after the
+// disk's node or device (drive-backup's default id drive-scsi1,
+// qemu-server's mirror-scsi1).
+func (v *VM) jobDisksByName(job string) []string {
+	for _, d := range v.Disks {
+		if d.Running == nil {
+			continue
+		}
+		for _, name := range []string{d.ID, "drive-" + d.ID, "mirror-" + d.ID} {
+			if job == name {
+				return []string{d.ID}
+			}
+		}
+	}
+	return nil
+}
+
+// askProps reads, in one ReadDiskProps, the write-cache of every device
+// (NeedLive) and the running limits asked (NeedLive: every disk; NeedLimits:
+// q.LimitDisks in q.Turn's turn).
+func (v *VM) askProps(s qmp.Session, q Query, blocks []qmp.BlockDevice, a *Answer) (map[string]string, error) {
+	if q.Need&(NeedLive|NeedLimits) == 0 {
+		return nil, nil
+	}
+	var wcIDs []string
+	if q.Need&NeedLive != 0 {
+		// A device without write-cache (scsi-block, cd) or a hot-plugged
+		// disk without a group is left out.
+		for _, b := range blocks {
+			if b.Inserted && strings.HasPrefix(b.QdevPath, "/machine/peripheral/") {
+				wcIDs = append(wcIDs, b.ID)
+			}
+		}
+	}
+	ask := v.limitDisks(q, blocks)
+	a.Limits, a.LimitsRead = map[string]qemuserver.Limits{}, ask
+	var groups []string
+	if !v.Blockdev {
+		// -drive: query-block has them all, in legacy names.
+		want := map[string]bool{}
+		for _, id := range ask {
+			want[id] = true
+		}
+		for _, b := range blocks {
+			if b.Inserted && want[b.ID] {
+				a.Limits[b.ID] = DriveLimits(b)
+			}
+		}
+	} else {
+		groups = ask
+		if t := q.Turn; t != nil && q.Need&NeedLive == 0 && len(ask) > 0 {
+			if t.started && !s.HasQOMListGet() {
+				groups = []string{ask[t.next%len(ask)]}
+				t.next++
+			}
+			t.started = true
+			a.LimitsRead = groups
+		}
+	}
+	props, err := s.ReadDiskProps(wcIDs, groups)
+	if err != nil {
+		return nil, err
+	}
+	for id, l := range props.Limits {
+		a.Limits[id] = qemuserver.Limits(l).Normal()
+	}
+	return props.WriteCache, nil
+}
+
+// limitDisks are the disks whose running limits q reads. NeedLive: every
+// disk with throttling that query-block lists with a medium, in its order.
+// Else those of q.LimitDisks with throttling, or with none named every disk
+// with throttling.
+func (v *VM) limitDisks(q Query, blocks []qmp.BlockDevice) []string {
+	var out []string
+	switch {
+	case q.Need&NeedLive != 0:
+		for _, b := range blocks {
+			if d := v.Disk(b.ID); b.Inserted && d != nil && v.Throttled(d) {
+				out = append(out, b.ID)
+			}
+		}
+	case q.LimitDisks != nil:
+		for _, id := range q.LimitDisks {
+			if d := v.Disk(id); d != nil && v.Throttled(d) {
+				out = append(out, id)
+			}
+		}
+	default:
+		for _, d := range v.Disks {
+			if v.Throttled(d) {
+				out = append(out, d.ID)
+			}
+		}
+	}
+	return out
+}
+
+// Throttled reports a running disk whose running limits QEMU reports (the
+// one decision, read by Ask for every caller): under -drive every attached
+// drive (query-block lists them), under -blockdev one with a throttle
+// group (HasThrottleGroup); never an empty CD-ROM drive.
+func (v *VM) Throttled(d *Disk) bool {
+	if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
+		return false
+	}
+	return !v.Blockdev || v.HasThrottleGroup(d)
+}
+
+// setLive sets each disk's Live view from what NeedLive read.
+func (v *VM) setLive(blocks []qmp.BlockDevice, graph *qmp.Graph, wc map[string]string, limits map[string]qemuserver.Limits) {
+	for _, b := range blocks {
+		d := v.Disk(b.ID)
+		if d == nil {
+			continue
+		}
+		l := &Live{Inserted: b.Inserted, TopNode: b.NodeName, GuestWriteCache: b.GuestWriteCache, WriteCacheProp: wc[b.ID], Limits: limits[b.ID], IOStatus: b.IOStatus}
+		if b.Inserted {
+			if ch, ok := graph.Chain(b.NodeName); ok {
+				l.Format, l.Protocol = ch.Format, ch.Protocol
+			}
+			l.WriteCache = l.WriteCacheProp
+			if l.WriteCache != "on" && l.WriteCache != "off" {
+				// -drive: the device follows the BlockBackend's cache mode
+				// from the command line.
+				l.WriteCache = "on"
+				if d.Running != nil {
+					l.WriteCache = d.Running.WriteCache
+				}
+			}
+		}
+		d.Live = l
+	}
+}
