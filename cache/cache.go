@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -57,6 +58,10 @@ type Disk struct {
 	GuestByID   *string  `json:"guest_by_id"`
 	GuestDevice *string  `json:"guest_device"`
 	GuestMounts []string `json:"guest_mounts"`
+	// ZFS is what `zfs get` says of the disk's zvol (a zfspool disk only):
+	// its volblocksize, sync, compression, primarycache, logbias,
+	// refreservation and volsize, or why they are unknown (AttachZFS).
+	ZFS *zfs.Zvol `json:"zfs,omitempty"`
 
 	// Shown is the mode the two sentences describe, Heading the line they
 	// are printed under (the mode, with the storage where it changes
@@ -308,6 +313,28 @@ func (view *View) Attach(r *flush.Result) {
 				j := r.Verdicts[k]
 				view.Disks[i].Flush = &j
 			}
+		}
+	}
+}
+
+// AttachZFS puts each zvol disk's properties (zfs.ForVM, by disk id) into
+// the view, with a line for them and one for each sync rule that applies:
+// sync=disabled loses what the guest flushed, sync=always makes every
+// write a ZIL commit.
+func (view *View) AttachZFS(props map[string]*zfs.Zvol) {
+	for i := range view.Disks {
+		d := &view.Disks[i]
+		z := props[d.ID]
+		if z == nil {
+			continue
+		}
+		d.ZFS = z
+		d.Lines = append(d.Lines, Line{Text: z.Summary()})
+		switch {
+		case z.FlushesDropped():
+			d.Lines = append(d.Lines, Line{Text: "sync=disabled: " + zfs.SyncDisabledLoss + " (fix: " + zfs.SyncFix(z.Dataset) + ")"})
+		case z.CommitsEveryWrite():
+			d.Lines = append(d.Lines, Line{Text: "sync=always: " + zfs.SyncAlwaysCost})
 		}
 	}
 }

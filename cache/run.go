@@ -6,6 +6,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -21,6 +22,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 		liveErr = v.FetchLive(ctx, n.Timeout)
 	}
 	out := Build(v, disks, liveErr)
+	out.AttachZFS(zfs.ForVM(ctx, n.Runner, v, disks))
 	GuestNames(ctx, v, n.Timeout, &out)
 	var verifyErr error
 	if ids := ToVerify(out); verify && v.Running && liveErr == nil && len(ids) > 0 {

@@ -72,12 +72,16 @@ const (
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
+	CodeZFSSyncDisabled      Code = "zfs-sync-disabled"
+	CodeZFSSyncAlways        Code = "zfs-sync-always"
+	CodeZFSBlocksizeInvalid  Code = "zfs-blocksize-invalid"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked,
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -307,6 +311,7 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 		o.OnLoad(v, liveErr)
 	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
+	zfsRules(ctx, r, v, &out)
 	if o.NextStart {
 		nextStart(ctx, r, v, &out)
 	}

@@ -236,13 +236,50 @@ func (tn *tnode) replay(t *testing.T, rec recording, vmid int, config string) *q
 // runner answers external commands from a table: by argv[0] (lvs), by
 // "zfs <verb> <dataset>", or by "qm showcmd".
 type runner struct {
-	out  map[string]string
-	err  map[string]error
+	out map[string]string
+	err map[string]error
+	// sync is each zvol's sync property for the `zfs get -Hp -o
+	// name,property,value` call (a zvol not named: standard; "gone": zfs
+	// fails as for a dataset that does not exist).
+	sync map[string]string
 	mu   sync.Mutex
 	seen []string
 }
 
+// recordedZvol is storage/zfs's recorded sparse zvol (pool/test), each
+// dataset answered with its lines under its own name.
+var recordedZvol = func() string {
+	b, err := os.ReadFile("../storage/zfs/testdata/get-sparse-512.txt")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// zvolProps answers storage/zfs's one call as zfs does: each dataset's
+// lines in the order asked; a dataset that does not exist fails it all.
+func (r *runner) zvolProps(datasets []string) ([]byte, error) {
+	var out strings.Builder
+	for _, ds := range datasets {
+		sync := r.sync[ds]
+		switch sync {
+		case "":
+			sync = "standard"
+		case "gone":
+			return nil, fmt.Errorf("exit status 1: cannot open '%s': dataset does not exist", ds)
+		}
+		out.WriteString(strings.ReplaceAll(strings.ReplaceAll(recordedZvol, "pool/test", ds), "\tstandard", "\t"+sync))
+	}
+	return []byte(out.String()), nil
+}
+
 func (r *runner) Run(_ context.Context, argv ...string) ([]byte, error) {
+	if len(argv) > 6 && argv[0] == "zfs" && argv[4] == "name,property,value" {
+		r.mu.Lock()
+		r.seen = append(r.seen, strings.Join(argv, " "))
+		r.mu.Unlock()
+		return r.zvolProps(argv[6:])
+	}
 	k := argv[0]
 	switch k {
 	case "zfs":
