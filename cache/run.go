@@ -6,6 +6,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -23,6 +24,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 	}
 	out := Build(v, disks, liveErr)
 	out.AttachZFS(zfs.ForVM(ctx, n.Runner, v, disks))
+	out.AttachQueues(queues.ForVM(ctx, v, disks, n.Timeout, liveErr == nil))
 	GuestNames(ctx, v, n.Timeout, &out)
 	var verifyErr error
 	if ids := ToVerify(out); verify && v.Running && liveErr == nil && len(ids) > 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -204,7 +205,10 @@ type vmState struct {
 	diskThreads map[string]string
 
 	limits map[string]qemuserver.Limits // running limits by disk
-	rr     int                          // next disk whose group limits are read (QEMU < 10.1)
+	// queues are the VirtIO disks' queue counts, read with the thread map.
+	queues     map[string]*queues.Count
+	queuesRead bool
+	rr         int // next disk whose group limits are read (QEMU < 10.1)
 
 	prev *snapshot // the last answer, what the next one is compared with
 
@@ -372,11 +376,15 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		st.start = c[v.Pid].Start
 	}
 	q35 := guestdisk.IsQ35(v.Cmdline.Machine)
+	st.queues = map[string]*queues.Count{}
 	for _, d := range v.Disks {
 		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
 			continue
 		}
 		ds := &diskState{id: d.ID, group: v.HasThrottleGroup(d)}
+		if c := queues.Of(v, d); c != nil && c.Object != "" {
+			st.queues[d.ID] = c
+		}
 		if d.Drive != nil {
 			ds.storage = d.Drive.StorageID()
 			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
@@ -442,6 +450,13 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 				ids[i] = d.id
 			}
 			st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
+		}
+		if !st.queuesRead {
+			// Fixed when QEMU realized the devices: read once per process.
+			if err := queues.Read(s, st.queues); err != nil {
+				return err
+			}
+			st.queuesRead = true
 		}
 		if needPCI {
 			ret, err := s.Exec("query-pci", nil)
@@ -614,6 +629,10 @@ func (st *vmState) view() vmView {
 	v := vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Map: st.tmap, DiskThreads: st.diskThreads}
 	for _, d := range st.disks {
 		dv := diskView{ID: d.id, Storage: d.storage, Dev: d.dev}
+		if c := st.queues[d.id]; c != nil && c.Running != nil {
+			n := *c.Running
+			dv.Queues = &n
+		}
 		if d.byID.ByID != "" {
 			s := d.byID.ByID
 			dv.ByID = &s
@@ -642,6 +661,7 @@ type diskView struct {
 	ID, Storage, Dev string
 	ByID             *string
 	Seen             *guestdisk.Seen
+	Queues           *int
 }
 
 const mainLoop = "main-loop"
@@ -704,7 +724,7 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			ReadBps: round(iv.ReadBytesPerSec), WriteBps: round(iv.WriteBytesPerSec),
 			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
 			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
-			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop}
+			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop, Queues: d.Queues}
 		if u, ok := LimitUse(cur.Limits[d.ID], iv); ok {
 			r.LimitPct, r.Limit = pct(u.Pct), &u.Limit
 		}
