@@ -11,6 +11,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/queues"
@@ -109,6 +110,13 @@ func TestZFSAndQueuesRealQEMU(t *testing.T) {
 	}
 	if out, _, _ := runCLI(t, "--root", n.Root, "cache", "380"); !strings.Contains(out, "sync=disabled: ZFS completes the guest's flushes without writing anything") {
 		t.Errorf("cache text with sync=disabled:\n%s", out)
+	}
+	// flush knows it without measuring: ignored (exit 1), the reason naming
+	// the property, with no flush in the window (no guest).
+	var fr flush.Result
+	if _, code := runJSON(t, n, &fr, "flush", "380", "scsi0", "--for", "1s"); code != 1 || len(fr.Verdicts) != 1 || fr.Verdicts[0].Verdict != flush.Ignored ||
+		!strings.Contains(fr.Verdicts[0].Reason, "zfs get: the zvol "+ds+" has sync=disabled") || !strings.Contains(fr.Verdicts[0].Reason, "known from the property, not measured: 0 flush(es)") {
+		t.Errorf("flush: exit %d %+v", code, fr.Verdicts)
 	}
 	mustZFS(t, n, ds, "sync", "always")
 	runJSON(t, n, &rep, "check", "380")
