@@ -30,7 +30,7 @@ func zfsRules(ctx context.Context, r Runner, v *vm.VM, out *VMResult) {
 			named[s.ID] = true
 			if err := zfs.CheckBlocksize(s.Props["blocksize"]); err != nil {
 				out.add(Finding{Severity: Warning, Code: CodeZFSBlocksizeInvalid,
-					Message: fmt.Sprintf("storage %s (zfspool): %v; pve-storage 9.1.4 validates it (fix #3936), before that it was accepted in storage.cfg and failed only when a disk was allocated on the storage (zfs create -b)", s.ID, err),
+					Message: fmt.Sprintf("storage %s (%s): %v; pve-storage 9.1.4 validates it (fix #3936), before that it was accepted in storage.cfg and failed only when a disk was allocated on the storage (zfs create -b)", s.ID, s.Type, err),
 					Fix:     "set a valid blocksize (e.g. pvesm set " + s.ID + " --blocksize 16k) or remove the line from " + "/etc/pve/storage.cfg"})
 			}
 		}
