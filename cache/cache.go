@@ -12,7 +12,9 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -57,6 +59,14 @@ type Disk struct {
 	GuestByID   *string  `json:"guest_by_id"`
 	GuestDevice *string  `json:"guest_device"`
 	GuestMounts []string `json:"guest_mounts"`
+	// ZFS is what `zfs get` says of the disk's zvol (a zfspool disk only):
+	// its volblocksize, sync, compression, primarycache, logbias,
+	// refreservation and volsize, or why they are unknown (AttachZFS).
+	ZFS *zfs.Zvol `json:"zfs,omitempty"`
+	// Queues are the disk's virtqueue counts (config, command line, what
+	// QEMU runs), where the config sets queues= or QEMU runs more than one
+	// (AttachQueues).
+	Queues *queues.Count `json:"queues,omitempty"`
 
 	// Shown is the mode the two sentences describe, Heading the line they
 	// are printed under (the mode, with the storage where it changes
@@ -308,6 +318,42 @@ func (view *View) Attach(r *flush.Result) {
 				j := r.Verdicts[k]
 				view.Disks[i].Flush = &j
 			}
+		}
+	}
+}
+
+// AttachZFS puts each zvol disk's properties (zfs.ForVM, by disk id) into
+// the view, with a line for them and one for each sync rule that applies:
+// sync=disabled loses what the guest flushed, sync=always makes every
+// write a ZIL commit.
+func (view *View) AttachZFS(props map[string]*zfs.Zvol) {
+	for i := range view.Disks {
+		d := &view.Disks[i]
+		z := props[d.ID]
+		if z == nil {
+			continue
+		}
+		d.ZFS = z
+		d.Lines = append(d.Lines, Line{Text: z.Summary()})
+		switch {
+		case z.FlushesDropped():
+			d.Lines = append(d.Lines, Line{Text: "sync=disabled: " + zfs.SyncDisabledLoss + " (fix: " + zfs.SyncFix(z.Dataset) + ")"})
+		case z.CommitsEveryWrite():
+			d.Lines = append(d.Lines, Line{Text: "sync=always: " + zfs.SyncAlwaysCost})
+		}
+	}
+}
+
+// AttachQueues puts each disk's queue counts (queues.ForVM, by disk id)
+// into the view where they are worth showing (queues.Count.Shown), with
+// their line. A config count that differs from the command line's is
+// already in Drift (qemuserver.Diff).
+func (view *View) AttachQueues(counts map[string]*queues.Count) {
+	for i := range view.Disks {
+		d := &view.Disks[i]
+		if c := counts[d.ID]; c.Shown() {
+			d.Queues = c
+			d.Lines = append(d.Lines, Line{Text: c.Line()})
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/queues"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -21,6 +23,8 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 		liveErr = v.FetchLive(ctx, n.Timeout)
 	}
 	out := Build(v, disks, liveErr)
+	out.AttachZFS(zfs.ForVM(ctx, n.Runner, v, disks))
+	out.AttachQueues(queues.ForVM(ctx, v, disks, n.Timeout, liveErr == nil))
 	GuestNames(ctx, v, n.Timeout, &out)
 	var verifyErr error
 	if ids := ToVerify(out); verify && v.Running && liveErr == nil && len(ids) > 0 {

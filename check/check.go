@@ -69,12 +69,16 @@ const (
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
+	CodeZFSSyncDisabled      Code = "zfs-sync-disabled"
+	CodeZFSSyncAlways        Code = "zfs-sync-always"
+	CodeZFSBlocksizeInvalid  Code = "zfs-blocksize-invalid"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked,
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -279,6 +283,7 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 		}
 	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
+	zfsRules(ctx, n.Runner, v, &out)
 	if o.NextStart {
 		nextStart(ctx, n.Runner, v, &out)
 	}

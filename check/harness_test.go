@@ -271,7 +271,38 @@ func quietRunner() *fakerun.Runner {
 		"zfs list rpool/other":  "",
 		"zfs get rpool/other":   "used\t1\navailable\t1\n",
 		"zfs list rpool/unused": "",
-	}}
+	}, Do: map[string]func([]string) ([]byte, error){"zfs get name,property,value": zvolProps(nil)}}
+}
+
+// recordedZvol is storage/zfs's recorded sparse zvol (pool/test), each
+// dataset answered with its lines under its own name.
+var recordedZvol = func() string {
+	b, err := os.ReadFile("../storage/zfs/testdata/get-sparse-512.txt")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// zvolProps answers storage/zfs's one call (zfs get -Hp -o
+// name,property,value PROPS DATASET...) as zfs does: each dataset's lines
+// in the order asked, with its sync from sync (not named: standard;
+// "gone": zfs fails as for a dataset that does not exist).
+func zvolProps(sync map[string]string) func([]string) ([]byte, error) {
+	return func(argv []string) ([]byte, error) {
+		var out strings.Builder
+		for _, ds := range argv[6:] {
+			s := sync[ds]
+			switch s {
+			case "":
+				s = "standard"
+			case "gone":
+				return nil, fmt.Errorf("exit status 1: cannot open '%s': dataset does not exist", ds)
+			}
+			out.WriteString(strings.ReplaceAll(strings.ReplaceAll(recordedZvol, "pool/test", ds), "\tstandard", "\t"+s))
+		}
+		return []byte(out.String()), nil
+	}
 }
 
 // check checks VM vmid on the node with runner r (lvs, zfs, qm showcmd).

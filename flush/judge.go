@@ -7,6 +7,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -22,6 +23,10 @@ type Input struct {
 	// Writes is what the disk's storage does with writes in this mode.
 	Writes  storage.Writes
 	Samples []Sample
+	// ZFS is the disk's zvol as `zfs get` reports it (nil for a disk on
+	// any other storage, or when not read): sync=disabled decides the
+	// verdict without the counters.
+	ZFS *zfs.Zvol
 }
 
 // InputFor builds a disk's Input from the VM model: the disk's effective
@@ -118,6 +123,13 @@ func Judge(in Input) Judgement {
 		j.DeviceFlushes, j.DeviceWriteBytes = &df, &dw
 	}
 	switch {
+	case in.ZFS.FlushesDropped():
+		// Known from the property, whatever the window shows: the flushes
+		// QEMU passes down complete without writing.
+		j.Verdict = Ignored
+		j.Reason = fmt.Sprintf("zfs get: the zvol %s has sync=disabled: %s (%s); known from the property, not measured: %d flush(es) taking %.3f ms in the window, %s written",
+			in.ZFS.Dataset, zfs.SyncDisabledLoss, zfs.SyncFix(in.ZFS.Dataset), e.flushes, j.FlushTimeMs, units.MiBf(float64(e.written)))
+		return j
 	case !in.Cache.NoFlush && !w.HeldOnNode:
 		j.Verdict, j.Reason = NotApplicable, notApplicable(in, e)
 	case w.Visible:
@@ -229,9 +241,17 @@ func judgeTiming(j *Judgement, in Input, e evidence) {
 	case w.FastFlushMeans == "":
 		j.Verdict = Honored
 		j.Reason = fmt.Sprintf("%d flush(es), %.3f ms each: each was %s, and nothing was waiting (%s written in the window)", e.flushes, j.MeanFlushMs, w.Flush, written)
+	case w.Backend == storage.Zvol && in.ZFS != nil && in.ZFS.Unknown == "":
+		// zfs get rules the other reading out: sync is not disabled, so
+		// each flush was a ZIL commit of whatever waited.
+		j.Verdict = Honored
+		j.Reason = fmt.Sprintf("%d flush(es), %.3f ms each, after %s written: each was %s, and zfs get says the zvol %s has sync=%s (not disabled), so ZFS completes a flush only once what waited is in its intent log: this fast, nothing was waiting or the log device is that fast", e.flushes, j.MeanFlushMs, written, w.Flush, in.ZFS.Dataset, in.ZFS.Sync)
 	default:
 		j.Verdict = Inconclusive
 		j.Reason = fmt.Sprintf("%d flush(es), %.3f ms each, after %s written: each should be %s, which takes time when data waits; this fast, either nothing was waiting or %s", e.flushes, j.MeanFlushMs, written, w.Flush, w.FastFlushMeans)
+		if in.ZFS != nil && in.ZFS.Unknown != "" {
+			j.Reason += " (zfs get could not tell: " + in.ZFS.Unknown + ")"
+		}
 	}
 	j.Reason += "; " + unseen
 	if !countsData {

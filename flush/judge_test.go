@@ -9,6 +9,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
 const mib = 1 << 20
@@ -320,5 +321,43 @@ func TestJudgeDeviceCounters(t *testing.T) {
 	}
 	if j := Judge(input("scsi1", "writeback", storage.File, "raw", series(false, pt{}, pt{t: 1}))); j.DeviceFlushes != nil || j.DeviceWriteBytes != nil || j.MeanFlushMs != 0 {
 		t.Errorf("a file has no device counters: %+v", j)
+	}
+}
+
+// TestJudgeZFSProperty: what `zfs get` says of the zvol decides where the
+// counters cannot: sync=disabled is ignored flushes whatever the window
+// shows (even with no flush, or writethrough); sync=standard turns a fast
+// flush into honoured; unknown properties leave the timing verdict, saying
+// why.
+func TestJudgeZFSProperty(t *testing.T) {
+	mk := func(flushes, flushNs int64) []Sample {
+		return series(false, pt{t: 0}, pt{t: 1, wr: 64 * mib, flushes: flushes, flushNs: flushNs, qemuWr: 64 * mib})
+	}
+	disabled := &zfs.Zvol{Dataset: "rpool/data/vm-100-disk-1", Sync: zfs.SyncDisabled}
+	standard := &zfs.Zvol{Dataset: "rpool/data/vm-100-disk-1", Sync: zfs.SyncStandard}
+	unknown := &zfs.Zvol{Dataset: "rpool/data/vm-100-disk-1", Unknown: "`zfs get` failed: exit status 1"}
+	for _, c := range []struct {
+		name   string
+		mode   string
+		z      *zfs.Zvol
+		s      []Sample
+		want   Verdict
+		reason string
+	}{
+		{"disabled, fast flushes", "none", disabled, mk(2, 100_000), Ignored, "zfs get: the zvol rpool/data/vm-100-disk-1 has sync=disabled: ZFS completes the guest's flushes without writing anything"},
+		{"disabled, slow flushes still lost", "none", disabled, mk(1, 12_000_000), Ignored, "known from the property, not measured: 1 flush(es) taking 12.000 ms in the window, 64.0 MiB written"},
+		{"disabled, no flush in the window", "none", disabled, mk(0, 0), Ignored, "(zfs set sync=standard rpool/data/vm-100-disk-1)"},
+		{"disabled under writethrough", "writethrough", disabled, mk(5, 50_000), Ignored, "the same loss as cache=unsafe"},
+		{"standard, fast flush", "none", standard, mk(2, 100_000), Honored, "zfs get says the zvol rpool/data/vm-100-disk-1 has sync=standard (not disabled)"},
+		{"standard, slow flush: as before", "none", standard, mk(1, 12_000_000), Honored, "1 flush(es) took 12.0 ms"},
+		{"standard, writethrough: as before", "writethrough", standard, mk(5, 50_000), NotApplicable, "cache=writethrough: QEMU flushes every write"},
+		{"unknown, fast flush", "none", unknown, mk(2, 100_000), Inconclusive, "ZFS then completes flushes without writing (zfs get could not tell: `zfs get` failed: exit status 1)"},
+	} {
+		in := input("scsi1", c.mode, storage.Zvol, "raw", c.s)
+		in.ZFS = c.z
+		j := Judge(in)
+		if j.Verdict != c.want || !strings.Contains(j.Reason, c.reason) {
+			t.Errorf("%s: %s %q, want %s with %q", c.name, j.Verdict, j.Reason, c.want, c.reason)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -79,6 +80,9 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 			vols[d.ID] = v.HostPath(p)
 		}
 	}
+	// The zvols' sync property, read once before the window (one zfs call
+	// for all of them): sync=disabled decides their verdict.
+	zvols := zfs.ForVM(ctx, n.Runner, v, measured)
 	agent := qmp.Agent{Path: v.QGASocket(), Timeout: n.Timeout}
 	if o.Trigger {
 		// Fail before the window, not when it ends: a guest without a
@@ -151,7 +155,9 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 	if len(res.Samples) >= 2 {
 		note := standsOn(res)
 		for _, d := range measured {
-			j := Judge(InputFor(v, d, res.Samples))
+			in := InputFor(v, d, res.Samples)
+			in.ZFS = zvols[d.ID]
+			j := Judge(in)
 			j.SampledS = res.SampledS
 			j.Reason += note
 			res.Verdicts = append(res.Verdicts, j)

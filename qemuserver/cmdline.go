@@ -248,6 +248,7 @@ func ParseCmdline(argv []string) (*Cmdline, error) {
 		case strings.HasPrefix(d.Device, "virtio-blk"):
 			d.Controller = "virtio-blk"
 			d.IOThread = m["iothread"] != ""
+			d.Queues, _ = strconv.Atoi(m["num-queues"])
 		case strings.HasPrefix(d.Device, "scsi-"):
 			ctrl := controllers[ctrlID]
 			d.Controller = "lsi"
@@ -258,6 +259,7 @@ func ParseCmdline(argv []string) (*Cmdline, error) {
 						d.Controller = "virtio-scsi-single"
 					}
 					d.IOThread = ctrl["iothread"] != ""
+					d.Queues, _ = strconv.Atoi(ctrl["num_queues"])
 				}
 			}
 		case strings.HasPrefix(d.Device, "ide-"):

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
@@ -35,6 +36,12 @@ type DiskSettings struct {
 	NodeTop      string `json:"-"` // drive-<id>
 	NodeFormat   string `json:"-"`
 	NodeFile     string `json:"-"`
+	// Queues is the queue count the command line sets for the disk's
+	// virtqueues: the VirtIO SCSI controller's num_queues (qemu-server
+	// sets it from the drive's queues= under scsihw virtio-scsi-single
+	// only, QemuServer.pm), a VirtIO Block device's num-queues (qemu-server
+	// sets none); 0 where none is set (QEMU's default: one per vCPU).
+	Queues int `json:"queues,omitempty"`
 }
 
 // CacheMode names the Proxmox cache mode for a flag triple, following the
@@ -104,6 +111,15 @@ func CacheFlags(mode string) (direct, noFlush bool, writeCache string) {
 		return false, true, "on"
 	}
 	return false, false, "on" // writeback
+}
+
+// QueuesName prints a command line's queue count: "default" (QEMU's: one
+// per vCPU) where none is set.
+func QueuesName(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
 }
 
 // VMDefaults are the VM-level settings disk prediction needs.
@@ -279,6 +295,9 @@ func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSetti
 		s.Device = "virtio-blk-pci"
 	case "scsi":
 		s.IOThread = d.Bool("iothread") && vm.SCSIHW == "virtio-scsi-single"
+		if vm.SCSIHW == "virtio-scsi-single" {
+			s.Queues, _ = strconv.Atoi(d.Opts["queues"])
+		}
 		s.Device = "scsi-hd"
 		if s.CDROM {
 			s.Device = "scsi-cd"
@@ -321,6 +340,7 @@ func Diff(pred, run DiskSettings) []string {
 	add("discard", pred.Discard, run.Discard)
 	add("detect_zeroes", pred.DetectZeroes, run.DetectZeroes)
 	add("iothread", pred.IOThread, run.IOThread)
+	add("queues", QueuesName(pred.Queues), QueuesName(run.Queues))
 	if !pred.Limits.Equal(run.Limits) {
 		out = append(out, fmt.Sprintf("limits: config {%s}, running {%s}", pred.Limits.Normal(), run.Limits.Normal()))
 	}

@@ -69,6 +69,12 @@ type Disk struct {
 	GuestDevice *string  `json:"guest_device"`
 	GuestMounts []string `json:"guest_mounts"`
 
+	// Queues is how many virtqueues QEMU runs the disk with (qom-get of
+	// the VirtIO Block device's num-queues or the VirtIO SCSI controller's
+	// num_queues, read with the thread map); nil for a disk without
+	// virtqueues or when QEMU did not say.
+	Queues *int `json:"queues"`
+
 	order int // the disk's place in its VM's config order (Proxmox's)
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -192,6 +193,9 @@ type vmState struct {
 
 	limits map[string]qemuserver.Limits // running limits by disk
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
+	// queues are the VirtIO disks' queue counts, read once per process.
+	queues     map[string]*queues.Count
+	queuesRead bool
 
 	prev *snapshot // the last answer, what the next one is compared with
 
@@ -358,11 +362,15 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 		st.start = c[v.Pid].Start
 	}
 	q35 := guestdisk.IsQ35(v.Cmdline.Machine)
+	st.queues = map[string]*queues.Count{}
 	for _, d := range v.Disks {
 		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
 			continue
 		}
 		ds := &diskState{id: d.ID}
+		if c := queues.Of(v, d); c != nil && c.Object != "" {
+			st.queues[d.ID] = c
+		}
 		if d.Drive != nil {
 			ds.storage = d.Drive.StorageID()
 			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
@@ -403,9 +411,17 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	if needPCI {
 		q.Need |= vm.NeedPCI
 	}
+	if !st.queuesRead {
+		// Fixed when QEMU realized the devices: read once per process.
+		q.QOM = queues.Refs(st.queues)
+	}
 	a, err := st.v.Ask(ctx, m.patience(), q)
 	if err != nil {
 		return nil, err
+	}
+	if !st.queuesRead {
+		queues.Apply(st.queues, a.QOM)
+		st.queuesRead = true
 	}
 	snap.At, snap.Stats, snap.Jobs = a.At, a.Stats, a.Jobs
 	if st.limits == nil {
@@ -501,6 +517,10 @@ func (st *vmState) view() vmView {
 	v := vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Map: st.tmap, DiskThreads: st.diskThreads}
 	for _, d := range st.disks {
 		dv := diskView{ID: d.id, Storage: d.storage, Dev: d.dev}
+		if c := st.queues[d.id]; c != nil && c.Running != nil {
+			n := *c.Running
+			dv.Queues = &n
+		}
 		if d.byID.ByID != "" {
 			s := d.byID.ByID
 			dv.ByID = &s
@@ -529,6 +549,7 @@ type diskView struct {
 	ID, Storage, Dev string
 	ByID             *string
 	Seen             *guestdisk.Seen
+	Queues           *int
 }
 
 const mainLoop = "main-loop"
@@ -591,7 +612,7 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			ReadBps: round(iv.ReadBytesPerSec), WriteBps: round(iv.WriteBytesPerSec),
 			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
 			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
-			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop}
+			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop, Queues: d.Queues}
 		if u, ok := LimitUse(cur.Limits[d.ID], iv); ok {
 			r.LimitPct, r.Limit = pct(u.Pct), &u.Limit
 		}

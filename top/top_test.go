@@ -187,7 +187,7 @@ func TestSampleJSONSchema(t *testing.T) {
 	issue := []string{"vmid", "name", "disk", "storage", "read_iops", "write_iops", "read_bps", "write_bps", "read_latency_ms",
 		"write_latency_ms", "flush_latency_ms", "queue_depth", "failed_ops", "limit_pct", "block_job", "iothread",
 		"iothread_cpu_pct", "device_latency_ms"}
-	added := []string{"limit", "thread", "thread_cpu_pct", "thread_wait_pct", "device", "guest_by_id", "guest_device", "guest_mounts"}
+	added := []string{"limit", "thread", "thread_cpu_pct", "thread_wait_pct", "device", "guest_by_id", "guest_device", "guest_mounts", "queues"}
 	want := append(append([]string{}, issue...), added...)
 	sort.Strings(want)
 	rows := doc["disks"].([]any)
@@ -463,9 +463,11 @@ func (n *fakeNode) syntheticVM(t testing.TB, vmid, pid, disks int, blockdev bool
 
 // Commands per VM and sample stay constant in the number of disks, on
 // both generations and QEMU 7.2 and 11.1 (issue 16, "Load and cost"): the
-// first exchange adds the thread ids (and before 10.1 under -blockdev every
-// throttle group once); every later one is query-blockstats,
-// query-block-jobs and one command for the limits.
+// first exchange adds the thread ids and the VirtIO queue counts (one
+// qom-list-get from 10.1, one qom-get per VirtIO controller or device
+// before: each synthetic disk has its own virtio-scsi-single controller),
+// and before 10.1 under -blockdev every throttle group once; every later
+// one is query-blockstats, query-block-jobs and one command for the limits.
 func TestCommandsConstantInDisks(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -473,10 +475,10 @@ func TestCommandsConstantInDisks(t *testing.T) {
 		greeting string
 		first    func(disks int) int
 	}{
-		{"7.2 -drive", false, qmptest.Greeting72, func(int) int { return 5 }},
-		{"7.2 -blockdev", true, qmptest.Greeting72, func(d int) int { return 4 + d }},
-		{"11.1 -drive", false, qmptest.Greeting111, func(int) int { return 5 }},
-		{"11.1 -blockdev", true, qmptest.Greeting111, func(int) int { return 5 }},
+		{"7.2 -drive", false, qmptest.Greeting72, func(d int) int { return 5 + d }},
+		{"7.2 -blockdev", true, qmptest.Greeting72, func(d int) int { return 4 + 2*d }},
+		{"11.1 -drive", false, qmptest.Greeting111, func(int) int { return 6 }},
+		{"11.1 -blockdev", true, qmptest.Greeting111, func(int) int { return 6 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, disks := range []int{1, 4, 15} {

@@ -59,6 +59,20 @@ type Query struct {
 	// every group at the first query, then one per query in turn. nil:
 	// every group each time.
 	Turn *LimitTurn
+	// QOM are integer device properties to read besides (a VirtIO disk's
+	// queue count: the queues package): on QEMU >= 10.1 one qom-list-get
+	// of them all, before that one qom-get each. Answer.QOM has each.
+	QOM []QOMRef
+}
+
+// QOMRef is one property of one QOM object.
+type QOMRef struct{ Object, Property string }
+
+// QOMValue is what QEMU said of a QOMRef: its value, or why it has none
+// (QEMU's words for an object or property it refuses).
+type QOMValue struct {
+	Int *int
+	Why string
 }
 
 // LimitTurn is what a caller that reads the limits at every sample (top)
@@ -87,6 +101,7 @@ type Answer struct {
 	LimitsRead []string
 	Threads    threads.Map
 	PCI        map[string]string // guestdisk.PCIDevices
+	QOM        map[QOMRef]QOMValue
 }
 
 // FetchLive asks QEMU, in one QMP exchange, for the run state and each
@@ -162,6 +177,11 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		if wc, err = v.askProps(s, q, blocks, a); err != nil {
 			return err
 		}
+		if len(q.QOM) > 0 {
+			if a.QOM, err = askQOM(s, q.QOM); err != nil {
+				return err
+			}
+		}
 		if q.Need&NeedThreads != 0 {
 			io, err := s.Exec("query-iothreads", nil)
 			if err != nil {
@@ -192,6 +212,62 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		v.setLive(blocks, graph, wc, a.Limits)
 	}
 	return a, nil
+}
+
+// askQOM reads refs (Query.QOM): one qom-list-get of every object where
+// QEMU has it, else (or when one object missing fails the list) one
+// qom-get each. An object or property QEMU refuses gets its words in Why;
+// a failing exchange is returned.
+func askQOM(s qmp.Session, refs []QOMRef) (map[QOMRef]QOMValue, error) {
+	var keys []QOMRef
+	out := map[QOMRef]QOMValue{}
+	for _, k := range refs {
+		if _, dup := out[k]; !dup {
+			out[k] = QOMValue{}
+			keys = append(keys, k)
+		}
+	}
+	if s.HasQOMListGet() {
+		paths := make([]string, len(keys))
+		for i, k := range keys {
+			paths[i] = k.Object
+		}
+		ret, err := s.Exec("qom-list-get", map[string]any{"paths": paths})
+		var qe *qmp.Error
+		var se *qmp.ShapeError
+		switch {
+		case err == nil:
+			if objs, perr := qmp.ParseQOMListGet(ret, len(paths)); perr == nil {
+				for i, k := range keys {
+					if v, ok := objs[i][k.Property]; ok {
+						n := int(v.Int())
+						out[k] = QOMValue{Int: &n}
+					} else {
+						out[k] = QOMValue{Why: "qom-list-get " + k.Object + ": no " + k.Property}
+					}
+				}
+				return out, nil
+			}
+		case errors.As(err, &qe), errors.As(err, &se):
+			// One object missing fails the list: ask one by one.
+		default:
+			return nil, err
+		}
+	}
+	for _, k := range keys {
+		r, err := s.Exec("qom-get", map[string]any{"path": k.Object, "property": k.Property})
+		var qe *qmp.Error
+		switch {
+		case errors.As(err, &qe):
+			out[k] = QOMValue{Why: "qom-get " + k.Object + " " + k.Property + ": " + qe.Error()}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		n := int(r.Int())
+		out[k] = QOMValue{Int: &n}
+	}
+	return out, nil
 }
 
 // askStatus is query-status's run state when asked ("" when not, or from a

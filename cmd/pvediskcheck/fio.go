@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
@@ -93,14 +95,22 @@ func fioSummaryAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	arc := nodeARC(e)
 	switch {
 	case e.json:
-		err = e.printJSON(fio.SummaryReport{HostRAMBytes: ram, Summary: sum})
+		err = e.printJSON(struct {
+			fio.SummaryReport
+			ARC *zfs.ARC `json:"arc,omitempty"`
+		}{fio.SummaryReport{HostRAMBytes: ram, Summary: sum}, arc})
 	case c.Bool("csv"):
 		err = sum.WriteCSV(e.out)
 		printWarningList(e.errOut, sum.NotSummarised())
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
+		if arc != nil {
+			fmt.Fprintf(e.out, "\nZFS ARC on this node, since the zfs module loaded: %s of reads hit (%d hits, %d misses), %s held of %s at most: reads that fit in it come from node RAM, not from the disks\n",
+				units.PercentPtr(arc.HitPercent), arc.Hits, arc.Misses, units.Bytes(arc.SizeBytes), units.Bytes(arc.MaxBytes))
+		}
 	}
 	if err != nil {
 		return err
@@ -173,6 +183,22 @@ func fioJobsAction(c *cli.Context) error {
 	}
 	_, err := io.WriteString(e.out, js.JobFile())
 	return err
+}
+
+// nodeARC is the node's ZFS ARC (PROC/spl/kstat/zfs/arcstats), evidence
+// beside host RAM that reads may come from RAM: nil on a node without ZFS
+// (no such file, said nowhere) or when the file cannot be read (said on
+// stderr).
+func nodeARC(e *env) *zfs.ARC {
+	a, err := zfs.ReadARC(e.ctx(), e.node)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		fmt.Fprintf(e.errOut, "pvediskcheck: ZFS ARC unknown: %s: %v\n", zfs.ArcstatsPath(e.paths.Proc), err)
+		return nil
+	}
+	return &a
 }
 
 // hostRAM is --host-ram, else MemTotal from PROC/meminfo; 0 when unknown.

@@ -546,3 +546,34 @@ func TestFioSummaryUnknownValues(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 }
+
+// The ZFS ARC (PROC/spl/kstat/zfs/arcstats, storage/zfs's recorded file)
+// is shown beside the table and in the JSON as evidence that reads may
+// come from node RAM; a node without ZFS shows nothing, an unreadable file
+// is said on stderr.
+func TestFioSummaryARC(t *testing.T) {
+	arc, err := os.ReadFile("../../storage/zfs/testdata/arcstats-openzfs2.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir()
+	os.WriteFile(filepath.Join(proc, "meminfo"), []byte("MemTotal:         131072 kB\n"), 0o644)
+	out, errs, code := runCLI(t, "--proc", proc, "fio", "summary", filepath.Join(fioReal, "lab19"))
+	if code != 0 || strings.Contains(out, "ZFS ARC") || strings.Contains(errs, "ARC") {
+		t.Errorf("no ZFS: exit %d %q\n%s", code, errs, out)
+	}
+	os.MkdirAll(filepath.Join(proc, "spl/kstat/zfs"), 0o755)
+	os.WriteFile(filepath.Join(proc, "spl/kstat/zfs/arcstats"), arc, 0o644)
+	out, errs, code = runCLI(t, "--proc", proc, "fio", "summary", filepath.Join(fioReal, "lab19"))
+	if code != 0 || !strings.Contains(out, "ZFS ARC on this node, since the zfs module loaded: 90.27 % of reads hit (174896434 hits, 18851609 misses), 31.43 GiB held of 31.36 GiB at most") {
+		t.Errorf("exit %d %q\n%s", code, errs, out)
+	}
+	out, _, _ = runCLI(t, "--proc", proc, "--json", "fio", "summary", filepath.Join(fioReal, "lab19"))
+	if !strings.Contains(out, `"arc": {`) || !strings.Contains(out, `"hits": 174896434,`) || !strings.Contains(out, `"hit_percent": 90.27`) || !strings.Contains(out, `"max_bytes": 33676691456`) || !strings.Contains(out, `"host_ram_bytes": 134217728`) {
+		t.Errorf("json %.300s ... %s", out, out[max(0, len(out)-300):])
+	}
+	os.WriteFile(filepath.Join(proc, "spl/kstat/zfs/arcstats"), []byte("name type data\n"), 0o644)
+	if _, errs, code = runCLI(t, "--proc", proc, "fio", "summary", filepath.Join(fioReal, "lab19")); code != 0 || !strings.Contains(errs, "ZFS ARC unknown:") {
+		t.Errorf("exit %d %q", code, errs)
+	}
+}

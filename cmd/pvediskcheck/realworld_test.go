@@ -318,10 +318,12 @@ func TestRealWorldCorpus(t *testing.T) {
 
 			out, errs, code = run("discard", vmid)
 			switch {
-			case code == exitUnreachable && strings.Contains(errs, "cannot measure the allocation") && strings.Contains(errs, "executable file not found"):
-				// Ceph's rbd and ZFS's zfs are not installed here: discard
-				// stops at the first volume it cannot measure (exit 3,
-				// naming the disk and the tool), so nothing is listed.
+			case code == exitUnreachable && strings.Contains(errs, "cannot measure the allocation") && (strings.Contains(errs, "executable file not found") || strings.Contains(errs, "dataset does not exist")):
+				// Ceph's rbd is not installed here, and the zfs double
+				// knows none of the corpus's zvols (zfs's own "dataset
+				// does not exist"): discard stops at the first volume it
+				// cannot measure (exit 3, naming the disk and the tool),
+				// so nothing is listed.
 				t.Logf("discard: %s", strings.TrimSpace(errs))
 			case code != exitUnreachable || !strings.Contains(errs, "not running"):
 				t.Errorf("discard: exit %d (%s), want 3 for a stopped VM", code, errs)

@@ -128,6 +128,11 @@ func Argv(qemu string, cfg *qemuserver.Config, st qemuserver.Storages, o ArgvOpt
 					dev += ",iothread=iothread-" + cid
 					objects = append(objects, "-object", "iothread,id=iothread-"+cid)
 				}
+				// QemuServer.pm: ",num_queues=$drive->{queues}" under
+				// virtio-scsi-single only.
+				if q := d.Opts["queues"]; scsihw == "virtio-scsi-single" && q != "" {
+					dev += ",num_queues=" + q
+				}
 				devices = append(devices, "-device", dev)
 			}
 		case "sata":

@@ -178,6 +178,8 @@ func (n *Node) CreateVolume(storage, volname string, size int64) (string, error)
 		defer f.Close()
 		fmt.Fprintf(f, "%s %s %d %s\n", n.VG, volname, size, backing)
 		return vol.Path, nil
+	case "zfspool":
+		return vol.Path, n.createZvol(s.Props["pool"]+"/"+volname, vol.Path, size, s.Bool("sparse"))
 	}
 	return "", fmt.Errorf("fakenode: storage type %s not supported", s.Type)
 }
