@@ -237,7 +237,7 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 // Run checks the VMs, o.Parallel at a time, with one thin-pool cache for
 // the run, and sums the findings up.
 func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
-	pools := thinpool.NewCache(n.Runner)
+	pools := thinpool.NewNodeCache(n)
 	res := make([]VMResult, len(ids))
 	par := max(o.Parallel, 1)
 	sem := make(chan struct{}, par)
