@@ -69,6 +69,7 @@ const (
 	CodeAIOIOUringRisk       Code = "aio-io-uring-risk"
 	CodeIOError              Code = "io-error"
 	CodeThinOvercommit       Code = "thin-overcommit"
+	CodeThinFull             Code = "thin-full"
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
@@ -77,7 +78,7 @@ const (
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodePendingRestart, CodeDrift, CodeLocked}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {

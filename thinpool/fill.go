@@ -390,3 +390,59 @@ func judgeFill(p *Pool) []Warning {
 	}
 	return ws
 }
+
+// DiskThen says what a full pool does to one disk with the drive's werror
+// ("" is QEMU's default, enospc): ENOSPC (data full) pauses the VM under
+// enospc and stop; EIO (metadata full, a read-only pool) pauses it only
+// under stop; report and ignore hand the error to the guest.
+func (fl *Fill) DiskThen(werror string) string {
+	eio := fl.FirstFull == LimitMetadata
+	switch {
+	case werror == "stop":
+		return "werror=stop: the VM pauses"
+	case werror == "report" || werror == "ignore":
+		return "werror=" + werror + ": the guest gets the write errors"
+	case eio:
+		return "werror " + orDefault(werror) + ": EIO reaches the guest"
+	case fl.WhenFull == WhenFullQueue && fl.NoSpaceTimeoutSeconds != nil && *fl.NoSpaceTimeoutSeconds == 0:
+		return "werror " + orDefault(werror) + ": the guest hangs, the VM is not paused"
+	}
+	return "werror " + orDefault(werror) + ": the VM pauses"
+}
+
+func orDefault(werror string) string {
+	if werror == "" || werror == "enospc" {
+		return "enospc (default)"
+	}
+	return werror
+}
+
+// Fix is what keeps the pool from filling: autoextend where the VG has
+// space, more metadata where that fills first, else space in the VG.
+func (fl *Fill) Fix(p *Pool) string {
+	switch {
+	case fl.FirstFull == LimitMetadata:
+		return "lvextend --poolmetadatasize +SIZE " + p.Pool
+	case fl.Grows:
+		return "keep free space in VG " + vgOf(p.Pool) + " for autoextend (vgextend " + vgOf(p.Pool) + " DEVICE), or trim the guests and delete old snapshots"
+	case fl.VGFreeBytes > 0:
+		return fmt.Sprintf("lvextend -L +SIZE %s (VG %s has %s free), or let dmeventd do it: thin_pool_autoextend_threshold = 80 in /etc/lvm/lvm.conf", p.Pool, vgOf(p.Pool), units.Bytes(fl.VGFreeBytes))
+	}
+	return "trim the guests (pvediskcheck discard VMID --trim) and delete old snapshots, or add a disk to VG " + vgOf(p.Pool) + " (vgextend) and grow the pool"
+}
+
+// FillLevel is how worth a finding of its own a pool's filling is is worth a finding of its own: data
+// or metadata at WarnPercent or more, or metadata filling first from
+// MetadataFirstPercent; the level is the pool's, warning at least.
+func (p *Pool) FillLevel() Level {
+	if p.Fill == nil {
+		return LevelOK
+	}
+	if l := p.Level(); l != LevelOK {
+		return l
+	}
+	if p.Fill.FirstFull == LimitMetadata && p.MetadataPercent != nil && *p.MetadataPercent >= MetadataFirstPercent {
+		return LevelWarning
+	}
+	return LevelOK
+}
