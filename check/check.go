@@ -70,6 +70,7 @@ const (
 	CodeIOError              Code = "io-error"
 	CodeThinOvercommit       Code = "thin-overcommit"
 	CodeThinFull             Code = "thin-full"
+	CodeVolumeChain          Code = "volume-chain"
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
@@ -78,7 +79,7 @@ const (
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodePendingRestart, CodeDrift, CodeLocked}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -308,6 +309,7 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 		o.OnLoad(v, liveErr)
 	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
+	volumeChains(ctx, n, r, v, &out)
 	if o.NextStart {
 		nextStart(ctx, r, v, &out)
 	}

@@ -109,6 +109,9 @@ type Live struct {
 	// IOStatus is the device's io-status (qmp.BlockDevice.IOStatus): failed
 	// or nospace while an I/O error keeps the VM paused.
 	IOStatus string
+	// Backing is the format node's backing chain in QEMU's graph, newest
+	// layer first (qcow2 overlays, volume chains); nil without one.
+	Backing []qmp.DriveChain
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.
@@ -529,6 +532,7 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol
+				l.Backing = graph.Backing(ch.Format.Name)
 			}
 			l.WriteCache = l.WriteCacheProp
 			if l.WriteCache != "on" && l.WriteCache != "off" {
