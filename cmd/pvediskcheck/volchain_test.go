@@ -80,7 +80,10 @@ func TestCheckVolumeChain(t *testing.T) {
 			t.Errorf("%q lacks %q", fs[1].Message, w)
 		}
 	}
-	if !os.IsNotExist(func() error { _, err := os.Stat("/dev/" + n.ChainVG() + "/" + volchain.LayerName(vol, "s3")); return err }()) {
+	if !os.IsNotExist(func() error {
+		_, err := os.Stat("/dev/" + n.ChainVG() + "/" + volchain.LayerName(vol, "s3"))
+		return err
+	}()) {
 		t.Error("s3 has a layer")
 	}
 }
