@@ -66,6 +66,8 @@ const (
 	CodeAIOIOUringRisk       Code = "aio-io-uring-risk"
 	CodeIOError              Code = "io-error"
 	CodeThinOvercommit       Code = "thin-overcommit"
+	CodeThinFull             Code = "thin-full"
+	CodeVolumeChain          Code = "volume-chain"
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
@@ -77,7 +79,7 @@ const (
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked,
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
 	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid}
 
 // Finding is one result (README: `check --json` findings[]).
@@ -212,7 +214,7 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 // Run checks the VMs, o.Parallel at a time, with one thin-pool cache for
 // the run, and sums the findings up.
 func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
-	pools := thinpool.NewCache(n.Runner)
+	pools := thinpool.NewNodeCache(n)
 	res := make([]VMResult, len(ids))
 	par := max(o.Parallel, 1)
 	sem := make(chan struct{}, par)
@@ -284,6 +286,7 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
 	zfsRules(ctx, n.Runner, v, &out)
+	volumeChains(ctx, n, v, &out)
 	if o.NextStart {
 		nextStart(ctx, n.Runner, v, &out)
 	}

@@ -192,7 +192,33 @@ func thinPools(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResu
 			out.add(Finding{Severity: sev, Code: CodeThinOvercommit,
 				Message: fmt.Sprintf("thin pool %s (storage %s): %s", p.Pool, s.ID, w.Text), Fix: w.Fix})
 		}
+		thinFull(v, s, p, out)
 	}
+}
+
+// thinFull says, for a pool whose filling is worth it (thinpool's
+// FillLevel), when it stops accepting writes and what that does to each of
+// this VM's disks on it (by the drive's werror).
+func thinFull(v *vm.VM, s *qemuserver.Storage, p *thinpool.Pool, out *VMResult) {
+	lvl := p.FillLevel()
+	if lvl == thinpool.LevelOK {
+		return
+	}
+	var disks []string
+	for _, d := range v.Disks {
+		if d.Drive != nil && d.Drive.StorageID() == s.ID {
+			disks = append(disks, d.ID+" ("+p.Fill.DiskThen(d.Drive.Opts["werror"])+")")
+		}
+	}
+	sev := Warning
+	if lvl == thinpool.LevelFailure {
+		sev = Error
+	}
+	msg := fmt.Sprintf("thin pool %s (storage %s) stops accepting writes %s; then %s", p.Pool, s.ID, p.Fill.Stops, p.Fill.Then)
+	if len(disks) > 0 {
+		msg += "; this VM's disks there: " + strings.Join(disks, ", ")
+	}
+	out.add(Finding{Severity: sev, Code: CodeThinFull, Message: msg, Fix: p.Fill.Fix(p)})
 }
 
 func hasCode(cs []Code, c Code) bool {

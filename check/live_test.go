@@ -384,14 +384,18 @@ func TestThinPoolFindings(t *testing.T) {
 		{"a thin snapshot tips it over", lvsRow{size: 64 * gib, data: "10.00", metadata: "5.00"}, append(vols, lvsRow{name: "snap_vm-100-disk-0_a", origin: "vm-100-disk-0", size: 32 * gib}),
 			[]string{"warning thin-overcommit -"}, []string{"thin pool pve/data (storage local-lvm): its volumes total 96.0 GiB on a 64.0 GiB pool (1.5x), 32.0 GiB of it thin snapshots", "lvextend -L +32G pve/data"}},
 		{"data 79.99", lvsRow{size: 1024 * gib, data: "79.99", metadata: "5.00"}, vols, []string{}, nil},
-		{"data 80", lvsRow{size: 1024 * gib, data: "80.00", metadata: "5.00"}, vols, []string{"warning thin-overcommit -"}, []string{"data at 80.00 %"}},
-		{"data 89.99", lvsRow{size: 1024 * gib, data: "89.99", metadata: "5.00"}, vols, []string{"warning thin-overcommit -"}, nil},
-		{"data 90", lvsRow{size: 1024 * gib, data: "90.00", metadata: "5.00"}, vols, []string{"error thin-overcommit -"}, []string{"data at 90.00 % (warning from 80 %, failure from 90 %)"}},
-		{"metadata 79.99", lvsRow{size: 1024 * gib, data: "5.00", metadata: "79.99"}, vols, []string{}, nil},
-		{"metadata 80", lvsRow{size: 1024 * gib, data: "5.00", metadata: "80.00"}, vols, []string{"warning thin-overcommit -"}, []string{"metadata at 80.00 %", "lvextend --poolmetadatasize +SIZE pve/data"}},
-		{"metadata 89.99", lvsRow{size: 1024 * gib, data: "5.00", metadata: "89.99"}, vols, []string{"warning thin-overcommit -"}, nil},
-		{"metadata 90", lvsRow{size: 1024 * gib, data: "5.00", metadata: "90.00"}, vols, []string{"error thin-overcommit -"}, nil},
-		{"everything", lvsRow{size: 32 * gib, data: "95.00", metadata: "85.00"}, vols, []string{"error thin-overcommit -", "warning thin-overcommit -", "warning thin-overcommit -"}, nil},
+		{"data 80", lvsRow{size: 1024 * gib, data: "80.00", metadata: "5.00"}, vols, []string{"warning thin-full -", "warning thin-overcommit -"}, []string{"data at 80.00 %", "stops accepting writes after 204.80 GiB more data, at 100 % data", "this VM's disks there: scsi0 (werror enospc (default): the VM pauses)"}},
+		{"data 89.99", lvsRow{size: 1024 * gib, data: "89.99", metadata: "5.00"}, vols, []string{"warning thin-full -", "warning thin-overcommit -"}, nil},
+		{"data 90", lvsRow{size: 1024 * gib, data: "90.00", metadata: "5.00"}, vols, []string{"error thin-full -", "error thin-overcommit -"}, []string{"data at 90.00 % (warning from 80 %, failure from 90 %)"}},
+		{"metadata first 49.99", lvsRow{size: 1024 * gib, data: "5.00", metadata: "49.99"}, vols, []string{}, nil},
+		{"metadata first 50", lvsRow{size: 1024 * gib, data: "5.00", metadata: "50.00"}, vols, []string{"warning thin-full -"},
+			[]string{"at 100 % metadata (it fills before the data", "EIO reaches the guest", "lvextend --poolmetadatasize +SIZE pve/data"}},
+		{"metadata 79.99", lvsRow{size: 1024 * gib, data: "5.00", metadata: "79.99"}, vols, []string{"warning thin-full -"}, nil},
+		{"metadata 79.99 behind data", lvsRow{size: 1024 * gib, data: "85.00", metadata: "79.99"}, vols, []string{"warning thin-full -", "warning thin-overcommit -"}, []string{"at 100 % data;"}},
+		{"metadata 80", lvsRow{size: 1024 * gib, data: "5.00", metadata: "80.00"}, vols, []string{"warning thin-full -", "warning thin-overcommit -"}, []string{"metadata at 80.00 %", "lvextend --poolmetadatasize +SIZE pve/data"}},
+		{"metadata 89.99", lvsRow{size: 1024 * gib, data: "5.00", metadata: "89.99"}, vols, []string{"warning thin-full -", "warning thin-overcommit -"}, nil},
+		{"metadata 90", lvsRow{size: 1024 * gib, data: "5.00", metadata: "90.00"}, vols, []string{"error thin-full -", "error thin-overcommit -"}, nil},
+		{"everything", lvsRow{size: 32 * gib, data: "95.00", metadata: "85.00"}, vols, []string{"error thin-full -", "error thin-overcommit -", "warning thin-overcommit -", "warning thin-overcommit -"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tn := newNode(t)
@@ -432,13 +436,30 @@ func TestThinPoolFindings(t *testing.T) {
 		r.Out["zfs get rpool/data"] = "used\t9663676416\navailable\t1073741824\n"
 		r.Out["zfs list rpool/data"] = "rpool/data/vm-100-disk-2\t21474836480\t9663676416\n"
 		v := tn.check(100, r, Options{})
-		if got := summary(v); !reflect.DeepEqual(got, []string{"error thin-overcommit -", "warning thin-overcommit -", "warning thin-overcommit -"}) {
+		if got := summary(v); !reflect.DeepEqual(got, []string{"error thin-overcommit -", "warning thin-full -", "warning thin-overcommit -", "warning thin-overcommit -"}) {
 			t.Fatalf("%q", got)
 		}
 		if !strings.HasPrefix(v.Findings[0].Message, "thin pool pve/data (storage local-lvm): data at 85.00 %") ||
-			!strings.HasPrefix(v.Findings[1].Message, "thin pool rpool/data (storage local-zfs): its volumes total 20.0 GiB on a 10.0 GiB pool (2.0x)") ||
-			!strings.HasPrefix(v.Findings[1].Fix, "add space to the ZFS pool") {
+			!strings.HasPrefix(v.Findings[1].Message, "thin pool pve/data (storage local-lvm) stops accepting writes") ||
+			!strings.HasPrefix(v.Findings[2].Message, "thin pool rpool/data (storage local-zfs): its volumes total 20.0 GiB on a 10.0 GiB pool (2.0x)") ||
+			!strings.HasPrefix(v.Findings[2].Fix, "add space to the ZFS pool") {
 			t.Errorf("%+v", v.Findings)
+		}
+	})
+	t.Run("thin-full names each disk's werror", func(t *testing.T) {
+		tn := newNode(t)
+		tn.conf(100, "scsi0: local-lvm:vm-100-disk-0,werror=report\nscsi1: local-lvm:vm-100-disk-1,werror=stop\nscsi2: local-zfs:vm-100-disk-2\n")
+		r := quietRunner()
+		r.Out["lvs"] = lvsJSON(lvsRow{size: 1024 * gib, data: "85.00", metadata: "5.00"}, vols...)
+		v := tn.check(100, r, Options{})
+		var msg string
+		for _, f := range v.Findings {
+			if f.Code == CodeThinFull {
+				msg = f.Message
+			}
+		}
+		if !strings.HasSuffix(msg, "this VM's disks there: scsi0 (werror=report: the guest gets the write errors), scsi1 (werror=stop: the VM pauses)") {
+			t.Errorf("%q", msg)
 		}
 	})
 }

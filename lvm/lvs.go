@@ -19,17 +19,24 @@ import (
 )
 
 // Fields are the lvs columns asked for. All exist in lvm2 2.02.x and 2.03.x
-// (Proxmox VE 8 ships 2.03.16, 9 ships 2.03.31).
+// (Proxmox VE 8 ships 2.03.16, 9 ships 2.03.31). The last four say what
+// happens when a pool fills: lv_when_full (queue|error, pools only), the
+// VG's free space autoextend grows into (vg_free, on every row), dmeventd's
+// monitoring of the pool (seg_monitor) and the devices below each LV
+// (devices: a pool names its hidden _tdata LV, which names the PVs).
 var Fields = []string{
 	"vg_name", "lv_name", "lv_size", "lv_attr", "pool_lv", "origin",
 	"data_percent", "metadata_percent", "lv_metadata_size", "chunk_size", "discards",
+	"lv_when_full", "vg_free", "seg_monitor", "devices",
 }
 
 // Argv is the lvs command for the given volume groups (all when none).
 // Whole VGs are listed rather than named LVs: naming a missing LV makes lvs
 // exit 5 for the whole report, and a missing volume is better told apart.
+// -a adds the hidden LVs ([data_tdata], [data_tmeta], [lvol0_pmspare]):
+// the pool's data LV is the one whose devices are PVs.
 func Argv(vgs ...string) []string {
-	argv := []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix",
+	argv := []string{"lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-a",
 		"-o", strings.Join(Fields, ",")}
 	return append(argv, vgs...)
 }
@@ -62,6 +69,17 @@ type LV struct {
 	// Discards is the pool's discards mode (ignore|nopassdown|passdown);
 	// lvs prints the pool's mode on its thin volumes too.
 	Discards string
+	// WhenFull is lv_when_full: "queue" (dm-thin holds writes up to its
+	// no_space_timeout) or "error" (fails them at once); pools only.
+	WhenFull string
+	// VGFreeBytes is vg_free, the VG's unallocated space (on every row).
+	VGFreeBytes int64
+	// Monitor is seg_monitor: "monitored", "not monitored", or "" (not
+	// active, or dmeventd not asked).
+	Monitor string
+	// Devices is devices: "/dev/sda3(0)" per segment, comma separated; a
+	// thin pool's names its hidden data LV ("data_tdata(0)").
+	Devices string
 }
 
 // IsThinPool reports a thin pool row (lv_attr "t...").
@@ -91,6 +109,38 @@ func (l *LV) AllocatedBytes() (int64, bool) {
 // the size (lvs rounds data_percent to two decimals), plus the rounding to
 // 512-byte sectors.
 func (l *LV) ResolutionBytes() int64 { return l.SizeBytes/20000 + 512 }
+
+// PVs are the devices (without their starting extents) below the LV: for a
+// thin pool, those of its hidden data LV [<pool>_tdata] when the report has
+// it (lvs -a), else those the row names that are devices (/dev/...).
+func (r *Report) PVs(l *LV) []string {
+	devs := l.Devices
+	if l.IsThinPool() {
+		if d := r.Find(l.VG, "["+l.Name+"_tdata]"); d != nil {
+			devs = d.Devices
+		}
+	}
+	var out []string
+	for _, d := range strings.Split(devs, ",") {
+		d = strings.TrimSpace(d)
+		if i := strings.LastIndexByte(d, '('); i > 0 {
+			d = d[:i]
+		}
+		if strings.HasPrefix(d, "/dev/") && !containsString(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
 
 // Report is one lvs run.
 type Report struct {
@@ -169,6 +219,9 @@ func parseRow(row gjson.Result) (LV, error) {
 		Pool:     row.Get("pool_lv").String(),
 		Origin:   row.Get("origin").String(),
 		Discards: row.Get("discards").String(),
+		WhenFull: row.Get("lv_when_full").String(),
+		Monitor:  row.Get("seg_monitor").String(),
+		Devices:  row.Get("devices").String(),
 	}
 	if l.VG == "" || l.Name == "" {
 		return l, fmt.Errorf("%w: row without vg_name/lv_name: %s", ErrParse, row.Raw)
@@ -181,6 +234,9 @@ func parseRow(row gjson.Result) (LV, error) {
 		return l, err
 	}
 	if l.ChunkSizeBytes, err = bytesField(row, "chunk_size"); err != nil {
+		return l, err
+	}
+	if l.VGFreeBytes, err = bytesField(row, "vg_free"); err != nil {
 		return l, err
 	}
 	if l.DataPercent, err = percentField(row, "data_percent"); err != nil {

@@ -131,6 +131,54 @@ func TestParseBad(t *testing.T) {
 	}
 }
 
+// TestParseFill reads the fields of a pool that fills, as lvm2 2.03.16
+// printed them with -a (testdata/make.sh, real-vg-fill.json): lv_when_full
+// queue (the default) and error (lvcreate --errorwhenfull y), vg_free on
+// every row, the pool's devices naming its hidden data LV and that LV's the
+// PV. Reports without the fields (the older fixtures) read as unknown.
+func TestParseFill(t *testing.T) {
+	rep, err := Parse(fixture(t, "real-vg-fill.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LVs) != 13 {
+		t.Fatalf("%d rows, want 13 (hidden ones included)", len(rep.LVs))
+	}
+	data, data2 := rep.Find("pdclab", "data"), rep.Find("pdclab", "data2")
+	if data.WhenFull != "queue" || data2.WhenFull != "error" {
+		t.Errorf("when full: data %q data2 %q", data.WhenFull, data2.WhenFull)
+	}
+	if data.VGFreeBytes != 780140544 || data.Devices != "data_tdata(0)" || data.Monitor != "" {
+		t.Errorf("data: %+v", data)
+	}
+	if pvs := rep.PVs(data); len(pvs) != 1 || pvs[0] != "/dev/loop23" {
+		t.Errorf("PVs of data: %v", pvs)
+	}
+	if v := rep.Find("pdclab", "vm-370-disk-0"); v.WhenFull != "" || v.VGFreeBytes != 780140544 || len(rep.PVs(v)) != 0 {
+		t.Errorf("a thin volume: %+v", v)
+	}
+	if vols := rep.Volumes("pdclab", "data"); len(vols) != 5 {
+		t.Errorf("hidden LVs count as volumes: %d", len(vols))
+	}
+	// Without -a the pool's PVs are not in the report.
+	old, err := Parse(fixture(t, "real-vg-inactive.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := old.Find("pdclab", "data"); p.WhenFull != "" || p.VGFreeBytes != 0 || len(old.PVs(p)) != 0 {
+		t.Errorf("older report: %+v", p)
+	}
+	// Several segments and a raid sub-LV: only devices, each once.
+	r := &Report{LVs: []LV{{VG: "v", Name: "p", Attr: "twi-aotz--", Devices: "p_tdata(0)"},
+		{VG: "v", Name: "[p_tdata]", Attr: "Twi-ao----", Devices: "/dev/sda3(0),/dev/nvme0n1p2(10),/dev/sda3(900),[p_tdata_rimage_0](0)"}}}
+	if pvs := r.PVs(&r.LVs[0]); strings.Join(pvs, " ") != "/dev/sda3 /dev/nvme0n1p2" {
+		t.Errorf("PVs: %v", pvs)
+	}
+	if _, err := Parse([]byte(`{"report":[{"lv":[{"vg_name":"v","lv_name":"p","vg_free":"12g"}]}]}`)); !errors.Is(err, ErrParse) {
+		t.Errorf("vg_free with a unit: %v", err)
+	}
+}
+
 // TestListErrors: lvs's own failures, as recorded from lvm2 (exit 5 and its
 // message), and a timeout, come back as *Error naming the command.
 func TestListErrors(t *testing.T) {
@@ -141,7 +189,7 @@ func TestListErrors(t *testing.T) {
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), `exited with status 5: Volume group "pdcnosuchvg" not found`) {
 		t.Errorf("missing VG: %v", err)
 	}
-	if got := strings.Join(r.Calls(), "\n"); got != "lvs --reportformat json --units b --nosuffix -o "+strings.Join(Fields, ",")+" pdcnosuchvg" {
+	if got := strings.Join(r.Calls(), "\n"); got != "lvs --reportformat json --units b --nosuffix -a -o "+strings.Join(Fields, ",")+" pdcnosuchvg" {
 		t.Errorf("argv %s", got)
 	}
 	r = &fakerun.Runner{Err: map[string]error{"lvs": fmt.Errorf("lvs: %w after 5s", node.ErrTimeout)}}

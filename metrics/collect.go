@@ -153,7 +153,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		mu.Unlock()
 	}
 	// One lvs run serves the pool figures and check's thin-overcommit.
-	pools := thinpool.NewCache(n.Runner)
+	pools := thinpool.NewNodeCache(n)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -82,6 +82,15 @@ var (
 	poolSnapVirtual = desc("thinpool_snapshot_virtual_bytes", "The thin snapshots' share of pvediskcheck_thinpool_virtual_bytes.", "storage")
 	poolOvercommit  = desc("thinpool_overcommit_ratio", "Virtual sizes over pool size: above 1 the pool can fill before its volumes do.", "storage")
 
+	// When an LVM thin pool stops accepting writes (thinpool.Fill).
+	poolStopAfter     = desc("thinpool_writes_stop_after_bytes", "More data the LVM thin pool takes before it stops accepting writes (at 100 % data or metadata), autoextend's growth into the VG included.", "storage")
+	poolMetaFirst     = desc("thinpool_metadata_fills_first", "1 when the LVM thin pool's metadata fills before its data at today's ratio (writes then fail with EIO, not ENOSPC), else 0.", "storage")
+	poolErrorWhenFull = desc("thinpool_error_when_full", "1 when the LVM thin pool fails writes at once when full (lv_when_full error), 0 when it queues them (queue).", "storage")
+	poolGrows         = desc("thinpool_autoextend_grows", "1 when LVM's autoextend grows the thin pool (threshold below 100, monitored, free space in the VG), else 0.", "storage")
+	poolAutoThreshold = desc("thinpool_autoextend_threshold_ratio", "LVM's thin_pool_autoextend_threshold, 0 to 1 (1: off).", "storage")
+	poolVGFree        = desc("thinpool_vg_free_bytes", "Free space of the thin pool's volume group, what autoextend grows into.", "storage")
+	poolNoSpaceWait   = desc("thinpool_no_space_timeout_seconds", "How long dm-thin holds writes to a full pool that queues them (dm_thin_pool no_space_timeout; 0: for ever).", "storage")
+
 	collectDuration = desc("collect_duration_seconds", "How long the collection took.")
 	collectErrors   = desc("collect_errors", "Errors of the collection by source (node, config, qmp, threads, thinpool); a VM whose socket stayed busy counts here and has no live series.", "source")
 )
@@ -101,7 +110,8 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{diskInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
 		findings, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
-		poolVirtual, poolSnapVirtual, poolOvercommit, collectDuration, collectErrors} {
+		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
+		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
 	}
 }
@@ -223,4 +233,33 @@ func collectPool(gauge func(*prometheus.Desc, float64, ...string), p thinpool.Po
 	gauge(poolVirtual, float64(p.VirtualSumBytes), p.Storage)
 	gauge(poolSnapVirtual, float64(p.SnapshotVirtualBytes), p.Storage)
 	gauge(poolOvercommit, p.OvercommitRatio, p.Storage)
+	if f := p.Fill; f != nil {
+		collectFill(gauge, p.Storage, f)
+	}
+}
+
+// collectFill sends when an LVM thin pool stops accepting writes; what is
+// unknown has no series.
+func collectFill(gauge func(*prometheus.Desc, float64, ...string), storage string, f *thinpool.Fill) {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	if f.WritesStopAfterBytes != nil {
+		gauge(poolStopAfter, float64(*f.WritesStopAfterBytes), storage)
+		gauge(poolMetaFirst, b(f.FirstFull == thinpool.LimitMetadata), storage)
+	}
+	if f.WhenFull == thinpool.WhenFullError || f.WhenFull == thinpool.WhenFullQueue {
+		gauge(poolErrorWhenFull, b(f.WhenFull == thinpool.WhenFullError), storage)
+	}
+	if f.Autoextend != nil {
+		gauge(poolGrows, b(f.Grows), storage)
+		gauge(poolAutoThreshold, float64(f.Autoextend.ThresholdPercent)/100, storage)
+	}
+	gauge(poolVGFree, float64(f.VGFreeBytes), storage)
+	if f.NoSpaceTimeoutSeconds != nil {
+		gauge(poolNoSpaceWait, float64(*f.NoSpaceTimeoutSeconds), storage)
+	}
 }

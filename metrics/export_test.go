@@ -115,3 +115,39 @@ pvediskcheck_thinpool_virtual_bytes{storage="local-zfs"} 250`
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// An LVM pool that fills: every Fill series, and none for what is unknown.
+func TestExportFill(t *testing.T) {
+	after, t0 := int64(1<<30), 0
+	f := &thinpool.Fill{WhenFull: thinpool.WhenFullError, Autoextend: &thinpool.Autoextend{ThresholdPercent: 80, Percent: 20}, Grows: true,
+		VGFreeBytes: 4 << 30, WritesStopAfterBytes: &after, FirstFull: thinpool.LimitMetadata, NoSpaceTimeoutSeconds: &t0}
+	s := &Snapshot{Pools: []thinpool.Pool{{Storage: "local-lvm", Type: thinpool.TypeLVMThin, Pool: "pve/data", Fill: f}}}
+	want := `pvediskcheck_thinpool_autoextend_grows{storage="local-lvm"} 1
+pvediskcheck_thinpool_autoextend_threshold_ratio{storage="local-lvm"} 0.8
+pvediskcheck_thinpool_error_when_full{storage="local-lvm"} 1
+pvediskcheck_thinpool_metadata_fills_first{storage="local-lvm"} 1
+pvediskcheck_thinpool_no_space_timeout_seconds{storage="local-lvm"} 0
+pvediskcheck_thinpool_vg_free_bytes{storage="local-lvm"} 4.294967296e+09
+pvediskcheck_thinpool_writes_stop_after_bytes{storage="local-lvm"} 1.073741824e+09`
+	got := only(exposition(t, s), "pvediskcheck_thinpool_")
+	var lines []string
+	for _, l := range strings.Split(got, "\n") {
+		if !strings.Contains(l, "_info{") && !strings.Contains(l, "overcommit") && !strings.Contains(l, "size_bytes") && !strings.Contains(l, "virtual_bytes") {
+			lines = append(lines, l)
+		}
+	}
+	if g := strings.Join(lines, "\n"); g != want {
+		t.Errorf("got\n%s\nwant\n%s", g, want)
+	}
+	// Unknown: queue pool, lvmconfig failed, inactive: only when_full and VG free.
+	s.Pools[0].Fill = &thinpool.Fill{WhenFull: thinpool.WhenFullQueue}
+	got = only(exposition(t, s), "pvediskcheck_thinpool_")
+	for _, absent := range []string{"grows", "threshold", "metadata_fills_first", "writes_stop", "no_space"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("%s exported for an unknown figure:\n%s", absent, got)
+		}
+	}
+	if !strings.Contains(got, `pvediskcheck_thinpool_error_when_full{storage="local-lvm"} 0`) {
+		t.Errorf("queue:\n%s", got)
+	}
+}

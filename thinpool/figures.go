@@ -11,8 +11,15 @@ import (
 
 // FromLVS builds an lvmthin storage's pool from one lvs report; uses says who
 // uses each volume (nil: nobody known). The pool named by storage.cfg
-// (Storage.ThinPool: "data" when unset) must be in the report.
+// (Storage.ThinPool: "data" when unset) must be in the report. Its Fill
+// knows only what lvs says (FromLVSFacts adds the node's facts).
 func FromLVS(s *qemuserver.Storage, rep *lvm.Report, uses Uses) (Pool, error) {
+	return FromLVSFacts(s, rep, uses, Facts{})
+}
+
+// FromLVSFacts is FromLVS with the node's facts for the pool's Fill
+// (ReadFacts: autoextend, no_space_timeout, the PVs' discard support).
+func FromLVSFacts(s *qemuserver.Storage, rep *lvm.Report, uses Uses, f Facts) (Pool, error) {
 	vg, name := s.ThinPool()
 	pl := rep.Find(vg, name)
 	if pl == nil || !pl.IsThinPool() {
@@ -45,6 +52,7 @@ func FromLVS(s *qemuserver.Storage, rep *lvm.Report, uses Uses) (Pool, error) {
 		p.Volumes = append(p.Volumes, v)
 	}
 	p.finish()
+	p.Fill = FillOf(&p, pl, rep, f)
 	p.Warnings = Judge(&p)
 	return p, nil
 }

@@ -33,14 +33,24 @@ func isLVMThin(s *qemuserver.Storage) bool { return s.Facts().Pool == storagetyp
 // or one of another type is bad input (exit 2); lvs or zfs failing, or a
 // pool missing from its report, is exit 3.
 func Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
-	return measureWith(ctx, n, n.Runner, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, n.Runner, vgs...) })
+	r := n.Runner
+	return measureWith(ctx, n, r, names, func(vgs []string) (*lvm.Report, error) { return lvm.List(ctx, r, vgs...) },
+		func(rep *lvm.Report) Facts { return ReadFacts(ctx, n, r, rep) })
 }
 
 // Measure is thinpool.Measure on the cache's one lvs run (every volume
 // group), the run its Pool figures come from too: a collection that checks
 // VMs and reports pools (metrics) runs lvs once.
 func (c *Cache) Measure(ctx context.Context, n node.Node, names []string) (*Report, error) {
-	return measureWith(ctx, n, c.runner, names, func([]string) (*lvm.Report, error) { return c.lvsReport(ctx) })
+	return measureWith(ctx, n, c.runner, names, func([]string) (*lvm.Report, error) { return c.lvsReport(ctx) },
+		func(rep *lvm.Report) Facts { return c.facts(ctx, n, rep) })
+}
+
+// facts reads the node's facts of the pools (lvmconfig, sysfs) once per
+// cache.
+func (c *Cache) facts(ctx context.Context, n node.Node, rep *lvm.Report) Facts {
+	c.factsOnce.Do(func() { c.fillFacts = ReadFacts(ctx, n, c.runner, rep) })
+	return c.fillFacts
 }
 
 // lvsReport runs lvs over every volume group once per cache.
@@ -50,8 +60,9 @@ func (c *Cache) lvsReport(ctx context.Context) (*lvm.Report, error) {
 }
 
 // measureWith reports the pools of names (all of the node's when none),
-// their lvs report from listLVS (given the volume groups they need).
-func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error)) (*Report, error) {
+// their lvs report from listLVS (given the volume groups they need) and the
+// node's facts of their filling from facts.
+func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string, listLVS func(vgs []string) (*lvm.Report, error), facts func(*lvm.Report) Facts) (*Report, error) {
 	p := n.Paths
 	cfg := p.StorageCfg()
 	b, err := n.ReadFile(ctx, cfg)
@@ -110,15 +121,18 @@ func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string
 		}
 	}
 	var rep *lvm.Report
+	var f Facts
 	if len(vgs) > 0 {
 		if rep, err = listLVS(vgs); err != nil {
 			return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
 		}
+		f = facts(rep)
+		out.Notes = append(out.Notes, f.Notes...)
 	}
 	for _, s := range want {
 		var pl Pool
 		if isLVMThin(s) {
-			pl, err = FromLVS(s, rep, uses)
+			pl, err = FromLVSFacts(s, rep, uses, f)
 		} else {
 			pl, err = zfsPool(ctx, r, s, uses)
 		}
@@ -157,12 +171,15 @@ func zfsPool(ctx context.Context, r node.Runner, s *qemuserver.Storage, uses Use
 // --all): lvs once for every volume group, zfs once per zfspool. Safe for
 // concurrent use.
 type Cache struct {
-	runner  node.Runner
-	lvsOnce sync.Once
-	lvs     *lvm.Report
-	lvsErr  error
-	mu      sync.Mutex
-	pools   map[string]*cached
+	runner    node.Runner
+	node      node.Node // for the facts of Pool's Fill; zero: lvs's alone
+	lvsOnce   sync.Once
+	lvs       *lvm.Report
+	lvsErr    error
+	factsOnce sync.Once
+	fillFacts Facts
+	mu        sync.Mutex
+	pools     map[string]*cached
 }
 
 type cached struct {
@@ -173,6 +190,14 @@ type cached struct {
 
 // NewCache returns a cache that runs lvs and zfs through r.
 func NewCache(r node.Runner) *Cache { return &Cache{runner: r, pools: map[string]*cached{}} }
+
+// NewNodeCache is NewCache on the node's runner that also reads the node's
+// facts of a filling pool (lvmconfig once, sysfs) for Pool's Fill.
+func NewNodeCache(n node.Node) *Cache {
+	c := NewCache(n.Runner)
+	c.node = n
+	return c
+}
 
 // Pool returns the figures of storage s's pool (an lvmthin or zfspool
 // storage), without who uses its volumes.
@@ -194,7 +219,11 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 		} else {
 			var rep *lvm.Report
 			if rep, e.err = c.lvsReport(ctx); e.err == nil {
-				p, e.err = FromLVS(s, rep, nil)
+				f := Facts{}
+				if c.node.Paths.Root != "" {
+					f = c.facts(ctx, c.node, rep)
+				}
+				p, e.err = FromLVSFacts(s, rep, nil, f)
 			}
 		}
 		if e.err == nil {

@@ -118,6 +118,9 @@ type Pool struct {
 	// Volumes are the volumes (not the snapshots), biggest allocation first.
 	Volumes  []Volume  `json:"volumes"`
 	Warnings []Warning `json:"warnings"`
+	// Fill is when the pool stops accepting writes and what then happens
+	// (LVM thin pools only).
+	Fill *Fill `json:"fill,omitempty"`
 }
 
 // Volume is one thin volume of a pool and who uses it.
@@ -239,5 +242,5 @@ func Judge(p *Pool) []Warning {
 				fmt.Sprintf("pvediskcheck discard %d %s (shows the qm set that turns it on)", v.VMID, v.Disk), LevelWarning})
 		}
 	}
-	return ws
+	return append(ws, judgeFill(p)...)
 }

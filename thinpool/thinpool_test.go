@@ -332,8 +332,9 @@ func TestMeasure(t *testing.T) {
 	ctx := context.Background()
 	lvs := fixture(t, "../lvm/testdata/format-lab370-active.json")
 	zfsList := fixture(t, "../alloc/testdata/format-zfs-list.txt")
+	lvmconfig := fixture(t, "../lvm/testdata/real-lvmconfig-default.txt")
 	ok := func() *fakerun.Runner {
-		return &fakerun.Runner{Out: map[string]string{"lvs": lvs, "zfs get rpool/data": "used\t21474836480\navailable\t10737418240\n", "zfs list rpool/data": zfsList}}
+		return &fakerun.Runner{Out: map[string]string{"lvs": lvs, "lvmconfig": lvmconfig, "zfs get rpool/data": "used\t21474836480\navailable\t10737418240\n", "zfs list rpool/data": zfsList}}
 	}
 	p := tree(t, map[string]string{"etc/pve/storage.cfg": storageCfg, "etc/pve/qemu-server/370.conf": "scsi0: local-lvm:vm-370-disk-0,size=8G\n"})
 	r := ok()

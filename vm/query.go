@@ -471,6 +471,7 @@ func (v *VM) setLive(blocks []qmp.BlockDevice, graph *qmp.Graph, wc map[string]s
 		if b.Inserted {
 			if ch, ok := graph.Chain(b.NodeName); ok {
 				l.Format, l.Protocol = ch.Format, ch.Protocol
+				l.Backing = graph.Backing(ch.Format.Name)
 			}
 			l.WriteCache = l.WriteCacheProp
 			if l.WriteCache != "on" && l.WriteCache != "off" {

@@ -109,6 +109,9 @@ type Live struct {
 	// IOStatus is the device's io-status (qmp.BlockDevice.IOStatus): failed
 	// or nospace while an I/O error keeps the VM paused.
 	IOStatus string
+	// Backing is the format node's backing chain in QEMU's graph, newest
+	// layer first (qcow2 overlays, volume chains); nil without one.
+	Backing []qmp.DriveChain
 }
 
 // Load reads the config and storage.cfg and finds out whether the VM runs.

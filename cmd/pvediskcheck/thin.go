@@ -87,6 +87,9 @@ func printThin(e *env, rep *thinpool.Report) {
 			t.row(append(append([]string{"  " + v.Name}, thinVolumeCells(v)...), snaps)...)
 		}
 		t.flush()
+		if f := p.Fill; f != nil {
+			fmt.Fprintf(e.out, "  writes stop: %s\n  then: %s\n", f.Stops, f.Then)
+		}
 		for _, w := range p.Warnings {
 			e.warning("  ", w.Text, w.Fix)
 		}

@@ -142,3 +142,58 @@ unused0: local-lvm:vm-370-disk-3
 	}
 	n.SetLVSFault("")
 }
+
+// TestThinWhenFull: when the pool stops accepting writes and what happens
+// to the VMs, from the lvs and lvmconfig doubles (real allocation of the
+// volumes' files) and a real PV device that takes no discards: an "error"
+// pool that autoextend grows into the VG, then one that cannot grow.
+func TestThinWhenFull(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	n.MustVolume(t, "local-lvm", "vm-370-disk-0", 64<<20)
+	if err := n.WriteConfig(370, "scsi0: local-lvm:vm-370-disk-0,discard=on,size=64M\n"); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := n.NewPV(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, n.ThinVolumeFile("vm-370-disk-0"), 0, 32<<20)
+	pool := fakenode.ThinPool{SizeBytes: 128 << 20, MetadataPercent: 5, WhenFull: "error", VGFreeBytes: 256 << 20, PV: pv,
+		AutoextendThreshold: 80, AutoextendPercent: 20}
+	if err := n.SetThinPool(pool); err != nil {
+		t.Fatal(err)
+	}
+	var out thinpool.Report
+	if errs, code := runJSON(t, n, &out, "thin"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	f := out.Pools[0].Fill
+	if f == nil || f.WhenFull != "error" || !f.Grows || f.VGFreeBytes != 256<<20 || f.Autoextend == nil || f.Autoextend.ThresholdPercent != 80 || f.FirstFull != "data" {
+		t.Fatalf("fill %+v", f)
+	}
+	// 32 MiB of the file is allocated: 96 MiB left in the pool plus 256 MiB of VG.
+	if a := *f.WritesStopAfterBytes; a != (128+256-32)<<20 {
+		t.Errorf("writes stop after %d", a)
+	}
+	if len(f.PVs) != 1 || f.PVs[0].Device != pv || f.PVs[0].DiscardMaxBytes == nil || *f.PVs[0].DiscardMaxBytes != 0 {
+		t.Errorf("PVs %+v", f.PVs)
+	}
+	if !slices.Contains(thinCodes(out.Pools[0].Warnings), "pool-discards-not-passed-down") {
+		t.Errorf("warnings %v", thinCodes(out.Pools[0].Warnings))
+	}
+	// No VG space: it stops at 100 % data and the VMs pause.
+	pool.VGFreeBytes = 0
+	if err := n.SetThinPool(pool); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code := runCLI(t, "--root", n.Root, "thin")
+	t.Logf("$ pvediskcheck thin\n%s[exit %d]", stdout, code)
+	for _, w := range []string{"writes stop: after 96.0 MiB more data, at 100 % data; autoextend is set (at 80 % by 20 %) but VG " + n.VG + " has no free space",
+		"then: writes to every volume on it fail at once with ENOSPC (lv_when_full error): QEMU pauses each VM that writes",
+		"but " + pv + " below it takes no discards"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("human output lacks %q", w)
+		}
+	}
+}

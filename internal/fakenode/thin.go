@@ -24,6 +24,15 @@ type ThinPool struct {
 	ChunkSizeBytes  int64   // allocation unit; 0 means 64 KiB (lvm2's default)
 	Discards        string  // ignore, nopassdown, passdown (default)
 	MetadataPercent float64 // 0 means 1.56
+	WhenFull        string  // lv_when_full: queue (default), error
+	VGFreeBytes     int64   // vg_free: what autoextend can grow into
+	Monitor         string  // seg_monitor: "" means monitored
+	// PV is the block device lvs -a names under the pool's data (NewPV
+	// makes a real one); "" names none.
+	PV string
+	// AutoextendThreshold and AutoextendPercent are what the lvmconfig
+	// double prints; 0 keeps lvm2's defaults (100: off, and 20).
+	AutoextendThreshold, AutoextendPercent int
 }
 
 // SetThinPool writes the pool the lvs double reports. Discards "ignore" also
@@ -48,7 +57,25 @@ func (n *Node) SetThinPool(p ThinPool) error {
 	if p.MetadataPercent > 0 {
 		fmt.Fprintf(&b, "metadata_percent %.2f\n", p.MetadataPercent)
 	}
+	for k, v := range map[string]string{"when_full": p.WhenFull, "monitor": p.Monitor, "pv": p.PV} {
+		if v != "" {
+			fmt.Fprintf(&b, "%s %s\n", k, v)
+		}
+	}
+	if p.VGFreeBytes > 0 {
+		fmt.Fprintf(&b, "vg_free %d\n", p.VGFreeBytes)
+	}
 	if err := os.WriteFile(filepath.Join(n.ThinDir(), "pool"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	var conf strings.Builder
+	if p.AutoextendThreshold > 0 {
+		fmt.Fprintf(&conf, "thin_pool_autoextend_threshold %d\n", p.AutoextendThreshold)
+	}
+	if p.AutoextendPercent > 0 {
+		fmt.Fprintf(&conf, "thin_pool_autoextend_percent %d\n", p.AutoextendPercent)
+	}
+	if err := os.WriteFile(filepath.Join(n.ThinDir(), "lvmconfig"), []byte(conf.String()), 0o644); err != nil {
 		return err
 	}
 	if p.Discards != "ignore" {
@@ -63,19 +90,56 @@ func (n *Node) SetThinPool(p ThinPool) error {
 		if err != nil {
 			return fmt.Errorf("SetThinPool: %s/%s has no loop device: %w", v[0], v[1], err)
 		}
-		name := filepath.Base(loop)
-		if err := os.WriteFile("/sys/block/"+name+"/queue/discard_max_bytes", []byte("0"), 0o644); err != nil {
-			return fmt.Errorf("SetThinPool: disabling discard on %s: %w", loop, err)
+		if err := n.disableDiscard(loop); err != nil {
+			return fmt.Errorf("SetThinPool: %w", err)
 		}
-		idx, err := strconv.Atoi(strings.TrimPrefix(name, "loop"))
-		if err != nil {
-			continue
-		}
-		// Runs after the detach registered by CreateVolume (cleanups run
-		// in reverse order).
-		n.cleanups = append([]func(){func() { removeLoop(idx) }}, n.cleanups...)
 	}
 	return nil
+}
+
+// disableDiscard sets a loop device's discard_max_bytes to 0 and removes
+// the device when the node closes (the cap outlives re-binding).
+func (n *Node) disableDiscard(loop string) error {
+	name := filepath.Base(loop)
+	if err := os.WriteFile("/sys/block/"+name+"/queue/discard_max_bytes", []byte("0"), 0o644); err != nil {
+		return fmt.Errorf("disabling discard on %s: %w", loop, err)
+	}
+	idx, err := strconv.Atoi(strings.TrimPrefix(name, "loop"))
+	if err != nil {
+		return nil
+	}
+	// Runs after the detach registered when the device was made (cleanups
+	// run in reverse order).
+	n.cleanups = append([]func(){func() { removeLoop(idx) }}, n.cleanups...)
+	return nil
+}
+
+// NewPV makes a real block device standing for the PV under the thin
+// pool: a loop device over a sparse file, taking no discards when
+// noDiscard (discard_max_bytes 0, as a disk behind a RAID controller
+// shows). Give its path as ThinPool.PV.
+func (n *Node) NewPV(noDiscard bool) (string, error) {
+	f, err := os.CreateTemp(n.ThinDir(), "pv-*.img")
+	if err != nil {
+		return "", err
+	}
+	err = f.Truncate(64 << 20)
+	f.Close()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("losetup", "--find", "--show", f.Name()).Output()
+	if err != nil {
+		return "", fmt.Errorf("losetup %s: %w", f.Name(), err)
+	}
+	loop := strings.TrimSpace(string(out))
+	n.cleanups = append(n.cleanups, func() { _ = exec.Command("losetup", "-d", loop).Run() })
+	if noDiscard {
+		if err := n.disableDiscard(loop); err != nil {
+			return "", err
+		}
+	}
+	return loop, nil
 }
 
 // removeLoop deletes /dev/loopN once it is unbound.

@@ -63,7 +63,8 @@ rw='"READ", "WRITE", "VISIBLE"'
 	lv vm-370-disk-3 "$rw" "" "$(thin 1024 data 4)"
 	# Proxmox's snapshot: lvcreate -n snap_<vol>_<name> -pr -s <vg>/<vol> (activation skip)
 	lv snap_vm-370-disk-1_before '"READ", "VISIBLE"' '"ACTIVATION_SKIP"' "$(thin 1024 data 5 vm-370-disk-1)"
-	lv data2 "$rw" "" "$(pool 64 data2 1 nopassdown)"
+	# data2 errors when full (lvcreate --errorwhenfull y): a flag of the LV in lvm2's metadata
+	lv data2 "$rw" '"ERROR_WHEN_FULL"' "$(pool 64 data2 1 nopassdown)"
 	lv vm-371-disk-0 "$rw" "" "$(thin 256 data2 1)"
 	lv lvol0_pmspare '"READ", "WRITE"' "" "$(linear 2 258)"
 	lv data_tmeta '"READ", "WRITE"' "" "$(linear 2 256)"
@@ -74,7 +75,7 @@ rw='"READ", "WRITE", "VISIBLE"'
 	echo '}'
 } >>"$meta"
 sed -i 's/^\(\s*seqno = \)[0-9]*/\1100/' "$meta"
-vgcfgrestore -q --force -f "$meta" $vg 2>/dev/null
+vgcfgrestore -q --force -f "$meta" $vg
 rm -f "$meta"
 
 run() { # file argv...: stdout to file, exit status and stderr recorded beside it
@@ -93,4 +94,14 @@ run real-vg-inactive lvs --reportformat json --units b --nosuffix -o $fields $vg
 run real-vg-all-inactive lvs --reportformat json --units b --nosuffix -a -o $fields $vg
 run real-missing-lv lvs --reportformat json --units b --nosuffix -o $fields $vg/vm-370-disk-9
 run real-missing-vg lvs --reportformat json --units b --nosuffix -o $fields pdcnosuchvg
+# The fields issue 27 added (lvm.Fields): when full, the VG's free space, dmeventd
+# monitoring, and with -a the PVs under each pool's hidden _tdata LV.
+fill=$fields,lv_when_full,vg_free,seg_monitor,devices
+run real-vg-fill lvs --reportformat json --units b --nosuffix -a -o $fill $vg
+rm -f "$out/real-vg-fill.stderr"
+# LVM's autoextend policy as lvmconfig prints it: lvm.conf's defaults (Debian's and
+# Proxmox's lvm.conf leave both commented out), and a node that set a threshold.
+lvmconfig --type full activation/thin_pool_autoextend_threshold activation/thin_pool_autoextend_percent >"$out/real-lvmconfig-default.txt"
+lvmconfig --type full --config 'activation { thin_pool_autoextend_threshold = 80 thin_pool_autoextend_percent = 10 }' \
+	activation/thin_pool_autoextend_threshold activation/thin_pool_autoextend_percent >"$out/real-lvmconfig-autoextend.txt"
 lvs --version | head -1 | sed 's/^ *//' >"$out/real-lvs-version.txt"

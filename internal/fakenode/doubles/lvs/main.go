@@ -12,14 +12,21 @@
 //     it shares: the pool counts the union of a volume's and its snapshots'
 //     chunks, so discarding in the origin lowers the origin, not the pool;
 //   - the pool row's size, chunk size, discards mode and metadata use come
-//     from a file the test writes; its data_percent is the sum.
+//     from a file the test writes; its data_percent is the sum;
+//   - lv_when_full, vg_free and seg_monitor come from that file too
+//     (defaults queue, 0, monitored); with -a the pool's hidden data LV
+//     [<pool>_tdata] names the PV the file gives (a real block device the
+//     test made, whose sysfs discard_max_bytes the tool reads), as lvm2
+//     2.03 prints it (lvm/testdata/real-vg-fill.json).
 //
 // Node state, below $PVEDISKCHECK_FAKENODE_ROOT/var/lib/lvm-thin:
 //
 //	volumes     "vg lv size_bytes backing_file" per line (fakenode.CreateVolume)
 //	snapshots   "vg snap origin backing_file" per line (fakenode.SnapshotVolume)
 //	pool        "key value" lines: size (bytes), chunk_size (bytes),
-//	            discards (ignore|nopassdown|passdown), metadata_percent
+//	            discards (ignore|nopassdown|passdown), metadata_percent,
+//	            when_full (queue|error), vg_free (bytes), monitor
+//	            (monitored|not monitored), pv (/dev/... under the pool)
 //	lvs-fault   "sleep SECONDS" (hang, for timeouts) or
 //	            "exit CODE MESSAGE..." (print MESSAGE on stderr, exit CODE)
 //
@@ -53,6 +60,10 @@ type pool struct {
 	size, chunk     int64
 	discards        string
 	metadataPercent string
+	whenFull        string
+	vgFree          int64
+	monitor         string
+	pv              string
 }
 
 func main() {
@@ -71,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fields := []string{"lv_name", "vg_name", "lv_attr", "lv_size", "pool_lv", "origin", "data_percent", "metadata_percent", "move_pv", "mirror_log", "copy_percent", "convert_lv"}
 	var names []string
+	all := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -91,7 +103,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if i < len(args) {
 				fields = strings.Split(args[i], ",")
 			}
-		case a == "--nosuffix" || a == "-a" || a == "--all":
+		case a == "-a" || a == "--all":
+			all = true
+		case a == "--nosuffix":
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(stderr, "  lvs (fakenode double): unsupported option %s\n", a)
 			return 3
@@ -152,7 +166,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"pool_lv": "", "origin": "", "data_percent": percent(poolUsed, p.size),
 			"metadata_percent": p.metadataPercent, "lv_metadata_size": "4194304",
 			"chunk_size": itoa(p.chunk), "discards": p.discards,
+			"lv_when_full": p.whenFull, "vg_free": itoa(p.vgFree), "seg_monitor": p.monitor, "devices": poolName(vg) + "_tdata(0)",
 		})
+		if all && p.pv != "" {
+			rows = append(rows, map[string]string{
+				"vg_name": vg, "lv_name": "[" + poolName(vg) + "_tdata]", "lv_size": itoa(p.size), "lv_attr": "Twi-ao----",
+				"chunk_size": "0", "vg_free": itoa(p.vgFree), "devices": p.pv + "(0)",
+			})
+		}
 	}
 	for _, v := range vols {
 		attr := "Vwi-aotz--"
@@ -167,6 +188,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"vg_name": v.vg, "lv_name": v.name, "lv_size": itoa(v.size), "lv_attr": attr,
 			"pool_lv": poolName(v.vg), "origin": v.origin, "data_percent": dp,
 			"metadata_percent": "", "lv_metadata_size": "", "chunk_size": "0", "discards": p.discards,
+			"vg_free": itoa(p.vgFree),
 		})
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -287,7 +309,7 @@ func thinPoolNames(root string) map[string]string {
 }
 
 func readPool(dir string, vols []volume) pool {
-	p := pool{chunk: 64 << 10, discards: "passdown", metadataPercent: "1.56"}
+	p := pool{chunk: 64 << 10, discards: "passdown", metadataPercent: "1.56", whenFull: "queue", monitor: "monitored"}
 	for _, v := range vols {
 		if v.origin == "" {
 			p.size += v.size
@@ -309,6 +331,14 @@ func readPool(dir string, vols []volume) pool {
 			p.discards = val
 		case "metadata_percent":
 			p.metadataPercent = val
+		case "when_full":
+			p.whenFull = val
+		case "vg_free":
+			p.vgFree, _ = strconv.ParseInt(val, 10, 64)
+		case "monitor":
+			p.monitor = val
+		case "pv":
+			p.pv = val
 		}
 	}
 	if p.chunk <= 0 {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
+)
+
+// chainFindings runs check --json on one VM and returns its volume-chain
+// findings.
+func chainFindings(t *testing.T, n *fakenode.Node, vmid string) []check.Finding {
+	t.Helper()
+	var rep check.Report
+	if errs, code := runJSON(t, n, &rep, "check", vmid); code > 1 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var out []check.Finding
+	for _, v := range rep.VMs {
+		for _, f := range v.Findings {
+			if f.Code == check.CodeVolumeChain {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// TestCheckVolumeChain: real QEMU runs a disk of Proxmox 9's volume
+// chains, qcow2 layers on loop devices standing in for thick LVs, made as
+// LVMPlugin makes them after two snapshots (base s1, overlay s2, current):
+// check shows QEMU's chain with each layer's use beside the config's
+// snapshots, then the disagreements once the config changes under the
+// running VM; a current layer whose qcow2 can outgrow its LV is a finding,
+// a preallocated one (Proxmox's default) is not.
+func TestCheckVolumeChain(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	if err := n.WriteStorageCfg(n.ChainStorageCfg()); err != nil {
+		t.Fatal(err)
+	}
+	const vol = "vm-100-disk-0.qcow2"
+	s1, s2 := volchain.LayerName(vol, "s1"), volchain.LayerName(vol, "s2")
+	if _, err := n.CreateChain(64<<20, "metadata", fakenode.ChainLayer{LV: s1}, fakenode.ChainLayer{LV: s2}, fakenode.ChainLayer{LV: vol}); err != nil {
+		t.Fatal(err)
+	}
+	const main = "scsihw: virtio-scsi-single\nparent: s2\nscsi0: chain:" + vol + ",iothread=1,size=64M\n"
+	const snaps = "\n[s1]\nscsi0: chain:" + vol + ",iothread=1,size=64M\nsnaptime: 1795985763\n\n[s2]\nparent: s1\nscsi0: chain:" + vol + ",iothread=1,size=64M\nsnaptime: 1795985863\n"
+	if err := n.WriteConfig(100, main+snaps); err != nil {
+		t.Fatal(err)
+	}
+	vm := n.MustStart(t, 100, fakenode.ArgvOptions{})
+	vm.MustQemuIO(t, "scsi0", "write -P 0x5a 0 4M")
+
+	fs := chainFindings(t, n, "100")
+	if len(fs) != 1 || fs[0].Severity != check.Info || fs[0].Disk != "scsi0" {
+		t.Fatalf("%+v", fs)
+	}
+	msg := fs[0].Message
+	t.Logf("%s", msg)
+	for _, w := range []string{"volume chain, 3 layers in QEMU: " + vol + " (qcow2 ", s2 + " (qcow2 ", s1 + " (qcow2 ", "matches the config's snapshots (2)"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%q lacks %q", msg, w)
+		}
+	}
+	// The snapshot s1 deleted from the config (its layer still under the
+	// running VM), a snapshot s3 the chain does not have.
+	if err := n.WriteConfig(100, strings.Replace(main, "parent: s2", "parent: s3", 1)+"\n[s3]\nparent: s2\nscsi0: chain:"+vol+",size=64M\n\n[s2]\nscsi0: chain:"+vol+",size=64M\n"); err != nil {
+		t.Fatal(err)
+	}
+	fs = chainFindings(t, n, "100")
+	if len(fs) != 2 || fs[1].Severity != check.Warning {
+		t.Fatalf("%+v", fs)
+	}
+	for _, w := range []string{"the layer of snapshot s1, which the config's snapshots do not name", "the config's snapshot s3 has its layer " + volchain.LayerName(vol, "s3") + " outside QEMU's chain"} {
+		if !strings.Contains(fs[1].Message, w) {
+			t.Errorf("%q lacks %q", fs[1].Message, w)
+		}
+	}
+	if !os.IsNotExist(func() error {
+		_, err := os.Stat("/dev/" + n.ChainVG() + "/" + volchain.LayerName(vol, "s3"))
+		return err
+	}()) {
+		t.Error("s3 has a layer")
+	}
+}
+
+// TestCheckVolumeChainFills: a current layer without preallocation on an
+// LV smaller than its qcow2 can grow (16 MiB for a 64 MiB disk): check
+// warns, and names what the LV needs.
+func TestCheckVolumeChainFills(t *testing.T) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	if err := n.WriteStorageCfg(n.ChainStorageCfg()); err != nil {
+		t.Fatal(err)
+	}
+	const vol = "vm-101-disk-0.qcow2"
+	s1 := volchain.LayerName(vol, "s1")
+	if _, err := n.CreateChain(64<<20, "off", fakenode.ChainLayer{LV: s1}, fakenode.ChainLayer{LV: vol, LVSize: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.WriteConfig(101, "parent: s1\nscsi0: chain:"+vol+",size=64M\n\n[s1]\nscsi0: chain:"+vol+",size=64M\n"); err != nil {
+		t.Fatal(err)
+	}
+	vm := n.MustStart(t, 101, fakenode.ArgvOptions{})
+	// qemu-img check reads the image's on-disk metadata: QEMU's qcow2
+	// cache holds new allocations until a flush writes them.
+	vm.MustQemuIO(t, "scsi0", "write -P 0x5a 0 12M")
+	vm.MustQemuIO(t, "scsi0", "flush")
+	fs := chainFindings(t, n, "101")
+	if len(fs) != 2 || fs[1].Severity != check.Warning || !strings.Contains(fs[1].Message, "its qcow2 reaches 12.6 MiB of 16.0 MiB (78.9 %) and can still allocate 52.0 MiB") {
+		t.Fatalf("%+v", fs)
+	}
+	t.Logf("%s\n%s\nfix: %s", fs[0].Message, fs[1].Message, fs[1].Fix)
+	if !strings.Contains(fs[1].Message, "the current layer "+vol+" can outgrow its LV") || !strings.Contains(fs[1].Fix, "lvextend -L +") {
+		t.Errorf("%+v", fs[1])
+	}
+	// 2 MiB more: past 90 % of the LV, an error.
+	vm.MustQemuIO(t, "scsi0", "write -P 0x5a 12M 2M")
+	vm.MustQemuIO(t, "scsi0", "flush")
+	if fs = chainFindings(t, n, "101"); len(fs) != 2 || fs[1].Severity != check.Error || !strings.Contains(fs[1].Message, "(91.4 %)") {
+		t.Errorf("%+v", fs)
+	}
+}
