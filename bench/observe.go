@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+)
+
+// SampleEvery is how often the node's counters are read during a step:
+// Dirty and Writeback move within a second under a write job, and one
+// /proc/meminfo read every half second costs well under 1% of a core.
+const SampleEvery = 500 * time.Millisecond
+
+// NodeObserver reads the node's side of each step: /proc/meminfo
+// (Dirty+Writeback), the volume's page-cache residency (cachestat), QEMU's
+// flush counter for the disk (query-blockstats) and, when a read job starts
+// on thin or sparse storage, the volume's allocation.
+type NodeObserver struct {
+	Host      sampler.Host
+	QMPSocket string
+	// Volumes are the disks' volumes by disk id: Path for cachestat, and
+	// the volume for alloc when Thin (DiskFacts).
+	Volumes map[string]alloc.Volume
+	Facts   map[string]DiskFacts
+	Meter   *alloc.Meter
+}
+
+// Start begins sampling for step s.
+func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
+	var o Observation
+	f := n.Facts[s.Disk]
+	vol, hasVol := n.Volumes[s.Disk]
+	if f.Thin && s.Job.Read() && hasVol && n.Meter != nil {
+		res, err := n.Meter.Measure(ctx, vol)
+		switch {
+		case err != nil:
+			o.AllocatedWhy = "allocation unreadable: " + err.Error()
+		case res.AllocatedBytes == nil:
+			o.AllocatedWhy = "allocation not reported (" + res.Unmeasured + ")"
+		default:
+			o.AllocatedBytes = res.AllocatedBytes
+		}
+	}
+	bs := sampler.Blockstats{Socket: n.QMPSocket, Disks: []string{s.Disk}, Timeout: 2 * time.Second}
+	flush0, errFlush := bs.Take(ctx)
+	mem0, errMem := n.Host.Memory()
+	if errMem != nil {
+		o.DirtyWhy = "/proc/meminfo unreadable: " + errMem.Error()
+	}
+	var mu sync.Mutex
+	var peak int64
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(SampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			if errMem != nil {
+				continue
+			}
+			if m, err := n.Host.Memory(); err == nil {
+				g := m.DirtyBytes + m.WritebackBytes - mem0.DirtyBytes - mem0.WritebackBytes
+				mu.Lock()
+				peak = max(peak, g)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() Observation {
+		cancel()
+		<-done
+		if errMem == nil {
+			g := peak
+			o.DirtyGrowthBytes = &g
+		}
+		if hasVol && vol.Path != "" {
+			if pc, err := sampler.VolumePageCache(vol.Path); err == nil {
+				c := pc.CachedBytes
+				o.CachedBytes = &c
+			} else {
+				o.CachedWhy = "the volume's page cache is not readable here (" + err.Error() + ")"
+			}
+		} else {
+			o.CachedWhy = "the volume has no path on the node (librbd, iSCSI: the node's page cache is not used or not visible)"
+		}
+		flush1, err := bs.Take(context.WithoutCancel(ctx))
+		a, okA := flush0.Stats[s.Disk]
+		b, okB := flush1.Stats[s.Disk]
+		switch {
+		case errFlush != nil || err != nil:
+			o.FlushWhy = fmt.Sprintf("query-blockstats failed: %v", errorsOf(errFlush, err))
+		case !okA || !okB:
+			o.FlushWhy = "query-blockstats does not list " + s.Disk
+		default:
+			d := b.FlushOps - a.FlushOps
+			o.FlushOps = &d
+		}
+		return o
+	}
+}
+
+func errorsOf(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/bench"
+	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+)
+
+// TestBenchGuestE2E is issue 23 on Lab 37's VM 370 with a real guest:
+// three blank disks on one storage (VirtIO SCSI single + iothread, VirtIO
+// Block + iothread, SATA) measured with short jobs (2 s + 1 s ramp, a
+// 32 MiB area, 2 runs); a disk with a filesystem is refused with its bytes
+// unchanged; --destroy writes the disk it names only; Ctrl-C in the middle
+// of a file-mode run leaves no fio process and no test file in the guest.
+func TestBenchGuestE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a guest and runs fio for minutes")
+	}
+	skipOnAlternateQEMU(t)
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	lab370(t, n, "agent: 1\n")
+	g := bootGuest(t, n, 370, n.QEMU)
+	short := []string{"--runtime", "2s", "--ramp", "1s", "--size", "32M", "--runs", "2"}
+	vol := func(id string) string {
+		return n.ThinVolumeFile(map[string]string{"scsi0": "vm-370-disk-0", "scsi1": "vm-370-disk-1", "virtio1": "vm-370-disk-2", "sata1": "vm-370-disk-3"}[id])
+	}
+	hashes := func() map[string]string {
+		h := map[string]string{}
+		for _, id := range []string{"scsi0", "scsi1", "virtio1", "sata1"} {
+			h[id] = fileHash(t, vol(id))
+		}
+		return h
+	}
+
+	scsi1 := g.scsiDev(t, "scsi1")
+	recordExec(t, g, "probe-blank.status.json", scsi1)
+
+	// Dry run: the plan with the exact command lines, nothing written.
+	before := hashes()
+	out, errs, code := runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "virtio1", "sata1", "--dry-run"}, short...)...)
+	if code != 0 || !strings.Contains(out, "scsi1-rr4k-1.json\tfio --name=rr4k --filename=/dev/") || !strings.Contains(out, "39 fio runs") {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	t.Logf("dry run:\n%s", out)
+	if after := hashes(); !equalMaps(before, after) {
+		t.Errorf("--dry-run changed a volume: %v -> %v", before, after)
+	}
+
+	// The whole method on three blank disks.
+	dir := filepath.Join(t.TempDir(), "res")
+	t0 := time.Now()
+	var res bench.Result
+	errs, code = runJSON(t, n, &res, append([]string{"bench", "370", "scsi1", "virtio1", "sata1", "--out", dir}, short...)...)
+	took := time.Since(t0)
+	if code != 0 || !res.Complete {
+		t.Fatalf("bench: exit %d complete %v missing %v: %s\n%s", code, res.Complete, res.Missing, res.Stopped, errs)
+	}
+	t.Logf("bench of 3 disks x 6 jobs x 2 runs + 3 fills took %.0f s; stderr lines %d", took.Seconds(), strings.Count(errs, "\n"))
+	if strings.Count(errs, "\n") != 39 {
+		t.Errorf("want one progress line per fio run (39):\n%s", errs)
+	}
+	want := []string{"rr4k", "rw4k", "rw4kqd1", "sr1m", "sw1m", "sync"}
+	for _, d := range res.Disks {
+		if d.Target.Mode != bench.Raw || !strings.HasPrefix(d.Target.Path, "/dev/") {
+			t.Errorf("%s: target %+v", d.ID, d.Target)
+		}
+		var got []string
+		for _, j := range d.Jobs {
+			got = append(got, j.Name)
+			if j.IOPS.N != 2 || j.IOPS.Mean <= 0 || j.MiBps.Mean <= 0 || j.P99 == nil || j.P99.Mean <= 0 {
+				t.Errorf("%s %s: iops %+v mibps %+v p99 %v", d.ID, j.Name, j.IOPS, j.MiBps, j.P99)
+			}
+			if (j.Name == "sync") != (j.Fsync != nil) {
+				t.Errorf("%s %s: fsync %v", d.ID, j.Name, j.Fsync)
+			}
+			// cache=none everywhere: nothing through the node's page cache.
+			if len(j.Evidence) != 0 {
+				t.Errorf("%s %s: evidence %+v with cache=none", d.ID, j.Name, j.Evidence)
+			}
+			t.Logf("%-7s %-7s IOPS %8.0f (±%3.0f%%)  MiB/s %7.1f  p99 %7.0f µs", d.ID, j.Name, j.IOPS.Mean, j.IOPS.SpreadPct, j.MiBps.Mean, j.P99.Mean/1000)
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s jobs %v, want %v", d.ID, got, want)
+		}
+		if d.Settings.QEMU == "" || d.Settings.Cache != "none" || d.Settings.StorageType != "lvmthin" {
+			t.Errorf("%s settings %+v", d.ID, d.Settings)
+		}
+	}
+	pairs := map[string]bool{}
+	for _, c := range res.Comparisons {
+		pairs[c.A+" "+c.B+" "+c.Job] = true
+	}
+	if len(res.Disks) != 3 || len(pairs) != 3*6 {
+		t.Errorf("%d disks, %d pair-jobs compared, want 3 and 18", len(res.Disks), len(pairs))
+	}
+	sum, err := fio.Load([]string{dir}, fio.Options{})
+	if err != nil || len(sum.Groups) != 18 || len(sum.Preconditioning) != 3 {
+		t.Errorf("fio summary of %s: %v, %d groups, %d fills", dir, err, len(sum.Groups), len(sum.Preconditioning))
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, bench.SettingsFile)); err != nil || !strings.Contains(string(b), "virtio1: virtio-blk") {
+		t.Errorf("settings file: %v\n%s", err, b)
+	}
+
+	// A filesystem on sata1: refused, nothing written; the boot disk too.
+	sata := g.sh(t, `for f in /sys/block/sd*; do case "$(readlink -f $f)" in *ata*) echo /dev/${f##*/};; esac; done`)
+	g.sh(t, "mkfs.ext4 -q -F "+strings.TrimSpace(sata)+" && sync")
+	recordExec(t, g, "probe-ext4.status.json", strings.TrimSpace(sata))
+	recordExec(t, g, "probe-after-bench.status.json", scsi1)
+	if os.Getenv("PVEDISKCHECK_RECORD") != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		h, _ := g.agent.Call(ctx, "guest-file-open", map[string]any{"path": scsi1, "mode": "r"})
+		r, err := g.agent.Call(ctx, "guest-file-read", map[string]any{"handle": h.Int(), "count": 4096})
+		_, _ = g.agent.Call(ctx, "guest-file-close", map[string]any{"handle": h.Int()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, "bench", "file-read-data.json", r.Raw+"\n")
+	}
+	before = hashes()
+	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1"}, short...)...)
+	if code != 2 || !strings.Contains(errs, "sata1") || !strings.Contains(errs, "ext4 filesystem") {
+		t.Errorf("sata1 with ext4: exit %d: %s", code, errs)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(errs))
+	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi0"}, short...)...)
+	if code != 2 || !strings.Contains(errs, "boot disk") {
+		t.Errorf("scsi0 (boot: order=scsi0): exit %d: %s", code, errs)
+	}
+	// scsi1 holds the first run's data now: refused without --destroy...
+	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "--job", "rr4k"}, short...)...)
+	if code != 2 || !strings.Contains(errs, "first MiB") {
+		t.Errorf("scsi1 after a bench: exit %d: %s", code, errs)
+	}
+	if after := hashes(); !equalMaps(before, after) {
+		t.Errorf("a refused bench changed a volume: %v -> %v", before, after)
+	}
+	// ...and --destroy scsi1 writes scsi1 alone.
+	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "--destroy", "scsi1", "--job", "rw4k", "--out", t.TempDir()}, short...)...)
+	after := hashes()
+	if code != 0 || after["scsi1"] == before["scsi1"] {
+		t.Errorf("--destroy scsi1: exit %d, scsi1 changed %v: %s", code, after["scsi1"] != before["scsi1"], errs)
+	}
+	for _, id := range []string{"scsi0", "virtio1", "sata1"} {
+		if after[id] != before[id] {
+			t.Errorf("--destroy scsi1 changed %s", id)
+		}
+	}
+
+	// File mode on the mounted ext4, interrupted in the middle of a timed job.
+	g.sh(t, "mkdir -p /mnt/a && mount -t ext4 "+strings.TrimSpace(sata)+" /mnt/a")
+	idir := filepath.Join(t.TempDir(), "int")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		for i := 0; i < 1200; i++ {
+			if _, err := os.Stat(filepath.Join(idir, "sata1-fill.json")); err == nil {
+				time.Sleep(4 * time.Second) // inside rr4k run 1 (1 s ramp + 30 s)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	out, errs, code, took = runCLICtx(t, ctx, "--root", n.Root, "bench", "370", "sata1", "--runtime", "30s", "--ramp", "1s", "--size", "32M", "--out", idir)
+	t.Logf("interrupted after %.1f s: exit %d\n%s\n%s", took.Seconds(), code, out, errs)
+	if code != 3 || !strings.Contains(out, "Incomplete") || !strings.Contains(errs, "interrupted") {
+		t.Errorf("Ctrl-C: exit %d", code)
+	}
+	left := g.sh(t, "pidof fio && echo FIO-RUNNING; [ -e /mnt/a/"+bench.TestFileName+" ] && echo TEST-FILE-LEFT; ps | grep -c '[f]io'; exit 0")
+	if strings.TrimSpace(left) != "0" {
+		t.Errorf("after Ctrl-C the guest has: %q", left)
+	}
+	if files, _ := filepath.Glob(filepath.Join(idir, "*.json")); len(files) != 1 {
+		t.Errorf("after Ctrl-C the results are %v, want the fill alone", files)
+	}
+}
+
+// recordExec records the guest agent's guest-exec-status reply to bench's
+// probe of dev (PVEDISKCHECK_RECORD=1; bench/testdata/README.md).
+func recordExec(t *testing.T, g *guestVM, name, dev string) {
+	t.Helper()
+	if os.Getenv("PVEDISKCHECK_RECORD") == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path, args := bench.ProbeArgv(dev)
+	r, err := g.agent.Call(ctx, "guest-exec", map[string]any{"path": path, "arg": args, "capture-output": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		st, err := g.agent.Call(ctx, "guest-exec-status", map[string]any{"pid": r.Get("pid").Int()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Get("exited").Bool() {
+			record(t, "bench", name, st.Raw+"\n")
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func fileHash(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
