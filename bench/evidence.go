@@ -95,7 +95,9 @@ type DiskFacts struct {
 // Judge gives the evidence of one run: pure, from what was observed.
 func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 	var ev []Evidence
-	add := func(k Kind, format string, a ...any) { ev = append(ev, Evidence{Kind: k, Message: fmt.Sprintf(format, a...)}) }
+	add := func(k Kind, format string, a ...any) {
+		ev = append(ev, Evidence{Kind: k, Message: fmt.Sprintf(format, a...)})
+	}
 	if j.Read() && !j.Write() && !f.Cache.Direct && o.CachedBytes != nil &&
 		float64(*o.CachedBytes) >= CachedShare*float64(f.AreaBytes) {
 		add(ServedFromNodeRAM, "%d MiB of the volume sat in the node's page cache (cache=%s, not O_DIRECT) during the read: the IOPS describe the node's RAM",
