@@ -136,7 +136,10 @@ func Unseen(f DiskFacts, obs []Observation) []Evidence {
 	var ev []Evidence
 	seen := map[Kind]bool{}
 	add := func(k Kind, why string) {
-		if why != "" && !seen[k] {
+		if why == "" {
+			why = "the counter was not read"
+		}
+		if !seen[k] {
 			seen[k] = true
 			ev = append(ev, Evidence{Kind: k, Absent: true, Message: "not observed: " + why})
 		}

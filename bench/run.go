@@ -89,6 +89,8 @@ type Options struct {
 	OnProgress func(Progress)
 	// HostRAMBytes: fio summary's area-below-ram check.
 	HostRAMBytes int64
+	// PollEvery overrides PollEvery (tests).
+	PollEvery time.Duration
 }
 
 // StepRun is one step that ran to its end.
@@ -148,7 +150,7 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 		if o.Observer != nil {
 			stop = o.Observer.Start(ctx, s)
 		}
-		st, err := runFio(ctx, a, m.Argv(s, byID[s.Disk].Target.Path))
+		st, err := runFio(ctx, a, m.Argv(s, byID[s.Disk].Target.Path), o.PollEvery)
 		var obs Observation
 		if stop != nil {
 			obs = stop()
@@ -172,7 +174,7 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 			out.Missing = steps[i:]
 			switch {
 			case ctx.Err() != nil:
-				out.Err = exitcode.Wrap(exitcode.Unreachable, "interrupted", ctx.Err())
+				out.Err = exitcode.Unreachablef("stopped during %s (fio stopped in the guest): %d of %d runs completed", s.File(), i, len(steps))
 			default:
 				out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: %s %s run %d", o.VMID, s.Disk, s.Job.Name, s.Run), err)
 			}
@@ -185,12 +187,15 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 
 // runFio starts fio in the guest and polls until it exits. When ctx ends
 // first, fio is stopped (StopFio) and ctx's error returned.
-func runFio(ctx context.Context, a qmp.Agent, argv []string) (qmp.ExecStatus, error) {
+func runFio(ctx context.Context, a qmp.Agent, argv []string, every time.Duration) (qmp.ExecStatus, error) {
 	pid, err := a.Exec(ctx, argv[0], argv[1:], nil)
 	if err != nil {
 		return qmp.ExecStatus{}, err
 	}
-	t := time.NewTicker(PollEvery)
+	if every <= 0 {
+		every = PollEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -39,6 +39,7 @@ func benchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
 			&cli.StringFlag{Name: "out", Usage: "results `DIR` (default ./bench-VMID-TIMESTAMP)"},
+			&cli.StringFlag{Name: "report", Usage: "also write the results as one self-contained HTML `FILE` (inline SVG charts)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, its time and the exact fio command lines; write nothing"},
 		},
 		Action: benchAction,
@@ -72,6 +73,11 @@ func benchAction(c *cli.Context) error {
 	m, err := benchMethod(c)
 	if err != nil {
 		return err
+	}
+	if f := c.String("report"); f != "" {
+		if st, err := os.Stat(filepath.Dir(f)); err != nil || !st.IsDir() {
+			return exitcode.Usagef("--report %s: no directory %s to write it in", f, filepath.Dir(f))
+		}
 	}
 	ids := c.Args().Tail()
 	if len(ids) == 0 {
@@ -116,6 +122,11 @@ func benchAction(c *cli.Context) error {
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	res := bench.Summarise(m, disks, outcome, ram)
 	res.VMID, res.Out, res.Fio, res.Guest = vmid, out, version, guest
+	if f := c.String("report"); f != "" {
+		if err := os.WriteFile(f, bench.HTML(res), 0o644); err != nil {
+			return exitcode.Wrap(exitcode.Usage, "--report", err)
+		}
+	}
 	if e.json {
 		if err := e.printJSON(res); err != nil {
 			return err
@@ -184,8 +195,10 @@ func printBench(e *env, r *bench.Result) {
 	for _, d := range r.Disks {
 		fmt.Fprintf(e.out, "  %s: %s\n", d.ID, d.Settings.Text())
 	}
-	fmt.Fprintln(e.out)
-	summaryTable(e, r.Summary, false)
+	if len(r.Summary.Groups) > 0 {
+		fmt.Fprintln(e.out)
+		summaryTable(e, r.Summary, false)
+	}
 	var ev []string
 	for _, d := range r.Disks {
 		for _, j := range d.Jobs {
