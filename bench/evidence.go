@@ -72,7 +72,8 @@ type Observation struct {
 	FlushOps *int64
 	FlushWhy string
 	// AllocatedBytes is the volume's allocation when the step started
-	// (thin or sparse storage only).
+	// (thin or sparse storage only), plus its pages still dirty in the
+	// node's page cache (written, not yet allocated).
 	AllocatedBytes *int64
 	AllocatedWhy   string
 }
@@ -104,7 +105,7 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 			*o.CachedBytes>>20, f.Cache.Mode)
 	}
 	if j.Read() && f.Thin && o.AllocatedBytes != nil && float64(*o.AllocatedBytes) < AllocatedShare*float64(f.AreaBytes) {
-		add(NeverWritten, "only %d of the %d MiB test area were allocated on the storage when the read started: reads of holes cost the storage nothing (precondition with the fill job)",
+		add(NeverWritten, "only %d of the %d MiB test area were allocated on the storage (or waiting in the node's page cache) when the read started: reads of holes cost the storage nothing (the fill job writes the area first)",
 			*o.AllocatedBytes>>20, f.AreaBytes>>20)
 	}
 	if j.Write() && !f.Cache.Direct && o.DirtyGrowthBytes != nil && *o.DirtyGrowthBytes >= DirtyGrowthMin {

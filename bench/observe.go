@@ -42,7 +42,13 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 		case res.AllocatedBytes == nil:
 			o.AllocatedWhy = "allocation not reported (" + res.Unmeasured + ")"
 		default:
-			o.AllocatedBytes = res.AllocatedBytes
+			// Written data still dirty in the node's page cache (a cache
+			// mode through it) is not allocated yet, but it is not a hole.
+			w := *res.AllocatedBytes
+			if pc, err := sampler.VolumePageCache(vol.Path); err == nil && !f.Cache.Direct {
+				w += pc.DirtyBytes + pc.WritebackBytes
+			}
+			o.AllocatedBytes = &w
 		}
 	}
 	bs := sampler.Blockstats{Socket: n.QMPSocket, Disks: []string{s.Disk}, Timeout: 2 * time.Second}

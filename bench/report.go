@@ -20,7 +20,7 @@ import (
 // Chart geometry, px.
 const (
 	chartW, chartH = 640, 220
-	barW, barGap   = 56, 40
+	barW, barGap   = 56, 110 // the gap holds the p99 label
 	plotTop        = 30
 	plotBottom     = 180
 	plotLeft       = 60
@@ -133,15 +133,16 @@ func (r *Result) chart(job string) string {
 	y := func(v float64) float64 { return plotBottom - v/top*(plotBottom-plotTop) }
 	var b strings.Builder
 	e := html.EscapeString
+	w := max(chartW, plotLeft+len(bars)*(barW+barGap)+10)
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s IOPS per disk">`+"\n",
-		chartW, chartH, chartW, chartH, e(job))
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`+"\n", plotLeft, plotBottom, chartW-10, plotBottom)
+		w, chartH, w, chartH, e(job))
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`+"\n", plotLeft, plotBottom, w-10, plotBottom)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`+"\n", plotLeft, plotTop, plotLeft, plotBottom)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end">%s</text>`+"\n", plotLeft-4, plotTop+4, e(units.Grouped(top)))
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end">0</text>`+"\n", plotLeft-4, plotBottom+4)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11">IOPS (bar: mean; whisker: slowest to fastest run)</text>`+"\n", plotLeft, 14)
 	for i, br := range bars {
-		x := float64(plotLeft + barGap/2 + i*(barW+barGap))
+		x := float64(plotLeft + 20 + i*(barW+barGap))
 		col := barColors[i%len(barColors)]
 		fmt.Fprintf(&b, `<rect class="bar" data-disk="%s" x="%.0f" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s: %s IOPS</title></rect>`+"\n",
 			e(br.disk), x, y(br.iops.Mean), barW, plotBottom-y(br.iops.Mean), col, e(br.disk), e(units.Grouped(br.iops.Mean)))
