@@ -55,6 +55,9 @@ func TestJudgeEvidence(t *testing.T) {
 		{"none fsync job honours flushes", "sync", DiskFacts{Cache: none, AreaBytes: area}, Observation{FlushOps: p(500)}, Measured{}, nil},
 		{"at the iops limit", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 200}}, Observation{}, Measured{WriteIOPS: 180}, []Kind{LimitBound}},
 		{"below the iops limit", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 200}}, Observation{}, Measured{WriteIOPS: 179}, nil},
+		{"at the limit but for the queue in flight", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 100}}, Observation{}, Measured{WriteIOPS: 84, InFlightIOPS: 16}, []Kind{LimitBound}},
+		{"queue slack does not reach the limit", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 100}}, Observation{}, Measured{WriteIOPS: 73, InFlightIOPS: 16}, nil},
+		{"no I/O in that direction", "rr4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 10}}, Observation{}, Measured{ReadIOPS: 5000, InFlightIOPS: 16}, nil},
 		{"total bandwidth limit", "sr1m", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"bps-total": 10 << 20}}, Observation{}, Measured{ReadBytes: 10 << 20}, []Kind{LimitBound}},
 		{"read limit, write job", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-read": 100}}, Observation{}, Measured{WriteIOPS: 5000}, nil},
 		{"nothing observed", "rr4k", DiskFacts{Cache: wb, AreaBytes: area, Thin: true}, Observation{}, Measured{}, nil},
@@ -68,7 +71,15 @@ func TestJudgeEvidence(t *testing.T) {
 
 func TestUnseenSaysAbsent(t *testing.T) {
 	wb := qemuserver.CacheOf("writeback")
-	ev := Unseen(DiskFacts{Cache: wb, Thin: true}, []Observation{{CachedWhy: "librbd", AllocatedWhy: "no tool", DirtyGrowthBytes: p(0)}, {CachedWhy: "again"}})
+	jobs := LabJobSet()
+	rr, rw := jobs[1], jobs[2]
+	ev := Unseen(DiskFacts{Cache: wb, Thin: true}, []Observed{
+		{rr, Observation{CachedWhy: "librbd", AllocatedWhy: "no tool"}},
+		{rr, Observation{CachedWhy: "again"}},
+		// A write job reads no allocation: not "unobserved" for it.
+		{rw, Observation{DirtyGrowthBytes: p(0)}},
+		{rw, Observation{}},
+	})
 	got := kinds(ev)
 	if !slices.Equal(got, []Kind{ServedFromNodeRAM, NeverWritten, AckedInNodeRAM, NeighbourIO}) {
 		t.Errorf("%v", got)
@@ -78,11 +89,11 @@ func TestUnseenSaysAbsent(t *testing.T) {
 			t.Errorf("%s not marked absent", e.Kind)
 		}
 	}
-	if ev[0].Message != "not observed: librbd" {
+	if ev[0].Message != "not observed: librbd" || ev[2].Message != "not observed: the counter was not read" {
 		t.Errorf("first reason kept: %q", ev[0].Message)
 	}
 	// cache=none: the page cache and Dirty are not in play: not listed.
-	if got := kinds(Unseen(DiskFacts{Cache: qemuserver.CacheOf("none")}, []Observation{{}})); !slices.Equal(got, []Kind{NeighbourIO}) {
+	if got := kinds(Unseen(DiskFacts{Cache: qemuserver.CacheOf("none")}, []Observed{{rr, Observation{}}, {rw, Observation{}}})); !slices.Equal(got, []Kind{NeighbourIO}) {
 		t.Errorf("cache=none: %v", got)
 	}
 }

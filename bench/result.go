@@ -2,6 +2,7 @@ package bench
 
 import (
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
@@ -98,7 +99,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 	groups := map[string][]fio.Group{}
 	for _, d := range disks {
 		dr := DiskResult{ID: d.ID, Settings: d.Settings, Target: d.Target, Jobs: []JobResult{}}
-		var obs []Observation
+		var obs []Observed
 		for i := range sum.Groups {
 			g := &sum.Groups[i]
 			if g.Label != d.ID {
@@ -111,7 +112,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 				if sr.Step.Disk != d.ID || sr.Step.Job.Name != g.Job || !hasFile(g.Files, sr.File) {
 					continue
 				}
-				obs = append(obs, sr.Obs)
+				obs = append(obs, Observed{sr.Step.Job, sr.Obs})
 				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
 			}
 			dr.Jobs = append(dr.Jobs, jr)
@@ -153,6 +154,11 @@ func measured(res *fio.Result) Measured {
 		return m
 	}
 	for _, j := range res.Jobs {
+		if qd, err := strconv.ParseFloat(j.Options["iodepth"], 64); err == nil && qd > 0 {
+			if ms := max(j.Read.RuntimeMs, j.Write.RuntimeMs); ms > 0 {
+				m.InFlightIOPS += qd / (float64(ms) / 1000)
+			}
+		}
 		m.ReadIOPS += j.Read.IOPS
 		m.WriteIOPS += j.Write.IOPS
 		m.ReadBytes += j.Read.BandwidthBps

@@ -19,6 +19,7 @@ import (
 func init() {
 	commands = append(commands, command{new: benchCommand, cluster: clusterRole{
 		Forward: func(c *cli.Context) bool { return !c.Bool("dry-run") },
+		Runs:    benchRuns,
 	}})
 }
 
@@ -44,6 +45,29 @@ func benchCommand() *cli.Command {
 		},
 		Action: benchAction,
 	}
+}
+
+// benchFillMiBps is the rate a forwarded run allows each fill pass (one
+// write of --size): a slow storage's.
+const benchFillMiBps = 10
+
+// benchRuns bounds a forwarded bench: every timed step twice over (fio's
+// start, the agent's polls, the node's samples), plus each fill at
+// benchFillMiBps.
+func benchRuns(c *cli.Context) time.Duration {
+	m, err := benchMethod(c)
+	if err != nil || c.NArg() < 2 {
+		return 0
+	}
+	var d time.Duration
+	for _, s := range m.Schedule(c.Args().Tail()) {
+		if s.Job.Timed {
+			d += 2 * m.Estimate(s)
+		} else {
+			d += time.Duration(m.SizeBytes/(benchFillMiBps<<20)+1) * time.Second
+		}
+	}
+	return d
 }
 
 func benchMethod(c *cli.Context) (bench.Method, error) {

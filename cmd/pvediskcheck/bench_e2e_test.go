@@ -280,8 +280,9 @@ func TestBenchEvidenceE2E(t *testing.T) {
 	logEvidence := func(r bench.Result) {
 		for _, d := range r.Disks {
 			for _, j := range d.Jobs {
+				t.Logf("%s %s: IOPS %.0f (±%.0f%%), %d evidence", d.ID, j.Name, j.IOPS.Mean, j.IOPS.SpreadPct, len(j.Evidence))
 				for _, e := range j.Evidence {
-					t.Logf("%s %s (IOPS %.0f): %s", d.ID, j.Name, j.IOPS.Mean, e.Text())
+					t.Logf("    %s", e.Text())
 				}
 			}
 			for _, e := range d.Evidence {
@@ -322,6 +323,7 @@ func TestBenchEvidenceE2E(t *testing.T) {
 		{"scsi3", "rw4k", bench.AckedInNodeRAM, false},
 		{"scsi3", "rw4k", bench.LimitBound, false},
 		{"scsi4", "sync", bench.FlushesIgnored, false},
+		{"scsi4", "rr4k", bench.LimitBound, false},
 	} {
 		if got := has(r, c.disk, c.job, c.kind); got != c.want {
 			t.Errorf("%s %s %s: %v, want %v", c.disk, c.job, c.kind, got, c.want)
