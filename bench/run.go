@@ -279,3 +279,19 @@ func writeSettings(dir string, disks []Disk) error {
 	}
 	return nil
 }
+
+// ReadSettings reads the settings file of a bench results directory (for
+// fio summary and fio compare to say what was measured): one line per
+// disk, comments left out; ok false when dir holds none.
+func ReadSettings(dir string) (lines []string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return nil, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return lines, true
+}

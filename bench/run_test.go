@@ -94,6 +94,12 @@ func TestRunSavesEveryRunAndJudges(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, SettingsFile)); err != nil || !strings.Contains(string(b), "virtio1:") {
 		t.Errorf("settings: %v %s", err, b)
 	}
+	if lines, ok := ReadSettings(dir); !ok || len(lines) != 2 || !strings.HasPrefix(lines[1], "virtio1: ") {
+		t.Errorf("ReadSettings: %v %q", ok, lines)
+	}
+	if _, ok := ReadSettings(t.TempDir()); ok {
+		t.Error("ReadSettings of a folder without it")
+	}
 	r := Summarise(m, twoDisks(), out, 0)
 	if !r.Complete || len(r.Disks) != 2 || len(r.Disks[0].Jobs) != 2 {
 		t.Fatalf("%+v", r)

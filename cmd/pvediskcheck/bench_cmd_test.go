@@ -2,11 +2,15 @@ package main
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/bench"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -47,5 +51,33 @@ func TestBenchRunsBoundsAForwardedRun(t *testing.T) {
 	want := 2*6*2*2*23*time.Second + 2*(2048/10+1)*time.Second
 	if got := benchRuns(c); got != want {
 		t.Errorf("benchRuns = %s, want %s", got, want)
+	}
+}
+
+// fio summary and fio compare of a folder bench wrote say what was measured.
+func TestFioSummaryReadsBenchSettings(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"io_uring-rr4k-1.json", "io_uring-rr4k-2.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "fio", "testdata", "real", "lab19", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := "# pvediskcheck bench: ...\nio_uring: virtio-scsi-single (scsi-hd), iothread, cache=none\n"
+	if err := os.WriteFile(filepath.Join(dir, bench.SettingsFile), []byte(settings), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, _ := runCLI(t, "fio", "summary", dir)
+	if !strings.Contains(out, "Measured by pvediskcheck bench") || !strings.Contains(out, "  io_uring: virtio-scsi-single (scsi-hd), iothread, cache=none\n") ||
+		strings.Contains(out, "# pvediskcheck") || strings.Contains(errs, "settings") {
+		t.Errorf("fio summary:\n%s\n%s", out, errs)
+	}
+	// A folder without it: nothing said.
+	out, _, _ = runCLI(t, "fio", "summary", filepath.Join("..", "..", "fio", "testdata", "real", "lab19"))
+	if strings.Contains(out, "Measured by") {
+		t.Errorf("lab19 folder:\n%s", out)
 	}
 }

@@ -146,11 +146,17 @@ func TestBenchGuestE2E(t *testing.T) {
 	if after := hashes(); !equalMaps(before, after) {
 		t.Errorf("a refused bench changed a volume: %v -> %v", before, after)
 	}
-	// ...and --destroy scsi1 writes scsi1 alone.
-	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "--destroy", "scsi1", "--job", "rw4k", "--out", t.TempDir()}, short...)...)
+	// ...and --destroy scsi1 writes scsi1 alone (text output, and the report).
+	report := filepath.Join(t.TempDir(), "r.html")
+	out, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "--destroy", "scsi1", "--job", "rw4k", "--job", "rr4k",
+		"--out", t.TempDir(), "--report", report}, short...)...)
 	after := hashes()
 	if code != 0 || after["scsi1"] == before["scsi1"] {
 		t.Errorf("--destroy scsi1: exit %d, scsi1 changed %v: %s", code, after["scsi1"] != before["scsi1"], errs)
+	}
+	t.Logf("--destroy scsi1:\n%s\n%s", out, errs)
+	if page, err := os.ReadFile(report); err != nil || strings.Count(string(page), `class="bar"`) != 2 {
+		t.Errorf("--report: %v, %d bars", err, strings.Count(string(page), `class="bar"`))
 	}
 	for _, id := range []string{"scsi0", "virtio1", "sata1"} {
 		if after[id] != before[id] {

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/bench"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -101,6 +103,7 @@ func fioSummaryAction(c *cli.Context) error {
 		printWarningList(e.errOut, sum.NotSummarised())
 	default:
 		summaryTable(e, sum, c.Bool("wide"))
+		printBenchSettings(e, c.Args().Slice())
 	}
 	if err != nil {
 		return err
@@ -144,6 +147,7 @@ func fioCompareAction(c *cli.Context) error {
 		printWarningList(e.errOut, rep.Unreadable)
 	default:
 		compareTable(e, rep, c.Bool("wide"))
+		printBenchSettings(e, []string{c.Args().Get(0), c.Args().Get(1), c.String("dir")})
 	}
 	if err != nil {
 		return err
@@ -152,6 +156,22 @@ func fioCompareAction(c *cli.Context) error {
 		return exitcode.ErrProblem
 	}
 	return nil
+}
+
+// printBenchSettings says what was measured, for the directories that
+// `pvediskcheck bench` wrote (their settings file).
+func printBenchSettings(e *env, dirs []string) {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if lines, ok := bench.ReadSettings(d); ok {
+			fmt.Fprintf(e.out, "\nMeasured by pvediskcheck bench (%s):\n", filepath.Join(d, bench.SettingsFile))
+			for _, l := range lines {
+				fmt.Fprintf(e.out, "  %s\n", l)
+			}
+		}
+	}
 }
 
 func fioJobsAction(c *cli.Context) error {
