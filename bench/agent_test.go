@@ -166,10 +166,6 @@ func TestFindFio(t *testing.T) {
 	// to a disabled command.
 	blocked := qmptest.NewAgent(t)
 	blocked.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
-		if cmd == "guest-get-osinfo" {
-			fmt.Fprint(w, qmptest.Return(fixture(t, "osinfo-debian.json"))+"\n")
-			return
-		}
 		fmt.Fprint(w, qmptest.Fail("CommandNotFound", "The command "+cmd+" has been disabled for this instance")+"\n")
 	}
 	_, _, err = FindFio(ctx, qmp.Agent{Path: blocked.Sock(), Timeout: time.Second}, 370)

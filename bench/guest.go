@@ -73,10 +73,16 @@ var ErrWindows = exitcode.New(exitcode.Unreachable,
 // exit 3, with the remedy; nothing is installed.
 func FindFio(ctx context.Context, a qmp.Agent, vmid int) (version string, os GuestOS, err error) {
 	ret, err := a.Call(ctx, "guest-get-osinfo", nil)
-	if err != nil {
+	var refused *qmp.AgentError
+	switch {
+	case errors.As(err, &refused):
+		// An agent without (or blocking) guest-get-osinfo: the remedy
+		// names both package managers.
+	case err != nil:
 		return "", os, agentErr(vmid, "guest-get-osinfo", err)
+	default:
+		os = ParseOSInfo(ret)
 	}
-	os = ParseOSInfo(ret)
 	if os.Windows() {
 		return "", os, ErrWindows
 	}
