@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,9 +61,12 @@ func TestBenchGuestE2E(t *testing.T) {
 	// The whole method on three blank disks.
 	dir := filepath.Join(t.TempDir(), "res")
 	t0 := time.Now()
+	cpu0 := cpuTime(t)
 	var res bench.Result
 	errs, code = runJSON(t, n, &res, append([]string{"bench", "370", "scsi1", "virtio1", "sata1", "--out", dir}, short...)...)
 	took := time.Since(t0)
+	// The tool's own CPU (in-process: agent polls, node samples, parsing).
+	t.Logf("bench CPU: %.2f s over %.0f s wall (%.2f%% of one core)", (cpuTime(t) - cpu0).Seconds(), took.Seconds(), 100*(cpuTime(t)-cpu0).Seconds()/took.Seconds())
 	if code != 0 || !res.Complete {
 		t.Fatalf("bench: exit %d complete %v missing %v: %s\n%s", code, res.Complete, res.Missing, res.Stopped, errs)
 	}
@@ -217,6 +221,15 @@ func recordExec(t *testing.T, g *guestVM, name, dev string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func fileHash(t *testing.T, path string) string {
