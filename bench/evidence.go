@@ -54,6 +54,10 @@ const (
 	// AllocatedShare: a read job's area allocated below this share counts
 	// as reading holes.
 	AllocatedShare = 0.95
+	// NeighbourMin: another VM's I/O on the storage during a job from this
+	// much on (below it, a guest's background writes: journal commits,
+	// logs) shares the storage with the benchmark.
+	NeighbourMin = 1 << 20
 )
 
 // Observation is what the node saw during one step; a nil pointer is a
@@ -76,6 +80,18 @@ type Observation struct {
 	// node's page cache (written, not yet allocated).
 	AllocatedBytes *int64
 	AllocatedWhy   string
+	// Neighbours are the other running VMs of this node with a disk on the
+	// same storage, with the bytes those disks read and wrote during the
+	// step (query-blockstats of each); nil with NeighbourWhy when not read.
+	Neighbours   []Neighbour
+	NeighbourWhy string
+}
+
+// Neighbour is another VM's I/O on the storage during one step.
+type Neighbour struct {
+	VMID  int    `json:"vmid"`
+	Disks string `json:"disks"`
+	Bytes int64  `json:"bytes"`
 }
 
 // Measured are fio's numbers of one run, for the limit rule.
@@ -120,6 +136,11 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 	if j.Fsync() && f.Cache.NoFlush && o.FlushOps != nil && *o.FlushOps > 0 {
 		add(FlushesIgnored, "QEMU counted %d guest flushes, and cache=%s completes them without reaching the storage: the fsync latency is the node's RAM",
 			*o.FlushOps, f.Cache.Mode)
+	}
+	for _, nb := range o.Neighbours {
+		if nb.Bytes >= NeighbourMin {
+			add(NeighbourIO, "VM %d moved %d MiB on the same storage (%s) during the job: the storage was shared", nb.VMID, nb.Bytes>>20, nb.Disks)
+		}
 	}
 	for _, l := range []struct {
 		key        string
@@ -172,8 +193,10 @@ func Unseen(f DiskFacts, runs []Observed) []Evidence {
 		if j.Fsync() && f.Cache.NoFlush && o.FlushOps == nil {
 			add(FlushesIgnored, o.FlushWhy)
 		}
+		if o.NeighbourWhy != "" {
+			add(NeighbourIO, o.NeighbourWhy)
+		}
 	}
-	add(NeighbourIO, "other VMs' I/O on the storage is not sampled by this version of bench")
 	return ev
 }
 

@@ -60,6 +60,8 @@ func TestJudgeEvidence(t *testing.T) {
 		{"no I/O in that direction", "rr4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-write": 10}}, Observation{}, Measured{ReadIOPS: 5000, InFlightIOPS: 16}, nil},
 		{"total bandwidth limit", "sr1m", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"bps-total": 10 << 20}}, Observation{}, Measured{ReadBytes: 10 << 20}, []Kind{LimitBound}},
 		{"read limit, write job", "rw4k", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-read": 100}}, Observation{}, Measured{WriteIOPS: 5000}, nil},
+		{"a neighbour's I/O", "rr4k", DiskFacts{Cache: none, AreaBytes: area}, Observation{Neighbours: []Neighbour{{VMID: 375, Disks: "scsi1", Bytes: NeighbourMin}}}, Measured{}, []Kind{NeighbourIO}},
+		{"a neighbour's background writes", "rr4k", DiskFacts{Cache: none, AreaBytes: area}, Observation{Neighbours: []Neighbour{{VMID: 375, Disks: "scsi1", Bytes: NeighbourMin - 1}}}, Measured{}, nil},
 		{"nothing observed", "rr4k", DiskFacts{Cache: wb, AreaBytes: area, Thin: true}, Observation{}, Measured{}, nil},
 	} {
 		got := kinds(Judge(job(c.job), c.f, c.o, c.m))
@@ -78,7 +80,7 @@ func TestUnseenSaysAbsent(t *testing.T) {
 		{rr, Observation{CachedWhy: "again"}},
 		// A write job reads no allocation: not "unobserved" for it.
 		{rw, Observation{DirtyGrowthBytes: p(0)}},
-		{rw, Observation{}},
+		{rw, Observation{NeighbourWhy: "VM 375's QMP did not answer"}},
 	})
 	got := kinds(ev)
 	if !slices.Equal(got, []Kind{ServedFromNodeRAM, NeverWritten, AckedInNodeRAM, NeighbourIO}) {
@@ -89,11 +91,12 @@ func TestUnseenSaysAbsent(t *testing.T) {
 			t.Errorf("%s not marked absent", e.Kind)
 		}
 	}
-	if ev[0].Message != "not observed: librbd" || ev[2].Message != "not observed: the counter was not read" {
+	if ev[0].Message != "not observed: librbd" || ev[2].Message != "not observed: the counter was not read" || ev[3].Message != "not observed: VM 375's QMP did not answer" {
 		t.Errorf("first reason kept: %q", ev[0].Message)
 	}
-	// cache=none: the page cache and Dirty are not in play: not listed.
-	if got := kinds(Unseen(DiskFacts{Cache: qemuserver.CacheOf("none")}, []Observed{{rr, Observation{}}, {rw, Observation{}}})); !slices.Equal(got, []Kind{NeighbourIO}) {
+	// cache=none: the page cache and Dirty are not in play: not listed;
+	// neighbours read: nothing absent.
+	if got := kinds(Unseen(DiskFacts{Cache: qemuserver.CacheOf("none")}, []Observed{{rr, Observation{Neighbours: []Neighbour{}}}, {rw, Observation{}}})); len(got) != 0 {
 		t.Errorf("cache=none: %v", got)
 	}
 }

@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
@@ -27,6 +29,32 @@ type NodeObserver struct {
 	Volumes map[string]alloc.Volume
 	Facts   map[string]DiskFacts
 	Meter   *alloc.Meter
+	// Neighbours are, by disk id, the other running VMs with disks on
+	// that disk's storage.
+	Neighbours map[string][]NeighbourVM
+	// NeighbourWhy, when set, says why other VMs could not be listed.
+	NeighbourWhy string
+}
+
+// NeighbourVM is another running VM of the node and its disks on one
+// storage.
+type NeighbourVM struct {
+	VMID      int
+	QMPSocket string
+	Disks     []string
+}
+
+// neighbourStats reads the neighbours' disks' counters; nil entries for a
+// VM that did not answer.
+func neighbourStats(ctx context.Context, vms []NeighbourVM) []map[string]qmp.BlockStats {
+	out := make([]map[string]qmp.BlockStats, len(vms))
+	for i, v := range vms {
+		bs := sampler.Blockstats{Socket: v.QMPSocket, Disks: v.Disks, Timeout: time.Second, Patience: time.Second}
+		if s, err := bs.Take(ctx); err == nil {
+			out[i] = s.Stats
+		}
+	}
+	return out
 }
 
 // Start begins sampling for step s.
@@ -51,6 +79,8 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			o.AllocatedBytes = &w
 		}
 	}
+	nbs := n.Neighbours[s.Disk]
+	nb0 := neighbourStats(ctx, nbs)
 	bs := sampler.Blockstats{Socket: n.QMPSocket, Disks: []string{s.Disk}, Timeout: 2 * time.Second}
 	flush0, errFlush := bs.Take(ctx)
 	mem0, errMem := n.Host.Memory()
@@ -98,6 +128,24 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			}
 		} else {
 			o.CachedWhy = "the volume has no path on the node (librbd, iSCSI: the node's page cache is not used or not visible)"
+		}
+		if n.NeighbourWhy != "" {
+			o.NeighbourWhy = n.NeighbourWhy
+		} else {
+			o.Neighbours = []Neighbour{}
+			for i, after := range neighbourStats(context.WithoutCancel(ctx), nbs) {
+				if nb0[i] == nil || after == nil {
+					o.NeighbourWhy = fmt.Sprintf("VM %d's QMP did not answer", nbs[i].VMID)
+					continue
+				}
+				var moved int64
+				for id, b := range after {
+					if a, ok := nb0[i][id]; ok {
+						moved += b.RdBytes - a.RdBytes + b.WrBytes - a.WrBytes
+					}
+				}
+				o.Neighbours = append(o.Neighbours, Neighbour{VMID: nbs[i].VMID, Disks: strings.Join(nbs[i].Disks, " "), Bytes: moved})
+			}
 		}
 		flush1, err := bs.Take(context.WithoutCancel(ctx))
 		a, okA := flush0.Stats[s.Disk]

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -114,5 +115,39 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 		obs.Volumes[d.ID] = alloc.Volume{Storage: st, VolName: d.Drive.VolName(), Path: host, Format: run.Format}
 		disks = append(disks, Disk{ID: d.ID, Target: t, Settings: s, Facts: f})
 	}
+	obs.Neighbours, obs.NeighbourWhy = neighbours(ctx, n, v, sel)
 	return disks, obs, nil
+}
+
+// neighbours lists, per selected disk, the node's other running VMs (a pid
+// file in /var/run/qemu-server) with a disk on the same storage.
+func neighbours(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk) (map[string][]NeighbourVM, string) {
+	ents, err := os.ReadDir(n.Paths.RunDir())
+	if err != nil {
+		return nil, "the node's running VMs are not listed (" + err.Error() + ")"
+	}
+	out := map[string][]NeighbourVM{}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".pid")
+		id, err := qemuserver.ParseVMID(name)
+		if !ok || err != nil || id == v.VMID {
+			continue
+		}
+		other, err := vm.Load(ctx, n, id)
+		if err != nil || !other.Running {
+			continue
+		}
+		for _, d := range sel {
+			var on []string
+			for _, od := range other.Disks {
+				if od.Drive != nil && od.Running != nil && od.Drive.StorageID() != "" && od.Drive.StorageID() == d.Drive.StorageID() {
+					on = append(on, od.ID)
+				}
+			}
+			if len(on) > 0 {
+				out[d.ID] = append(out[d.ID], NeighbourVM{VMID: id, QMPSocket: other.QMPSocket(), Disks: on})
+			}
+		}
+	}
+	return out, ""
 }

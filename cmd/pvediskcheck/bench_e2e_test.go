@@ -317,9 +317,18 @@ func TestBenchEvidenceE2E(t *testing.T) {
 		t.Fatalf("writeback: exit %d: %s", code, errs)
 	}
 	logEvidence(wb)
-	if !has(wb, "scsi1", "rr4k", bench.ServedFromNodeRAM) {
-		t.Errorf("writeback rr4k lacks served-from-node-ram")
+	if !has(wb, "scsi1", "rr4k", bench.ServedFromNodeRAM) || has(wb, "scsi1", "rr4k", bench.NeighbourIO) {
+		t.Errorf("writeback rr4k: served-from-node-ram %v, neighbour-io %v (no other VM runs yet)",
+			has(wb, "scsi1", "rr4k", bench.ServedFromNodeRAM), has(wb, "scsi1", "rr4k", bench.NeighbourIO))
 	}
+
+	// A neighbour: VM 375 writes to its own disk on local-lvm meanwhile.
+	n.MustVolume(t, "local-lvm", "vm-375-disk-1", 256<<20)
+	if err := n.WriteConfig(375, "scsihw: virtio-scsi-single\nscsi1: local-lvm:vm-375-disk-1,size=256M\n"); err != nil {
+		t.Fatal(err)
+	}
+	load := n.MustStart(t, 375, fakenode.ArgvOptions{}).StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 256 << 10, Depth: 2, Span: 128 << 20, Every: 50 * time.Millisecond})
+	defer load.Stop()
 
 	// No fill: unsafe, a fresh cache=none disk, a throttled one.
 	var r bench.Result
@@ -343,6 +352,8 @@ func TestBenchEvidenceE2E(t *testing.T) {
 		{"scsi3", "rw4k", bench.LimitBound, false},
 		{"scsi4", "sync", bench.FlushesIgnored, false},
 		{"scsi4", "rr4k", bench.LimitBound, false},
+		{"scsi3", "rr4k", bench.NeighbourIO, true},
+		{"scsi3", "sync", bench.NeighbourIO, true},
 	} {
 		if got := has(r, c.disk, c.job, c.kind); got != c.want {
 			t.Errorf("%s %s %s: %v, want %v", c.disk, c.job, c.kind, got, c.want)
