@@ -9,6 +9,8 @@
 #   openssh-server, -client      cluster mode: a real sshd per node of the test
 #                                cluster (127.0.0.2, 127.0.0.3), reached with ssh
 #   tmux                         top's terminal mode is tested in a real pseudo-terminal
+#   chromium                     bench --report: the HTML page is checked rendered in
+#                                headless Chromium
 #   prometheus                   metrics: promtool checks the exposition, and a real
 #                                Prometheus (started by the test on loopback, its own
 #                                config and data dir) scrapes metrics --listen
@@ -26,6 +28,7 @@ command -v groff >/dev/null 2>&1 || need="$need groff-base"
 command -v ssh >/dev/null 2>&1 || need="$need openssh-client"
 command -v ssh-keygen >/dev/null 2>&1 || need="$need openssh-client"
 command -v tmux >/dev/null 2>&1 || need="$need tmux"
+command -v chromium >/dev/null 2>&1 || need="$need chromium"
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need="$need prometheus"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"

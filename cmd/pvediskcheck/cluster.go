@@ -47,6 +47,10 @@ type clusterRole struct {
 	// VM answers. It says whether a run with these flags changes something
 	// (the answer then says the command acted there).
 	Forward func(c *cli.Context) (changes bool)
+	// Runs, when set, is how long a forwarded run with these flags may
+	// take, where that is more than its duration flags add up to (bench:
+	// every job of every disk, several times).
+	Runs func(c *cli.Context) time.Duration
 	// Ask: the command asks other nodes itself (--cluster, or VMIDs of
 	// other nodes) and merges their answers.
 	Ask *clusterAsk
@@ -80,7 +84,7 @@ func wireCluster(app *cli.App, roles map[string]clusterRole) {
 	for _, c := range app.Commands {
 		switch r := roles[c.Name]; {
 		case r.Forward != nil:
-			c.Action = forwardVM(r.Forward, c.Action)
+			c.Action = forwardVM(r.Forward, r.Runs, c.Action)
 			c.Description = withHelp(c.Description, helpText("cluster-vm"))
 		case r.Ask != nil:
 			c.Flags = append(c.Flags, &cli.BoolFlag{Name: "cluster", Usage: r.Ask.Usage})
@@ -108,7 +112,7 @@ func askedByNode(c *cli.Context) bool {
 
 // forwardVM runs a VM command on the node the VM lives on when it is not
 // this one.
-func forwardVM(changes func(*cli.Context) bool, next cli.ActionFunc) cli.ActionFunc {
+func forwardVM(changes func(*cli.Context) bool, runs func(*cli.Context) time.Duration, next cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if askedByNode(c) || c.NArg() == 0 {
 			return next(c)
@@ -140,7 +144,11 @@ func forwardVM(changes func(*cli.Context) bool, next cli.ActionFunc) cli.ActionF
 		if !m.Online {
 			return exitcode.Unreachablef("%s: %s is offline in %s; nothing was run", g, m.Name, cluster.MembersFile)
 		}
-		r, err := sshTo(e, view).Call(e.ctx(), m, args, deadline(c, e))
+		d := deadline(c, e)
+		if runs != nil {
+			d = max(d, runs(c)+d)
+		}
+		r, err := sshTo(e, view).Call(e.ctx(), m, args, d)
 		var ne *cluster.NodeError
 		if errors.As(err, &ne) {
 			return exitcode.Unreachablef("%s (%s): %s", g, ne.Status, ne.Msg)

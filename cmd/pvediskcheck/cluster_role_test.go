@@ -86,7 +86,7 @@ func TestEveryCommandDeclaresClusterRole(t *testing.T) {
 		}
 	}
 	// The VM commands as the README lists them under cluster mode.
-	for _, name := range []string{"cache", "flush", "discard", "limit"} {
+	for _, name := range []string{"cache", "flush", "discard", "limit", "bench"} {
 		if !forwarded[name] {
 			t.Errorf("%s is not forwarded", name)
 		}

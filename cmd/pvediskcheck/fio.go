@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/bench"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
@@ -111,6 +113,7 @@ func fioSummaryAction(c *cli.Context) error {
 			fmt.Fprintf(e.out, "\nZFS ARC on this node, since the zfs module loaded: %s of reads hit (%d hits, %d misses), %s held of %s at most: reads that fit in it come from node RAM, not from the disks\n",
 				units.PercentPtr(arc.HitPercent), arc.Hits, arc.Misses, units.Bytes(arc.SizeBytes), units.Bytes(arc.MaxBytes))
 		}
+		printBenchSettings(e, c.Args().Slice())
 	}
 	if err != nil {
 		return err
@@ -154,6 +157,7 @@ func fioCompareAction(c *cli.Context) error {
 		printWarningList(e.errOut, rep.Unreadable)
 	default:
 		compareTable(e, rep, c.Bool("wide"))
+		printBenchSettings(e, []string{c.Args().Get(0), c.Args().Get(1), c.String("dir")})
 	}
 	if err != nil {
 		return err
@@ -162,6 +166,22 @@ func fioCompareAction(c *cli.Context) error {
 		return exitcode.ErrProblem
 	}
 	return nil
+}
+
+// printBenchSettings says what was measured, for the directories that
+// `pvediskcheck bench` wrote (their settings file).
+func printBenchSettings(e *env, dirs []string) {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if lines, ok := bench.ReadSettings(d); ok {
+			fmt.Fprintf(e.out, "\nMeasured by pvediskcheck bench (%s):\n", filepath.Join(d, bench.SettingsFile))
+			for _, l := range lines {
+				fmt.Fprintf(e.out, "  %s\n", l)
+			}
+		}
+	}
 }
 
 func fioJobsAction(c *cli.Context) error {

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// SampleEvery is how often the node's counters are read during a step:
+// Dirty and Writeback move within a second under a write job, and one
+// /proc/meminfo read every half second costs well under 1% of a core.
+const SampleEvery = 500 * time.Millisecond
+
+// NodeObserver reads the node's side of each step: /proc/meminfo
+// (Dirty+Writeback), the volume's page-cache residency (cachestat), QEMU's
+// flush counter for the disk (query-blockstats) and, when a read job starts
+// on thin or sparse storage, the volume's allocation.
+type NodeObserver struct {
+	Host sampler.Host
+	VM   *vm.VM // the benchmarked VM, asked through sampler.Window
+	// Volumes are the disks' volumes by disk id: Path for cachestat, and
+	// the volume for alloc when Thin (DiskFacts).
+	Volumes map[string]alloc.Volume
+	Facts   map[string]DiskFacts
+	Meter   *alloc.Meter
+	// Neighbours are, by disk id, the other running VMs with disks on
+	// that disk's storage.
+	Neighbours map[string][]NeighbourVM
+	// NeighbourWhy, when set, says why other VMs could not be listed.
+	NeighbourWhy string
+}
+
+// NeighbourVM is another running VM of the node and its disks on one
+// storage.
+type NeighbourVM struct {
+	VMID  int
+	VM    *vm.VM
+	Disks []string
+}
+
+// neighbourStats reads the neighbours' disks' counters; nil entries for a
+// VM that did not answer.
+func neighbourStats(ctx context.Context, vms []NeighbourVM) []map[string]qmp.BlockStats {
+	out := make([]map[string]qmp.BlockStats, len(vms))
+	for i, v := range vms {
+		bs := sampler.Window{VM: v.VM, Disks: v.Disks, Timeout: time.Second, Patience: time.Second}
+		if s, err := bs.Take(ctx); err == nil {
+			out[i] = s.Stats
+		}
+	}
+	return out
+}
+
+// Start begins sampling for step s.
+func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
+	var o Observation
+	f := n.Facts[s.Disk]
+	vol, hasVol := n.Volumes[s.Disk]
+	if f.Thin && s.Job.Read() && hasVol && n.Meter != nil {
+		res, err := n.Meter.Measure(ctx, vol)
+		switch {
+		case err != nil:
+			o.AllocatedWhy = "allocation unreadable: " + err.Error()
+		case res.AllocatedBytes == nil:
+			o.AllocatedWhy = "allocation not reported (" + res.Unmeasured + ")"
+		default:
+			// Written data still dirty in the node's page cache (a cache
+			// mode through it) is not allocated yet, but it is not a hole.
+			w := *res.AllocatedBytes
+			if pc, err := sampler.VolumePageCache(vol.Path); err == nil && !f.Cache.Direct {
+				w += pc.DirtyBytes + pc.WritebackBytes
+			}
+			o.AllocatedBytes = &w
+		}
+	}
+	nbs := n.Neighbours[s.Disk]
+	nb0 := neighbourStats(ctx, nbs)
+	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: 2 * time.Second}
+	flush0, errFlush := bs.Take(ctx)
+	mem0, errMem := n.Host.Memory()
+	if errMem != nil {
+		o.DirtyWhy = "/proc/meminfo unreadable: " + errMem.Error()
+	}
+	var mu sync.Mutex
+	var peak int64
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(SampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			if errMem != nil {
+				continue
+			}
+			if m, err := n.Host.Memory(); err == nil {
+				g := m.DirtyBytes + m.WritebackBytes - mem0.DirtyBytes - mem0.WritebackBytes
+				mu.Lock()
+				peak = max(peak, g)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() Observation {
+		cancel()
+		<-done
+		if errMem == nil {
+			g := peak
+			o.DirtyGrowthBytes = &g
+		}
+		if hasVol && vol.Path != "" {
+			if pc, err := sampler.VolumePageCache(vol.Path); err == nil {
+				c := pc.CachedBytes
+				o.CachedBytes = &c
+			} else {
+				o.CachedWhy = "the volume's page cache is not readable here (" + err.Error() + ")"
+			}
+		} else {
+			o.CachedWhy = "the volume has no path on the node (librbd, iSCSI: the node's page cache is not used or not visible)"
+		}
+		if n.NeighbourWhy != "" {
+			o.NeighbourWhy = n.NeighbourWhy
+		} else {
+			o.Neighbours = []Neighbour{}
+			for i, after := range neighbourStats(context.WithoutCancel(ctx), nbs) {
+				if nb0[i] == nil || after == nil {
+					o.NeighbourWhy = fmt.Sprintf("VM %d's QMP did not answer", nbs[i].VMID)
+					continue
+				}
+				var moved int64
+				for id, b := range after {
+					if a, ok := nb0[i][id]; ok {
+						moved += b.RdBytes - a.RdBytes + b.WrBytes - a.WrBytes
+					}
+				}
+				o.Neighbours = append(o.Neighbours, Neighbour{VMID: nbs[i].VMID, Disks: strings.Join(nbs[i].Disks, " "), Bytes: moved})
+			}
+		}
+		flush1, err := bs.Take(context.WithoutCancel(ctx))
+		a, okA := flush0.Stats[s.Disk]
+		b, okB := flush1.Stats[s.Disk]
+		switch {
+		case errFlush != nil || err != nil:
+			o.FlushWhy = fmt.Sprintf("query-blockstats failed: %v", errorsOf(errFlush, err))
+		case !okA || !okB:
+			o.FlushWhy = "query-blockstats does not list " + s.Disk
+		default:
+			d := b.FlushOps - a.FlushOps
+			o.FlushOps = &d
+		}
+		return o
+	}
+}
+
+func errorsOf(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/fio"
+)
+
+// Result is bench's answer (--json encodes it as it is).
+type Result struct {
+	VMID        int          `json:"vmid"`
+	Out         string       `json:"out"`
+	Fio         string       `json:"fio_version"`
+	Guest       GuestOS      `json:"guest_os"`
+	Method      MethodInfo   `json:"method"`
+	Disks       []DiskResult `json:"disks"`
+	Comparisons []Comparison `json:"comparisons"`
+	// Complete: every step of the plan ran; else Missing names the result
+	// files not measured and Stopped says why.
+	Complete bool     `json:"complete"`
+	Missing  []string `json:"missing"`
+	Stopped  string   `json:"stopped,omitempty"`
+	// Summary is fio summary's view of the saved files (the text table).
+	Summary *fio.Summary `json:"-"`
+}
+
+// MethodInfo is the method as it ran.
+type MethodInfo struct {
+	Jobs     []string `json:"jobs"`
+	Runs     int      `json:"runs"`
+	RuntimeS int      `json:"runtime_s"`
+	RampS    int      `json:"ramp_s"`
+	Size     string   `json:"size"`
+}
+
+// DiskResult is one disk's numbers.
+type DiskResult struct {
+	ID       string      `json:"id"`
+	Settings Settings    `json:"settings"`
+	Target   Target      `json:"target"`
+	Jobs     []JobResult `json:"jobs"`
+	// Evidence lists the kinds the node could not observe for this disk.
+	Evidence []Evidence `json:"evidence"`
+}
+
+// JobResult is one job on one disk over its runs: mean and spread.
+type JobResult struct {
+	Name     string    `json:"name"`
+	Workload string    `json:"workload"`
+	Dir      string    `json:"direction"`
+	Runs     []string  `json:"runs"` // the result files
+	IOPS     fio.Stat  `json:"iops"`
+	MiBps    fio.Stat  `json:"mibps"`
+	LatMean  *fio.Stat `json:"lat_mean_ns,omitempty"`
+	P99      *fio.Stat `json:"p99_ns,omitempty"`
+	P99Of    string    `json:"p99_of,omitempty"`
+	Fsync    *fio.Stat `json:"fsync_mean_ns,omitempty"`
+	// Evidence is what the node saw that taints these numbers.
+	Evidence []Evidence    `json:"evidence"`
+	Warnings []fio.Warning `json:"warnings"`
+}
+
+// Comparison is one pair of disks on one job and metric, with fio
+// compare's verdict.
+type Comparison struct {
+	A       string      `json:"a"`
+	B       string      `json:"b"`
+	Job     string      `json:"job"`
+	Dir     string      `json:"direction"`
+	Metric  string      `json:"metric"`
+	Verdict fio.Verdict `json:"verdict"`
+	DiffPct float64     `json:"diff_pct"`
+	Better  string      `json:"better,omitempty"` // the disk id, when different
+}
+
+// Summarise turns what ran into the result: fio's statistics per disk and
+// job (the files' own, as fio summary reads them), the evidence per run
+// folded per job, every pair of disks compared.
+func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
+	r := &Result{Disks: []DiskResult{}, Comparisons: []Comparison{}, Missing: []string{}, Complete: out.Err == nil && len(out.Missing) == 0}
+	r.Method = MethodInfo{Runs: m.Runs, RuntimeS: int(m.Runtime / time.Second), RampS: int(m.Ramp / time.Second), Size: m.Size}
+	for _, j := range m.Jobs {
+		r.Method.Jobs = append(r.Method.Jobs, j.Name)
+	}
+	for _, s := range out.Missing {
+		r.Missing = append(r.Missing, s.File())
+	}
+	if out.Err != nil {
+		r.Stopped = out.Err.Error()
+	}
+	var results []*fio.Result
+	for _, d := range out.Done {
+		results = append(results, d.Res)
+	}
+	sum := fio.Summarize(results, fio.Options{GroupBy: fio.GroupName, HostRAMBytes: hostRAM})
+	r.Summary = sum
+	groups := map[string][]fio.Group{}
+	for _, d := range disks {
+		dr := DiskResult{ID: d.ID, Settings: d.Settings, Target: d.Target, Jobs: []JobResult{}}
+		var obs []Observed
+		for i := range sum.Groups {
+			g := &sum.Groups[i]
+			if g.Label != d.ID {
+				continue
+			}
+			groups[d.ID] = append(groups[d.ID], *g)
+			jr := JobResult{Name: g.Job, Workload: g.Workload, Dir: g.Dir, Runs: g.Files, IOPS: g.IOPS, MiBps: g.BandwidthMiBps,
+				LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings}
+			for _, sr := range out.Done {
+				if sr.Step.Disk != d.ID || sr.Step.Job.Name != g.Job || !hasFile(g.Files, sr.File) {
+					continue
+				}
+				obs = append(obs, Observed{sr.Step.Job, sr.Obs})
+				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
+			}
+			dr.Jobs = append(dr.Jobs, jr)
+		}
+		dr.Evidence = Unseen(d.Facts, obs)
+		r.Disks = append(r.Disks, dr)
+	}
+	for i := range disks {
+		for j := i + 1; j < len(disks); j++ {
+			a, b := disks[i].ID, disks[j].ID
+			for _, c := range fio.Compare(groups[a], groups[b], nil).Rows {
+				pc := Comparison{A: a, B: b, Job: c.Job, Dir: c.Dir, Metric: c.Metric, Verdict: c.Verdict, DiffPct: c.DiffPct}
+				switch c.Better {
+				case "A":
+					pc.Better = a
+				case "B":
+					pc.Better = b
+				}
+				r.Comparisons = append(r.Comparisons, pc)
+			}
+		}
+	}
+	return r
+}
+
+func hasFile(files []string, f string) bool {
+	for _, x := range files {
+		if filepath.Clean(x) == filepath.Clean(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// measured is a run's rates summed over its jobs, for the limit rule.
+func measured(res *fio.Result) Measured {
+	var m Measured
+	if res == nil {
+		return m
+	}
+	for _, j := range res.Jobs {
+		if qd, err := strconv.ParseFloat(j.Options["iodepth"], 64); err == nil && qd > 0 {
+			if ms := max(j.Read.RuntimeMs, j.Write.RuntimeMs); ms > 0 {
+				m.InFlightIOPS += qd / (float64(ms) / 1000)
+			}
+		}
+		m.ReadIOPS += j.Read.IOPS
+		m.WriteIOPS += j.Write.IOPS
+		m.ReadBytes += j.Read.BandwidthBps
+		m.WriteBytes += j.Write.BandwidthBps
+	}
+	return m
+}

@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// PollEvery is how often bench asks the agent whether fio has finished:
+// one short exchange a second leaves the socket to Proxmox's own clients
+// in between.
+const PollEvery = time.Second
+
+// StopWait is how long a stopped fio gets to exit after SIGTERM before
+// bench sends SIGKILL to it and its job processes.
+const StopWait = 10 * time.Second
+
+// Disk is one disk to measure: its target and its settings as it runs.
+type Disk struct {
+	ID       string    `json:"id"`
+	Target   Target    `json:"target"`
+	Settings Settings  `json:"settings"`
+	Facts    DiskFacts `json:"-"`
+}
+
+// Settings are the disk's settings as they ran, saved with the results.
+type Settings struct {
+	Controller  string            `json:"controller"`
+	Device      string            `json:"device"`
+	Cache       string            `json:"cache"`
+	AIO         string            `json:"aio"`
+	IOThread    bool              `json:"iothread"`
+	Storage     string            `json:"storage"`
+	StorageType string            `json:"storage_type"`
+	Volume      string            `json:"volume"`
+	Limits      qemuserver.Limits `json:"limits"`
+	QEMU        string            `json:"qemu"`
+	GuestDevice string            `json:"guest_device"`
+	Mode        Mode              `json:"mode"`
+	Path        string            `json:"path"`
+}
+
+// Text is the settings on one line.
+func (s Settings) Text() string {
+	io := ""
+	if s.IOThread {
+		io = ", iothread"
+	}
+	lim := "no limits"
+	if len(s.Limits.Normal()) > 0 {
+		lim = "limits " + s.Limits.Normal().String()
+	}
+	return fmt.Sprintf("%s (%s)%s, cache=%s, aio=%s, %s; %s (%s) %s; QEMU %s; guest %s, %s %s",
+		s.Controller, s.Device, io, s.Cache, s.AIO, lim, s.Storage, s.StorageType, s.Volume, s.QEMU, s.GuestDevice, s.Mode, s.Path)
+}
+
+// Observer samples the node's side during one step; the returned function
+// ends the sampling and gives what was seen.
+type Observer interface {
+	Start(ctx context.Context, s Step) (stop func() Observation)
+}
+
+// Progress is one step starting (Done false) or finished.
+type Progress struct {
+	Step  Step
+	Index int           // 1-based
+	Total int           // steps in the plan
+	Left  time.Duration // timed work left after this step
+	Done  bool
+	Took  time.Duration
+	Err   error
+}
+
+// Options of a run.
+type Options struct {
+	VMID       int
+	Out        string // the results directory (created)
+	Observer   Observer
+	OnProgress func(Progress)
+	// HostRAMBytes: fio summary's area-below-ram check.
+	HostRAMBytes int64
+	// PollEvery overrides PollEvery (tests).
+	PollEvery time.Duration
+}
+
+// StepRun is one step that ran to its end.
+type StepRun struct {
+	Step Step
+	File string
+	Obs  Observation
+	Res  *fio.Result
+}
+
+// Outcome is what Run did: the steps that completed, and why it stopped
+// early (nil when every step ran).
+type Outcome struct {
+	Done    []StepRun
+	Missing []Step
+	Err     error
+}
+
+// Run runs the plan's steps one at a time in the guest and saves each
+// completed run's raw fio JSON under o.Out. Ctrl-C (ctx cancelled) stops
+// fio in the guest; an agent that stops answering ends the run; both keep
+// what completed. Test files are removed afterwards, on error too.
+func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *Outcome {
+	var ids []string
+	for _, d := range disks {
+		ids = append(ids, d.ID)
+	}
+	byID := map[string]*Disk{}
+	for i := range disks {
+		byID[disks[i].ID] = &disks[i]
+	}
+	steps := m.Schedule(ids)
+	out := &Outcome{}
+	defer removeTestFiles(ctx, a, disks, out)
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		out.Err = exitcode.Wrap(exitcode.Usage, "--out", err)
+		out.Missing = steps
+		return out
+	}
+	if err := writeSettings(o.Out, disks); err != nil {
+		out.Err = err
+		out.Missing = steps
+		return out
+	}
+	left := time.Duration(0)
+	for _, s := range steps {
+		left += m.Estimate(s)
+	}
+	for i, s := range steps {
+		left -= m.Estimate(s)
+		p := Progress{Step: s, Index: i + 1, Total: len(steps), Left: left}
+		if o.OnProgress != nil {
+			o.OnProgress(p)
+		}
+		t0 := time.Now()
+		var stop func() Observation
+		if o.Observer != nil {
+			stop = o.Observer.Start(ctx, s)
+		}
+		st, err := runFio(ctx, a, m.Argv(s, byID[s.Disk].Target.Path), o.PollEvery)
+		var obs Observation
+		if stop != nil {
+			obs = stop()
+		}
+		p.Done, p.Took = true, time.Since(t0)
+		if err == nil && !st.OK() {
+			err = fmt.Errorf("fio exited %d (signal %d) on %s: %s", st.ExitCode, st.Signal, s.Disk, clip(append(st.Stderr, st.Stdout...)))
+		}
+		var res *fio.Result
+		file := filepath.Join(o.Out, s.File())
+		if err == nil {
+			if res, err = fio.Parse(file, st.Stdout); err == nil {
+				err = os.WriteFile(file, st.Stdout, 0o644)
+			}
+		}
+		p.Err = err
+		if o.OnProgress != nil {
+			o.OnProgress(p)
+		}
+		if err != nil {
+			out.Missing = steps[i:]
+			switch {
+			case ctx.Err() != nil:
+				out.Err = exitcode.Unreachablef("stopped during %s (fio stopped in the guest): %d of %d runs completed", s.File(), i, len(steps))
+			default:
+				out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: %s %s run %d", o.VMID, s.Disk, s.Job.Name, s.Run), err)
+			}
+			return out
+		}
+		out.Done = append(out.Done, StepRun{Step: s, File: file, Obs: obs, Res: res})
+	}
+	return out
+}
+
+// runFio starts fio in the guest and polls until it exits. When ctx ends
+// first, fio is stopped (StopFio) and ctx's error returned.
+func runFio(ctx context.Context, a qmp.Agent, argv []string, every time.Duration) (qmp.ExecStatus, error) {
+	pid, err := a.Exec(ctx, argv[0], argv[1:], nil)
+	if err != nil {
+		return qmp.ExecStatus{}, err
+	}
+	if every <= 0 {
+		every = PollEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			StopFio(a, pid)
+			return qmp.ExecStatus{}, ctx.Err()
+		case <-t.C:
+		}
+		st, err := a.ExecStatus(ctx, pid)
+		if err != nil {
+			if ctx.Err() != nil {
+				StopFio(a, pid)
+				return st, ctx.Err()
+			}
+			return st, fmt.Errorf("fio (guest pid %d): %w", pid, err)
+		}
+		if st.Exited {
+			return st, nil
+		}
+	}
+}
+
+// stopScript sends SIGTERM to fio (it stops its job processes itself and
+// prints what it measured), waits, then SIGKILLs fio and its children.
+const stopScript = `p=$1; w=$2; kill -TERM "$p" 2>/dev/null
+i=0; while [ -d /proc/$p ] && [ $i -lt $w ]; do sleep 1; i=$((i+1)); done
+if [ -d /proc/$p ]; then for c in $(cat /proc/$p/task/*/children 2>/dev/null); do kill -KILL "$c"; done; kill -KILL "$p"; fi
+exit 0`
+
+// StopFio stops the guest program pid and what it started, on a context
+// of its own (the caller's has ended), then collects its status so that
+// the agent forgets it.
+func StopFio(a qmp.Agent, pid int) {
+	ctx, cancel := context.WithTimeout(context.Background(), StopWait+10*time.Second)
+	defer cancel()
+	_, _ = a.Run(ctx, "sh", []string{"-c", stopScript, "sh", strconv.Itoa(pid), strconv.Itoa(int(StopWait / time.Second))}, nil, 200*time.Millisecond)
+	for ctx.Err() == nil {
+		st, err := a.ExecStatus(ctx, pid)
+		if err != nil || st.Exited {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// removeTestFiles removes file mode's test files (and says so in out.Err
+// when one could not be removed).
+func removeTestFiles(ctx context.Context, a qmp.Agent, disks []Disk, out *Outcome) {
+	for _, d := range disks {
+		if d.Target.Mode != File {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		st, err := a.Run(cctx, "rm", []string{"-f", "--", d.Target.Path}, nil, 100*time.Millisecond)
+		cancel()
+		if err == nil && !st.OK() {
+			err = fmt.Errorf("rm exited %d: %s", st.ExitCode, clip(st.Stderr))
+		}
+		if err != nil {
+			e := exitcode.Unreachablef("%s: the test file %s could not be removed in the guest: %v: remove it by hand", d.ID, d.Target.Path, err)
+			out.Err = errors.Join(out.Err, e)
+		}
+	}
+}
+
+// SettingsFile holds every disk's settings as they ran, beside the fio
+// files (not *.json: fio summary reads those as results).
+const SettingsFile = "settings.txt"
+
+func writeSettings(dir string, disks []Disk) error {
+	var b strings.Builder
+	b.WriteString("# pvediskcheck bench: each disk's settings as it ran (<disk>-<job>-<run>.json are fio's own JSON)\n")
+	for _, d := range disks {
+		fmt.Fprintf(&b, "%s: %s\n", d.ID, d.Settings.Text())
+		if len(d.Target.Found) > 0 {
+			fmt.Fprintf(&b, "%s: written over with --destroy: %s\n", d.ID, strings.Join(d.Target.Found, "; "))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, SettingsFile), []byte(b.String()), 0o644); err != nil {
+		return exitcode.Wrap(exitcode.Usage, "--out", err)
+	}
+	return nil
+}
+
+// ReadSettings reads the settings file of a bench results directory (for
+// fio summary and fio compare to say what was measured): one line per
+// disk, comments left out; ok false when dir holds none.
+func ReadSettings(dir string) (lines []string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return nil, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return lines, true
+}

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/bench"
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
+)
+
+func init() {
+	commands = append(commands, command{new: benchCommand, cluster: clusterRole{
+		Forward: func(c *cli.Context) bool { return !c.Bool("dry-run") },
+		Runs:    benchRuns,
+	}})
+}
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "bench",
+		Usage:       "run Lab 19's fio method in the guest through the guest agent, with the node's evidence next to each number",
+		ArgsUsage:   "VMID DISK...",
+		Description: helpText("bench"),
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "repetitions of each timed job (interleaved across disks)"},
+			&cli.DurationFlag{Name: "runtime", Value: bench.DefaultRuntime, Usage: "measured time per timed job (whole seconds)"},
+			&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"},
+			&cli.StringFlag{Name: "size", Value: bench.DefaultSize, Usage: "test area per disk (fio size=)"},
+			&cli.StringSliceFlag{Name: "job", Usage: "run only this job (repeatable; default: every job)"},
+			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (filename= and directory= are bench's)"},
+			&cli.BoolFlag{Name: "no-precondition", Usage: "skip the fill job that writes the area before the timed jobs"},
+			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
+			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
+			&cli.StringFlag{Name: "out", Usage: "results `DIR` (default ./bench-VMID-TIMESTAMP)"},
+			&cli.StringFlag{Name: "report", Usage: "also write the results as one self-contained HTML `FILE` (inline SVG charts)"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, its time and the exact fio command lines; write nothing"},
+		},
+		Action: benchAction,
+	}
+}
+
+// benchFillMiBps is the rate a forwarded run allows each fill pass (one
+// write of --size): a slow storage's.
+const benchFillMiBps = 10
+
+// benchRuns bounds a forwarded bench: every timed step twice over (fio's
+// start, the agent's polls, the node's samples), plus each fill at
+// benchFillMiBps.
+func benchRuns(c *cli.Context) time.Duration {
+	m, err := benchMethod(c)
+	if err != nil || c.NArg() < 2 {
+		return 0
+	}
+	var d time.Duration
+	for _, s := range m.Schedule(c.Args().Tail()) {
+		if s.Job.Timed {
+			d += 2 * m.Estimate(s)
+		} else {
+			d += time.Duration(m.SizeBytes/(benchFillMiBps<<20)+1) * time.Second
+		}
+	}
+	return d
+}
+
+func benchMethod(c *cli.Context) (bench.Method, error) {
+	jobs := bench.LabJobSet()
+	if f := c.String("jobs"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return bench.Method{}, exitcode.Usagef("--jobs: %v", err)
+		}
+		if jobs, err = bench.ParseJobFile(f, string(b)); err != nil {
+			return bench.Method{}, err
+		}
+	}
+	jobs, err := bench.Pick(jobs, c.StringSlice("job"), c.Bool("no-precondition"))
+	if err != nil {
+		return bench.Method{}, err
+	}
+	return bench.NewMethod(jobs, c.Int("runs"), c.Duration("runtime"), c.Duration("ramp"), c.String("size"))
+}
+
+func benchAction(c *cli.Context) error {
+	e := newEnv(c)
+	vmid, err := vmidArg(c)
+	if err != nil {
+		return err
+	}
+	m, err := benchMethod(c)
+	if err != nil {
+		return err
+	}
+	if f := c.String("report"); f != "" {
+		if st, err := os.Stat(filepath.Dir(f)); err != nil || !st.IsDir() {
+			return exitcode.Usagef("--report %s: no directory %s to write it in", f, filepath.Dir(f))
+		}
+	}
+	ids := c.Args().Tail()
+	if len(ids) == 0 {
+		return exitcode.Usagef("bench: name the disks to measure (usage: pvediskcheck bench VMID DISK...): fio writes to them")
+	}
+	v, err := loadVM(e, vmid)
+	if err != nil {
+		return err
+	}
+	sel, err := v.Select(ids)
+	if err != nil {
+		return err
+	}
+	if !v.Running {
+		return exitcode.Unreachablef("VM %d is not running: bench runs fio in the guest", vmid)
+	}
+	if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
+		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))
+	}
+	agent := qmp.Agent{Path: v.QGASocket(), Timeout: bench.AgentTimeout}
+	version, guest, err := bench.FindFio(e.ctx(), agent, vmid)
+	if err != nil {
+		return err
+	}
+	disks, obs, err := bench.Prepare(e.ctx(), e.node, v, sel, m, bench.Request{FileIn: c.StringSlice("file-in"), Destroy: c.StringSlice("destroy")})
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	if out == "" {
+		out = fmt.Sprintf("bench-%d-%s", vmid, time.Now().Format("20060102-150405"))
+	}
+	if c.Bool("dry-run") {
+		printBenchPlan(e, vmid, version, m, disks, out)
+		return nil
+	}
+	var ram int64
+	if mem, err := (sampler.Host{Proc: e.paths.Proc, Sys: e.paths.Sys}).Memory(); err == nil {
+		ram = mem.TotalBytes
+	}
+	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram,
+		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
+	res := bench.Summarise(m, disks, outcome, ram)
+	res.VMID, res.Out, res.Fio, res.Guest = vmid, out, version, guest
+	if f := c.String("report"); f != "" {
+		if err := os.WriteFile(f, bench.HTML(res), 0o644); err != nil {
+			return exitcode.Wrap(exitcode.Usage, "--report", err)
+		}
+	}
+	if e.json {
+		if err := e.printJSON(res); err != nil {
+			return err
+		}
+	} else {
+		printBench(e, res)
+	}
+	return outcome.Err
+}
+
+// benchProgress is one stderr line per step: what runs, and the time left.
+func benchProgress(e *env, p bench.Progress) {
+	s := p.Step
+	name := s.Job.Name
+	if s.Run > 0 {
+		name += fmt.Sprintf(" run %d", s.Run)
+	}
+	if !p.Done {
+		fmt.Fprintf(e.errOut, "bench [%d/%d] %s %s ... (%s of timed jobs left after this one)\n", p.Index, p.Total, s.Disk, name, units.Duration(p.Left))
+		return
+	}
+	if p.Err != nil {
+		fmt.Fprintf(e.errOut, "bench [%d/%d] %s %s: %v\n", p.Index, p.Total, s.Disk, name, p.Err)
+	}
+}
+
+func printBenchPlan(e *env, vmid int, version string, m bench.Method, disks []bench.Disk, out string) {
+	var ids []string
+	for _, d := range disks {
+		ids = append(ids, d.ID)
+	}
+	steps := m.Schedule(ids)
+	var total time.Duration
+	fills := 0
+	for _, s := range steps {
+		total += m.Estimate(s)
+		if !s.Job.Timed {
+			fills++
+		}
+	}
+	fmt.Fprintf(e.out, "VM %d: %s in the guest; plan (dry run: nothing written, nothing run):\n", vmid, version)
+	for _, d := range disks {
+		fmt.Fprintf(e.out, "  %s: %s %s", d.ID, d.Target.Mode, d.Target.Path)
+		if len(d.Target.Found) > 0 {
+			fmt.Fprintf(e.out, " (--destroy: writes over %s)", strings.Join(d.Target.Found, "; "))
+		}
+		fmt.Fprintf(e.out, "\n      %s\n", d.Settings.Text())
+	}
+	fmt.Fprintf(e.out, "%d fio runs, one at a time, repetitions interleaved across disks; timed: %s", len(steps), units.Duration(total))
+	if fills > 0 {
+		fmt.Fprintf(e.out, ", plus %d fill pass(es) writing %s each (as long as the storage takes)", fills, m.Size)
+	}
+	fmt.Fprintf(e.out, "\nresults: %s/\n\n", out)
+	byID := map[string]bench.Disk{}
+	for _, d := range disks {
+		byID[d.ID] = d
+	}
+	for _, s := range steps {
+		fmt.Fprintf(e.out, "%s\t%s\n", s.File(), bench.Shell(m.Argv(s, byID[s.Disk].Target.Path)))
+	}
+}
+
+func printBench(e *env, r *bench.Result) {
+	fmt.Fprintf(e.out, "VM %d: %s in the guest; %d run(s) of %s, %ds + %ds ramp, area %s; raw fio JSON in %s/\n",
+		r.VMID, r.Fio, r.Method.Runs, strings.Join(r.Method.Jobs, " "), r.Method.RuntimeS, r.Method.RampS, r.Method.Size, r.Out)
+	for _, d := range r.Disks {
+		fmt.Fprintf(e.out, "  %s: %s\n", d.ID, d.Settings.Text())
+	}
+	if len(r.Summary.Groups) > 0 {
+		fmt.Fprintln(e.out)
+		summaryTable(e, r.Summary, false)
+	}
+	var ev []string
+	for _, d := range r.Disks {
+		for _, j := range d.Jobs {
+			for _, x := range j.Evidence {
+				ev = append(ev, fmt.Sprintf("  %s %s: %s", d.ID, j.Name, x.Text()))
+			}
+		}
+	}
+	fmt.Fprintln(e.out, "\nNode evidence (what produced the numbers):")
+	if len(ev) == 0 {
+		fmt.Fprintln(e.out, "  none of Lab 19's traps seen")
+	}
+	for _, l := range ev {
+		fmt.Fprintln(e.out, l)
+	}
+	for _, d := range r.Disks {
+		for _, x := range d.Evidence {
+			fmt.Fprintf(e.out, "  %s: %s %s\n", d.ID, x.Kind, x.Message)
+		}
+	}
+	if len(r.Comparisons) > 0 {
+		fmt.Fprintln(e.out, "\nEvery pair (fio compare's verdicts):")
+		t := newTable(e.out, "JOB", "METRIC", "A", "B", "B VS A", "VERDICT")
+		for _, c := range r.Comparisons {
+			v := string(c.Verdict)
+			if c.Better != "" {
+				v += ", " + c.Better + " better"
+			}
+			t.row(c.Job, c.Metric, c.A, c.B, fmt.Sprintf("%+.1f%%", c.DiffPct), v)
+		}
+		t.flush()
+	}
+	if !r.Complete {
+		fmt.Fprintf(e.out, "\nIncomplete: %d run(s) not measured (%s): %s\n", len(r.Missing), strings.Join(clipList(r.Missing, 6), " "), r.Stopped)
+	}
+	fmt.Fprintf(e.out, "\nRead again with: pvediskcheck fio summary %s  (fio compare --dir %s A B)\n", filepath.Clean(r.Out), filepath.Clean(r.Out))
+}
+
+func clipList(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(l[:n:n], fmt.Sprintf("and %d more", len(l)-n))
+}
