@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -72,12 +73,13 @@ const (
 	CodePendingRestart       Code = "pending-restart"
 	CodeDrift                Code = "drift"
 	CodeLocked               Code = "locked"
+	CodeDiskStalled          Code = "disk-stalled"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
-	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked}
+	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodePendingRestart, CodeDrift, CodeLocked, CodeDiskStalled}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -182,6 +184,11 @@ type Options struct {
 	// its QEMU again. Not called for a VM whose config cannot be loaded.
 	// The rules only read v.
 	OnLoad func(v *vm.VM, liveErr error)
+	// StallAfter, when set, runs disk-stalled (package stall) on a running
+	// VM with this --stall-after: one more QMP exchange and a look at the
+	// node's threads. 0 (metrics, which judges stalls from its own
+	// counters) leaves it out.
+	StallAfter time.Duration
 }
 
 // Runner runs one external command (node.Runner; a recording in tests).
@@ -307,6 +314,9 @@ func checkVM(ctx context.Context, n node.Node, r Runner, vmid int, o Options, po
 		o.OnLoad(v, liveErr)
 	}
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
+	if o.StallAfter > 0 && v.Running && liveErr == nil {
+		stalls(ctx, n, v, o.StallAfter, &out)
+	}
 	if o.NextStart {
 		nextStart(ctx, r, v, &out)
 	}

@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -235,4 +236,13 @@ func describe(ts []Thread) string {
 		names += fmt.Sprintf(" and %d more", len(ts)-1)
 	}
 	return fmt.Sprintf("%d thread(s) serving the disk in state D (%s; wchan %s)", len(ts), names, strings.Join(at, ", "))
+}
+
+// ValidateAfter checks --stall-after as typed: at least MinAfter (0s is
+// not taken for the default).
+func ValidateAfter(d time.Duration) error {
+	if d < MinAfter {
+		return exitcode.Usagef("--stall-after %s: give at least %s", d, MinAfter)
+	}
+	return nil
 }
