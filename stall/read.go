@@ -25,18 +25,25 @@ const maxStat = 2048
 // state (stat), the wchan of those in state D, and each device's requests
 // in flight. No QMP: procfs and sysfs only.
 func Read(ctx context.Context, n node.Node, pid int, devs []string) Look {
-	look := Look{InFlight: map[string]int64{}}
+	look := Look{InFlight: inFlight(n, devs)}
 	look.Blocked, look.ThreadsErr = blocked(ctx, n, pid)
+	return look
+}
+
+// inFlight reads each device's requests in flight (its stat's ninth
+// field); a device that cannot be read is left out.
+func inFlight(n node.Node, devs []string) map[string]int64 {
+	out := map[string]int64{}
 	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
 	for _, d := range devs {
 		if d == "" {
 			continue
 		}
 		if st, err := h.BlockStatOf(d); err == nil {
-			look.InFlight[d] = st.InFlight
+			out[d] = st.InFlight
 		}
 	}
-	return look
+	return out
 }
 
 // blocked lists the threads of pid in state D with their wchan.
@@ -159,8 +166,11 @@ func Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[s
 		}
 	}
 	if !need {
+		// The devices' in-flight counts only (one sysfs file each): the
+		// exporter's in-flight series; no thread is read.
+		look := Look{InFlight: inFlight(n, Devices(disks))}
 		for _, d := range disks {
-			out = append(out, Judge(d, stats[d.ID], Look{}, after))
+			out = append(out, Judge(d, stats[d.ID], look, after))
 		}
 		return out
 	}
