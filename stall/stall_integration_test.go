@@ -18,46 +18,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// stallConfig: scsi0 on "local" (written once, then idle), scsi1 on the
-// freezable storage, each on its own iothread with io_uring and O_DIRECT
-// (qemu-server's defaults for a dir storage with cache=none).
-const stallConfig = `name: stall
-scsihw: virtio-scsi-single
-scsi0: local:100/vm-100-disk-0.raw,iothread=1,size=16M
-scsi1: frozen:100/vm-100-disk-1.raw,iothread=1,aio=io_uring,size=16M
-`
-
-// StalledVM starts VM 100 with scsi1 on a frozen filesystem and 8 x 1 MiB
-// writes outstanding on it; scsi0 has completed a write and is idle. It
-// returns the node, the VM and the storage to thaw.
-func stalledVM(t *testing.T) (*fakenode.Node, *fakenode.VM, *fakenode.Frozen) {
-	t.Helper()
-	n := fakenode.NewT(t)
-	fz := n.FreezableStorage(t, "frozen")
-	n.MustVolume(t, "local", "100/vm-100-disk-0.raw", 16<<20)
-	n.MustVolume(t, "frozen", "100/vm-100-disk-1.raw", 16<<20)
-	if err := n.WriteConfig(100, stallConfig); err != nil {
-		t.Fatal(err)
-	}
-	v := n.MustStart(t, 100, fakenode.ArgvOptions{})
-	// aio_write: qemu-io accounts its asynchronous requests in the
-	// device's counters (block_acct_start/done), not its synchronous ones.
-	v.MustQemuIO(t, "scsi0", "aio_write -P 0x5a 0 64k")
-	v.MustQemuIO(t, "scsi1", "aio_write -P 0x5a 0 64k")
-	for i := 0; i < 50; i++ {
-		st := blockstats(t, n)
-		if st["scsi0"].WrOps == 1 && st["scsi1"].WrOps == 1 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	fz.Freeze(t)
-	for i := 0; i < 8; i++ {
-		v.MustQemuIO(t, "scsi1", "aio_write -P 0x5b "+strconv.Itoa(i)+"M 1M")
-	}
-	return n, v, fz
-}
-
 func blockstats(t *testing.T, n *fakenode.Node) map[string]qmp.BlockStats {
 	t.Helper()
 	out := map[string]qmp.BlockStats{}
@@ -101,7 +61,7 @@ func disksOf(t *testing.T, nd node.Node) []Disk {
 // workers in D as the evidence; scsi0, idle as long, never is; after the
 // thaw the writes complete and scsi1 is no longer stalled.
 func TestFrozenFilesystemStalls(t *testing.T) {
-	n, v, fz := stalledVM(t)
+	n, v, fz := fakenode.StalledVM(t)
 	nd := node.New(n.Paths, 5*time.Second)
 	disks := disksOf(t, nd)
 	after := 2 * time.Second

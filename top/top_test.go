@@ -791,11 +791,7 @@ func TestMonitorHostileReply(t *testing.T) {
 }
 
 // stallConfig is stall's recorded VM (stall/testdata/README.md).
-const stallConfig = `name: stall
-scsihw: virtio-scsi-single
-scsi0: local:100/vm-100-disk-0.raw,iothread=1,size=16M
-scsi1: frozen:100/vm-100-disk-1.raw,iothread=1,aio=io_uring,size=16M
-`
+const stallConfig = fakenode.StallConfig
 
 // TestMonitorStall replays stall's recording of a frozen filesystem: the
 // disk whose io_uring workers are in D is STALLED with QEMU's idle time,

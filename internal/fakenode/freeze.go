@@ -1,10 +1,15 @@
 package fakenode
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
 // Frozen is a dir storage on its own ext4 filesystem (a loop-mounted
@@ -70,4 +75,61 @@ func (f *Frozen) Thaw(t testing.TB) {
 		t.Fatalf("fsfreeze -u: %v: %s", err, out)
 	}
 	f.frozen = false
+}
+
+// StallConfig is VM 100 of StalledVM: scsi0 on "local" (written once,
+// then idle), scsi1 on the freezable storage "frozen", each on its own
+// iothread with io_uring and O_DIRECT (qemu-server's defaults for a dir
+// storage with cache=none).
+const StallConfig = `name: stall
+scsihw: virtio-scsi-single
+scsi0: local:100/vm-100-disk-0.raw,iothread=1,size=16M
+scsi1: frozen:100/vm-100-disk-1.raw,iothread=1,aio=io_uring,size=16M
+`
+
+// StalledVM starts VM 100 (StallConfig) on a new node: one 64 KiB write
+// completes on each disk, then scsi1's filesystem is frozen and 8 x 1 MiB
+// writes are sent to it, which block. It returns the node, the VM and
+// the storage to thaw (thawed at cleanup in any case).
+func StalledVM(t testing.TB) (*Node, *VM, *Frozen) {
+	t.Helper()
+	n := NewT(t)
+	fz := n.FreezableStorage(t, "frozen")
+	n.MustVolume(t, "local", "100/vm-100-disk-0.raw", 16<<20)
+	n.MustVolume(t, "frozen", "100/vm-100-disk-1.raw", 16<<20)
+	if err := n.WriteConfig(100, StallConfig); err != nil {
+		t.Fatal(err)
+	}
+	v := n.MustStart(t, 100, ArgvOptions{})
+	// aio_write: qemu-io accounts its asynchronous requests in the
+	// device's counters (block_acct_start/done), not its synchronous ones.
+	v.MustQemuIO(t, "scsi0", "aio_write -P 0x5a 0 64k")
+	v.MustQemuIO(t, "scsi1", "aio_write -P 0x5a 0 64k")
+	for i := 0; i < 100 && v.WriteOps(t, "scsi0")+v.WriteOps(t, "scsi1") < 2; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	fz.Freeze(t)
+	for i := 0; i < 8; i++ {
+		v.MustQemuIO(t, "scsi1", "aio_write -P 0x5b "+strconv.Itoa(i)+"M 1M")
+	}
+	return n, v, fz
+}
+
+// WriteOps is a disk's wr_operations now.
+func (vm *VM) WriteOps(t testing.TB, disk string) int64 {
+	t.Helper()
+	var ops int64
+	err := qmp.Do(context.Background(), vm.node.Paths.QMPSocket(vm.VMID), 5*time.Second, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		for _, b := range qmp.ParseBlockstats(ret) {
+			if b.ID == disk {
+				ops = b.WrOps
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
 }
