@@ -205,3 +205,51 @@ func Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[s
 	}
 	return out
 }
+
+// Detector is Detect for a sampler that asks every interval (top): a VM's
+// threads are read at most every After/2 while none of its disks is
+// stalled (an idle disk is a candidate at every sample, and its VM's
+// threads cost ~12 µs each to read), and at every sample once one is, so
+// that the stall clears as soon as it ends, and at once when a disk
+// newly becomes idle past After. A stall that begins on a disk already
+// idle that long is seen within After/2 plus one interval. The devices'
+// in-flight counts are read every time (one file each). One per VM.
+type Detector struct {
+	look    Look
+	at      time.Time
+	cands   string // the candidate disks of the last read
+	stalled bool
+}
+
+// Detect judges the disks as Detect does, reusing the last thread read
+// when it is recent enough.
+func (dt *Detector) Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[string]qmp.BlockStats, after time.Duration) []Verdict {
+	var cands []string
+	for _, d := range disks {
+		if Candidate(stats[d.ID], after) {
+			cands = append(cands, d.ID)
+		}
+	}
+	key := strings.Join(cands, " ")
+	look := Look{InFlight: inFlight(n, Devices(disks))}
+	if need := len(cands) > 0; need {
+		// A disk newly idle past after is read at once: a busy disk that
+		// stops is reported within after plus one interval.
+		if dt.stalled || dt.at.IsZero() || key != dt.cands || time.Since(dt.at) >= after/2 {
+			dt.look.Blocked, dt.look.ThreadsErr = blocked(ctx, n, pid)
+			dt.at = time.Now()
+		}
+		look.Blocked, look.ThreadsErr = dt.look.Blocked, dt.look.ThreadsErr
+		dt.cands = key
+	} else {
+		dt.at, dt.cands = time.Time{}, "" // every disk completing: the next candidate is read at once
+	}
+	out := make([]Verdict, 0, len(disks))
+	dt.stalled = false
+	for _, d := range disks {
+		v := Judge(d, stats[d.ID], look, after)
+		dt.stalled = dt.stalled || v.Stalled
+		out = append(out, v)
+	}
+	return out
+}

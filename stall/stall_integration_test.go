@@ -138,6 +138,8 @@ func record(t *testing.T, dir string, n *fakenode.Node, v *fakenode.VM) {
 	write("cmdline", fix(raw))
 	write("query-blockstats.json", fix(exec("query-blockstats")))
 	write("query-iothreads.json", exec("query-iothreads"))
+	write("query-block.json", fix(exec("query-block")))
+	write("query-block-jobs.json", exec("query-block-jobs"))
 	write("query-cpus-fast.json", exec("query-cpus-fast"))
 	tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(v.Pid), "task"))
 	for _, task := range tasks {

@@ -15,10 +15,10 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
-// The recording (testdata/README.md): QEMU 1918, scsi1's iothread 1921.
+// The recording (testdata/README.md): QEMU 2452, scsi1's iothread 2455.
 const (
-	recPID      = 1918
-	recIOThread = 1921
+	recPID      = 2452
+	recIOThread = 2455
 	recAfter    = 2 * time.Second
 )
 
@@ -38,7 +38,7 @@ func recorded(t testing.TB) (node.Node, map[string]qmp.BlockStats) {
 
 func recDisks() []Disk {
 	return []Disk{
-		{ID: "scsi0", Storage: "local", ServingTID: 1920},
+		{ID: "scsi0", Storage: "local", ServingTID: 2454},
 		{ID: "scsi1", Storage: "frozen", ServingTID: recIOThread},
 	}
 }
@@ -63,11 +63,11 @@ func TestRecordedStall(t *testing.T) {
 		t.Fatalf("frozen scsi1: %+v", stuck)
 	}
 	for _, th := range stuck.Blocked {
-		if th.Comm != "iou-wrk-1921" || th.State != "D" || th.Wchan != "percpu_rwsem_wait" {
+		if th.Comm != "iou-wrk-2455" || th.State != "D" || th.Wchan != "percpu_rwsem_wait" {
 			t.Errorf("blocked %+v", th)
 		}
 	}
-	if want := "qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-1921 and 7 more; wchan 8 in percpu_rwsem_wait)"; stuck.Summary() != want {
+	if want := "qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-2455 and 7 more; wchan 8 in percpu_rwsem_wait)"; stuck.Summary() != want {
 		t.Errorf("scsi1 evidence:\n got %s\nwant %s", stuck.Summary(), want)
 	}
 	// Past the recorded idle time nothing is judged: the node is not read.
@@ -159,7 +159,7 @@ func TestParseStat(t *testing.T) {
 		in, comm, state string
 		ok              bool
 	}{
-		{"1939 (iou-wrk-1921) D 1 1916", "iou-wrk-1921", "D", true},
+		{"1939 (iou-wrk-2455) D 1 1916", "iou-wrk-2455", "D", true},
 		{"7 (a) b) S 1", "a) b", "S", true},
 		{"7 (x)", "", "", false},
 		{"no parens", "", "", false},
@@ -168,5 +168,59 @@ func TestParseStat(t *testing.T) {
 		if comm != c.comm || state != c.state || ok != c.ok {
 			t.Errorf("%q: %q %q %v", c.in, comm, state, ok)
 		}
+	}
+}
+
+// BenchmarkDetectCandidate: what top and metrics pay per sample for a VM
+// with a disk idle past --stall-after: the listing and stat of its 17
+// recorded threads (wchan of the 8 blocked). A VM whose disks completed
+// something within --stall-after costs no thread read.
+func BenchmarkDetectCandidate(b *testing.B) {
+	n, stats := recorded(b)
+	disks := recDisks()
+	for i := 0; i < b.N; i++ {
+		Detect(context.Background(), n, recPID, disks, stats, recAfter, 0)
+	}
+}
+
+// BenchmarkReadRealProcfs: the thread read on a real procfs (the test
+// process's own threads).
+func BenchmarkReadRealProcfs(b *testing.B) {
+	n := node.New(node.NewPaths("/", "/proc", "/sys"), 5*time.Second)
+	ents, _ := os.ReadDir("/proc/self/task")
+	b.ReportMetric(float64(len(ents)), "threads")
+	for i := 0; i < b.N; i++ {
+		Read(context.Background(), n, os.Getpid(), nil)
+	}
+}
+
+// TestDetectorRereads: the threads are read again when the candidates
+// change or a disk is stalled, and reused otherwise (within After/2).
+func TestDetectorRereads(t *testing.T) {
+	n, stats := recorded(t)
+	var dt Detector
+	busy := map[string]qmp.BlockStats{"scsi0": stats["scsi0"], "scsi1": {IdleTimeNs: int64(time.Millisecond), HasIdleTime: true}}
+	got := dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	if got[0].Stalled || got[1].Stalled || dt.at.IsZero() {
+		t.Fatalf("idle scsi0: %+v, read at %v", got, dt.at)
+	}
+	first := dt.at
+	// scsi1 stops completing: a new candidate, read at once, stalled.
+	got = dt.Detect(context.Background(), n, recPID, recDisks(), stats, recAfter)
+	if !got[1].Stalled || !dt.at.After(first) {
+		t.Errorf("scsi1 newly idle: %+v, read at %v (first %v)", got[1], dt.at, first)
+	}
+	// Stalled: read at every sample.
+	second := dt.at
+	dt.Detect(context.Background(), n, recPID, recDisks(), stats, recAfter)
+	if !dt.at.After(second) {
+		t.Error("a stalled VM's threads were not read again")
+	}
+	// Only the idle scsi0, candidates unchanged: the last read is reused.
+	dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	third := dt.at
+	dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	if !dt.at.Equal(third) {
+		t.Error("an idle VM's threads were read again within After/2")
 	}
 }

@@ -213,6 +213,7 @@ type vmState struct {
 	tmapAt      time.Time
 	diskThreads map[string]string
 	stallDisks  []stall.Disk // the stall rule's view of the disks, made with tmap
+	stall       stall.Detector
 
 	limits map[string]qemuserver.Limits // running limits by disk
 	rr     int                          // next disk whose group limits are read (QEMU < 10.1)
@@ -497,7 +498,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	}
 	snap.DevicesAt = time.Now()
 	snap.Stalls = map[string]stall.Verdict{}
-	for _, v := range stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter(), 0) {
+	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
 		snap.Stalls[v.Disk] = v
 	}
 	return snap, nil

@@ -809,10 +809,10 @@ func TestMonitorStall(t *testing.T) {
 	for _, c := range []struct {
 		after   time.Duration
 		stalled float64
-	}{{2 * time.Second, 2.3}, {2300 * time.Millisecond, 2.3}, {2400 * time.Millisecond, 0}} {
+	}{{2 * time.Second, 2.3}, {2288 * time.Millisecond, 2.3}, {2289 * time.Millisecond, 0}} {
 		n := newFakeNode(t)
 		n.write("etc/pve/storage.cfg", "dir: local\n\tpath /var/lib/vz\n\tcontent images\n\ndir: frozen\n\tpath /mnt/frozen\n\tcontent images\n")
-		v := n.addVM(100, 1918, stallConfig, []byte(read("cmdline")), qmptest.Greeting72)
+		v := n.addVM(100, 2452, stallConfig, []byte(read("cmdline")), qmptest.Greeting72)
 		v.set("query-blockstats", read("query-blockstats.json"))
 		v.set("query-block-jobs", "[]")
 		v.set("query-iothreads", read("query-iothreads.json"))
@@ -839,7 +839,7 @@ func TestMonitorStall(t *testing.T) {
 			}
 			continue
 		}
-		want := "scsi1 of VM 100 STALLED for 2.3 s: qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-1921 and 7 more; wchan 8 in percpu_rwsem_wait)"
+		want := "scsi1 of VM 100 STALLED for 2.3 s: qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-2455 and 7 more; wchan 8 in percpu_rwsem_wait)"
 		if len(s.Findings) != 1 || s.Findings[0].Code != DiskStalled || s.Findings[0].Message != want || !reflect.DeepEqual(s.Findings[0].Disks, []string{"scsi1"}) {
 			t.Errorf("after %s: findings %+v", c.after, s.Findings)
 		}
