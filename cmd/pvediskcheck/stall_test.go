@@ -80,6 +80,7 @@ func TestStallRealQEMU(t *testing.T) {
 		t.Errorf("stall: exit %d\n%s%s", code, out, errs)
 	}
 	blockedInCapture(t, stallDir)
+	t.Logf("stall: %d files, %d bytes, not read: %s", gjson.Get(out, "files").Int(), gjson.Get(out, "bytes").Int(), gjson.Get(out, "not_read"))
 
 	fz.Thaw(t)
 	for deadline := time.Now().Add(10 * time.Second); v.WriteOps(t, "scsi1") != 9 && time.Now().Before(deadline); {
