@@ -196,11 +196,13 @@ func Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[s
 		}
 		b := stats[d.ID]
 		b.IdleTimeNs += int64(confirm)
+		// The first look's figures stand (QEMU was asked then); the
+		// second only confirms that the requests are still outstanding.
 		if v := Judge(d, b, again, after); !v.Stalled {
-			out[i] = v
+			out[i].Stalled, out[i].StalledSeconds, out[i].Blocked, out[i].InFlight = false, 0, v.Blocked, v.InFlight
 			out[i].Evidence = append(out[i].Evidence, Evidence{SourceThreads, "a second look " + confirm.String() + " later found nothing outstanding"})
 		} else {
-			out[i] = v
+			out[i].Evidence = append(out[i].Evidence, Evidence{SourceThreads, "still outstanding " + confirm.String() + " later"})
 		}
 	}
 	return out
