@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -54,20 +53,13 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 	agent := qmp.Agent{Path: v.QGASocket(), Timeout: AgentTimeout}
 	var pci map[string]string
 	var qemu string
-	if err := v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		ret, err := s.Exec("query-pci", nil)
-		if err != nil {
-			return err
-		}
-		pci = guestdisk.PCIDevices(ret)
-		ver, err := s.Exec("query-version", nil)
-		if err == nil {
-			q := ver.Get("qemu")
-			qemu = fmt.Sprintf("%d.%d.%d", q.Get("major").Int(), q.Get("minor").Int(), q.Get("micro").Int())
-		}
-		return nil
-	}); err != nil {
+	a, err := v.Ask(ctx, n.Timeout, vm.Query{Need: vm.NeedPCI})
+	if err != nil {
 		return nil, nil, exitcode.Unreachablef("%s", vm.QMPError(v.VMID, err))
+	}
+	pci = a.PCI
+	if a.QEMU != (qmp.Version{}) {
+		qemu = a.QEMU.String()
 	}
 	seen, err := guestdisk.Ask(ctx, agent, pci, qemuserver.SCSIHW(v.Config.Main))
 	if err != nil {

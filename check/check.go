@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -74,13 +75,14 @@ const (
 	CodeZFSSyncDisabled      Code = "zfs-sync-disabled"
 	CodeZFSSyncAlways        Code = "zfs-sync-always"
 	CodeZFSBlocksizeInvalid  Code = "zfs-blocksize-invalid"
+	CodeDiskStalled          Code = "disk-stalled"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -179,6 +181,11 @@ type Options struct {
 	NextStart bool
 	// Parallel is how many VMs Run checks at once (< 1 means 1).
 	Parallel int
+	// StallAfter, when set, runs disk-stalled (package stall) on a running
+	// VM with this --stall-after: one more QMP exchange and a look at the
+	// node's threads. 0 (metrics, which judges stalls from its own
+	// counters) leaves it out.
+	StallAfter time.Duration
 }
 
 // Targets returns the VMIDs to check: the ones given (each with a config on
@@ -287,6 +294,9 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
 	zfsRules(ctx, n.Runner, v, &out)
 	volumeChains(ctx, n, v, &out)
+	if o.StallAfter > 0 && v.Running && liveErr == nil {
+		stalls(ctx, n, v, o.StallAfter, &out)
+	}
 	if o.NextStart {
 		nextStart(ctx, n.Runner, v, &out)
 	}

@@ -273,6 +273,10 @@ func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, 
 		return err
 	}
 	res.Apply = &Applied{Method: m, Command: CommandJSON(m, args), DryRun: req.DryRun, Before: before}
+	if runBefore.Equal(want.QEMU()) {
+		unchanged(res, before, fmt.Sprintf("%s already runs with these limits: nothing was sent (a live rewrite would restart the throttle's accounting for no change)", d.ID))
+		return nil
+	}
 	if req.DryRun {
 		return nil
 	}
@@ -345,6 +349,14 @@ func saveLine(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 	}
 	a := &Applied{Method: QMSet, Command: strings.Join(argv, " "), DryRun: req.DryRun, Before: FromQEMU(d.Drive.Limits())}
 	res.Apply = a
+	if d.Drive.Limits().Equal(want.QEMU()) && (!v.Running || res.Limits.Running != nil && res.Limits.Running.QEMU().Equal(want.QEMU())) {
+		what := "the config"
+		if v.Running {
+			what = "the config and the running VM"
+		}
+		unchanged(res, a.Before, fmt.Sprintf("%s of VM %d already have these limits for %s: qm set was not run", what, v.VMID, d.ID))
+		return nil
+	}
 	if req.DryRun {
 		return nil
 	}
@@ -374,6 +386,14 @@ func saveLine(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 		return nil
 	}
 	return readBack(ctx, n, v, d, res, want.QEMU(), "qm set saved the config")
+}
+
+// unchanged records a change that asks for what is already there: nothing
+// is sent or saved, and the result says so (Applied.Unchanged).
+func unchanged(res *Result, before Set, note string) {
+	a := res.Apply
+	a.Unchanged, a.After, a.Confirmed = true, before, true
+	res.Notes = append(res.Notes, note)
 }
 
 // readBack reads the disk's running limits again and compares them with

@@ -34,6 +34,10 @@ type Applied struct {
 	Before    Set    `json:"before"`
 	After     Set    `json:"after"` // read back from QEMU; null when not read
 	Confirmed bool   `json:"confirmed"`
+	// Unchanged: the values asked for are the ones already in effect
+	// (running, and with --persist in the config too): nothing was sent
+	// or saved; After is Before.
+	Unchanged bool   `json:"unchanged"`
 	Output    string `json:"output,omitempty"` // qm's stdout
 }
 

@@ -708,3 +708,32 @@ func TestPersistRace(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyLiveUnchanged: values equal to the running limits send nothing,
+// and the result says so; one value off sends the command.
+func TestApplyLiveUnchanged(t *testing.T) {
+	for _, gen := range gens {
+		t.Run(gen, func(t *testing.T) {
+			tn := newTestNode(t, gen, true)
+			tn.qemu.set("scsi1", lab)
+			v, disks := tn.load(t, "scsi1")
+			for _, dry := range []bool{false, true} {
+				rs, err := Run(context.Background(), tn.node, v, disks, Request{Change: change(map[string]float64{"mbps_wr": 20, "iops_rd": 500}), DryRun: dry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := rs[0].Apply
+				if a == nil || !a.Unchanged || !a.Confirmed || !reflect.DeepEqual(a.After, a.Before) || !reflect.DeepEqual(a.Before, Set{"mbps_wr": 20, "iops_rd": 500}) || len(tn.qemu.commands()) != 0 {
+					t.Fatalf("dry %v: %+v, QEMU got %v", dry, a, tn.qemu.commands())
+				}
+				if !reflect.DeepEqual(rs[0].Notes, []string{"scsi1 already runs with these limits: nothing was sent (a live rewrite would restart the throttle's accounting for no change)"}) {
+					t.Errorf("notes %q", rs[0].Notes)
+				}
+			}
+			rs, err := Run(context.Background(), tn.node, v, disks, Request{Change: change(map[string]float64{"mbps_wr": 21})})
+			if err != nil || rs[0].Apply.Unchanged || len(tn.qemu.commands()) != 1 {
+				t.Errorf("one value off: %v %+v %v", err, rs[0].Apply, tn.qemu.commands())
+			}
+		})
+	}
+}

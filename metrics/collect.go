@@ -34,6 +34,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -72,6 +73,12 @@ const DefaultParallel = 8
 type Options struct {
 	// Parallel is how many VMs are read at once; < 1 means DefaultParallel.
 	Parallel int
+	// StallAfter is --stall-after (package stall); 0 means
+	// stall.DefaultAfter.
+	StallAfter time.Duration
+	// OnSnapshot, when set, gets every collection once it is complete
+	// (--capture keeps stalls' evidence from it).
+	OnSnapshot func(*Snapshot)
 }
 
 // Snapshot is one collection: what every metric is built from.
@@ -128,6 +135,9 @@ type Disk struct {
 	// group); ConfigLimits those the config asks for.
 	Limits       qemuserver.Limits
 	ConfigLimits qemuserver.Limits
+	// Stall is the stall rule's verdict, judged from Stats' idle_time_ns
+	// and the node's threads and device (no QMP command of its own).
+	Stall stall.Verdict
 }
 
 // LimitsDiffer reports running limits other than the config's.
@@ -184,7 +194,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools)
+			vms[i], errs = collectVM(ctx, n, id, pools, o.StallAfter)
 			for _, e := range errs {
 				fail(e)
 			}
@@ -193,13 +203,16 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	wg.Wait()
 	s.VMs = vms
 	s.Duration = time.Since(start)
+	if o.OnSnapshot != nil {
+		o.OnSnapshot(s)
+	}
 	return s
 }
 
 // collectVM reads one VM: check's load (one FetchLive) and findings, then
 // for a running VM its counters and thread ids in one more exchange, and
 // its threads' CPU time.
-func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache) (VM, []Source) {
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, stallAfter time.Duration) (VM, []Source) {
 	out := VM{VMID: vmid}
 	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{}, pools)
 	out.Findings = res.Findings
@@ -221,6 +234,7 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	}
 	out.Live = true
 	out.Disks = disks(v, l)
+	judgeStalls(ctx, n, v, l, out.Disks, stallAfter)
 	var errs []Source
 	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
 		out.CPU = cpu
@@ -286,6 +300,21 @@ func disks(v *vm.VM, l *live) []Disk {
 		out = append(out, disk)
 	}
 	return out
+}
+
+// judgeStalls applies the stall rule to the disks, from the counters read
+// (idle_time_ns) and, for a VM with a disk idle for after, its threads.
+func judgeStalls(ctx context.Context, n node.Node, v *vm.VM, l *live, ds []Disk, after time.Duration) {
+	if after <= 0 {
+		after = stall.DefaultAfter
+	}
+	byID := map[string]stall.Verdict{}
+	for _, sv := range stall.Detect(ctx, n, v.Pid, stall.Disks(n, v, l.threads), l.stats, after, 0) {
+		byID[sv.Disk] = sv
+	}
+	for i := range ds {
+		ds[i].Stall = byID[ds[i].ID]
+	}
 }
 
 // cpuOf reads the CPU time of the mapped threads; false when the main

@@ -65,6 +65,8 @@ var (
 	limitBurstBytes  = desc("disk_limit_burst_bytes_per_second", "Running burst limit in bytes per second, by direction.", "vmid", "disk", "direction")
 	limitBurstOps    = desc("disk_limit_burst_operations_per_second", "Running burst limit in operations per second, by direction.", "vmid", "disk", "direction")
 	limitBurstLength = desc("disk_limit_burst_length_seconds", "How long a burst may last, by direction and limit (bytes, operations).", "vmid", "disk", "direction", "limit")
+	diskStalled      = desc("disk_stalled_seconds", "How long the disk has completed no request while the node shows requests outstanding for it (QEMU's idle_time_ns; serving threads in state D or the node device's requests in flight: `pvediskcheck stall`); 0 when it is not stalled.", diskLabels...)
+	diskInFlight     = desc("disk_inflight_requests", "Requests in flight on the node block device under the disk's volume (/sys/class/block/DEV/stat); absent when the volume is no block device on the node.", diskLabels...)
 	limitsDiffer     = desc("disk_limits_differ_from_config", "1 when the running I/O limits differ from the config's (a live change not saved, or a config change not applied), else 0.", diskLabels...)
 
 	findings = desc("check_findings", "Findings of `pvediskcheck check`, counted by code and severity.", "vmid", "code", "severity")
@@ -108,7 +110,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range protocolCounters {
 		ch <- c.desc
 	}
-	for _, d := range []*prometheus.Desc{diskInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
+	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
 		findings, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
@@ -132,6 +134,10 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 				for _, c := range deviceCounters {
 					count(c.desc, c.value(d.Stats), vmid, d.ID)
 				}
+				gauge(diskStalled, d.Stall.StalledSeconds, vmid, d.ID)
+			}
+			if d.Stall.InFlight != nil {
+				gauge(diskInFlight, float64(*d.Stall.InFlight), vmid, d.ID)
 			}
 			if d.Protocol != nil {
 				for _, c := range protocolCounters {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 )
 
@@ -149,5 +151,24 @@ pvediskcheck_thinpool_writes_stop_after_bytes{storage="local-lvm"} 1.073741824e+
 	}
 	if !strings.Contains(got, `pvediskcheck_thinpool_error_when_full{storage="local-lvm"} 0`) {
 		t.Errorf("queue:\n%s", got)
+	}
+}
+
+// A stalled disk's seconds, 0 for one that is not, and the in-flight
+// count only where the node device was read; no stalled series for a disk
+// without counters.
+func TestExportStall(t *testing.T) {
+	four := int64(4)
+	s := &Snapshot{VMs: []VM{{VMID: 100, Live: true, Disks: []Disk{
+		{ID: "scsi0", Stats: &qmp.BlockStats{}, Stall: stall.Verdict{Disk: "scsi0"}},
+		{ID: "scsi1", Stats: &qmp.BlockStats{}, Stall: stall.Verdict{Disk: "scsi1", Stalled: true, StalledSeconds: 87.5, InFlight: &four}},
+		{ID: "scsi2", Stall: stall.Verdict{Disk: "scsi2"}},
+	}}}}
+	want := `pvediskcheck_disk_inflight_requests{disk="scsi1",vmid="100"} 4
+pvediskcheck_disk_stalled_seconds{disk="scsi0",vmid="100"} 0
+pvediskcheck_disk_stalled_seconds{disk="scsi1",vmid="100"} 87.5`
+	text := exposition(t, s)
+	if got := only(text, "pvediskcheck_disk_inflight") + "\n" + only(text, "pvediskcheck_disk_stalled"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

@@ -217,7 +217,14 @@ type BlockStats struct {
 	DiscardNbFailed   int64
 	DiscardBytesOK    int64
 	HasDriverSpecific bool
-	Timestamp         int64 // caller-filled, ns
+	// IdleTimeNs is QEMU's idle_time_ns: nanoseconds since the device's
+	// last completed request (block/accounting.c sets last_access_time_ns
+	// when a request is accounted done or failed, never when one is
+	// submitted). QEMU leaves it out until a first request completed:
+	// HasIdleTime says whether it was there.
+	IdleTimeNs  int64
+	HasIdleTime bool
+	Timestamp   int64 // caller-filled, ns
 }
 
 // ParseBlockstats parses query-blockstats (device entries, or node entries
@@ -274,6 +281,8 @@ func ParseBlockstats(ret gjson.Result) []BlockStats {
 				b.FailedOps += v.Int()
 			case "invalid_rd_operations", "invalid_wr_operations", "invalid_flush_operations", "invalid_unmap_operations":
 				b.InvalidOps += v.Int()
+			case "idle_time_ns":
+				b.IdleTimeNs, b.HasIdleTime = v.Int(), true
 			}
 			return true
 		})

@@ -67,6 +67,9 @@ const (
 	QueuedInQEMU Code = "queued-in-qemu"
 	// FailedOps: requests failed (I/O errors) or were refused.
 	FailedOps Code = "failed-ops"
+	// DiskStalled: the disk has requests outstanding and completed none
+	// for --stall-after (package stall; the message says the evidence).
+	DiskStalled Code = "disk-stalled"
 )
 
 // Thresholds of the findings, with the measurements that set them.
@@ -139,6 +142,10 @@ func Judge(s Sample) []Finding {
 		if q, dev, ok := queuedInQEMU(d); ok {
 			out = append(out, Finding{Code: QueuedInQEMU, VMID: d.VMID, Disks: []string{d.Disk},
 				Message: fmt.Sprintf("%s of VM %d: requests took %.1f ms in QEMU, %.1f ms in %s below it: the time is spent in QEMU, not in the storage", d.Disk, d.VMID, q, dev, deref(d.Device))})
+		}
+		if d.StalledSeconds > 0 {
+			out = append(out, Finding{Code: DiskStalled, VMID: d.VMID, Disks: []string{d.Disk},
+				Message: fmt.Sprintf("%s of VM %d STALLED for %s s: %s", d.Disk, d.VMID, units.Number(d.StalledSeconds), d.stallSays)})
 		}
 		if d.FailedOps > 0 {
 			out = append(out, Finding{Code: FailedOps, VMID: d.VMID, Disks: []string{d.Disk},

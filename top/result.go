@@ -35,6 +35,11 @@ type Disk struct {
 	// number QEMU had outstanding.
 	QueueDepth float64 `json:"queue_depth"`
 	FailedOps  int64   `json:"failed_ops"` // failed or refused requests in the interval
+	// StalledSeconds is how long the disk has completed nothing while the
+	// node shows requests outstanding for it (package stall); 0 when it is
+	// not stalled.
+	StalledSeconds float64 `json:"stalled_seconds"`
+	stallSays      string  // the stall rule's evidence, for the finding
 
 	// LimitPct is the share of the running I/O limit used, for the limit
 	// closest to being reached; nil when the disk runs unthrottled.

@@ -31,6 +31,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -52,6 +53,10 @@ type Options struct {
 	// OnSample gets every sample; an error ends Run with that error
 	// (ErrStop ends it cleanly).
 	OnSample func(Sample) error
+	// StallAfter is --stall-after: a disk with requests outstanding that
+	// completes nothing for this long is stalled (package stall); 0 means
+	// stall.DefaultAfter.
+	StallAfter time.Duration
 }
 
 // ErrStop, returned by OnSample, ends Run without an error.
@@ -82,6 +87,11 @@ const (
 func Validate(p node.Paths, o Options) error {
 	if o.Interval < MinInterval {
 		return exitcode.Usagef("--interval %s: give at least %s", o.Interval, MinInterval)
+	}
+	if o.StallAfter != 0 {
+		if err := stall.ValidateAfter(o.StallAfter); err != nil {
+			return err
+		}
 	}
 	if o.Count < 0 {
 		return exitcode.Usagef("--count %d: give a positive number (0: until interrupted)", o.Count)
@@ -190,6 +200,8 @@ type vmState struct {
 	tmap        threads.Map
 	tmapAt      time.Time
 	diskThreads map[string]string
+	stallDisks  []stall.Disk // the stall rule's view of the disks, made with tmap
+	stall       stall.Detector
 
 	limits map[string]qemuserver.Limits // running limits by disk
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
@@ -222,6 +234,7 @@ type snapshot struct {
 	Threads   map[int]threads.Counters
 	DevicesAt time.Time
 	Devices   map[string]sampler.BlockStat // disk -> node device counters
+	Stalls    map[string]stall.Verdict     // disk -> the stall rule's verdict
 }
 
 // Sample takes one sample of every VM watched. Rows and rates need a
@@ -441,6 +454,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 			ids[i] = d.id
 		}
 		st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
+		st.stallDisks = stall.Disks(m.n, st.v, st.tmap)
 	}
 	if needPCI {
 		m.mu.Lock()
@@ -473,7 +487,18 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		}
 	}
 	snap.DevicesAt = time.Now()
+	snap.Stalls = map[string]stall.Verdict{}
+	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
+		snap.Stalls[v.Disk] = v
+	}
 	return snap, nil
+}
+
+func (m *Monitor) stallAfter() time.Duration {
+	if m.o.StallAfter <= 0 {
+		return stall.DefaultAfter
+	}
+	return m.o.StallAfter
 }
 
 // limitDisks are the disks whose running limits are read (vm.Ask's rules:
@@ -642,6 +667,9 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 					r.DeviceLatencyMs = pct(units.Ms(di.Latency))
 				}
 			}
+		}
+		if sv, ok := cur.Stalls[d.ID]; ok && sv.Stalled {
+			r.StalledSeconds, r.stallSays = sv.StalledSeconds, sv.Summary()
 		}
 		if d.Seen != nil {
 			dev := d.Seen.Device

@@ -187,7 +187,7 @@ func TestSampleJSONSchema(t *testing.T) {
 	issue := []string{"vmid", "name", "disk", "storage", "read_iops", "write_iops", "read_bps", "write_bps", "read_latency_ms",
 		"write_latency_ms", "flush_latency_ms", "queue_depth", "failed_ops", "limit_pct", "block_job", "iothread",
 		"iothread_cpu_pct", "device_latency_ms"}
-	added := []string{"limit", "thread", "thread_cpu_pct", "thread_wait_pct", "device", "guest_by_id", "guest_device", "guest_mounts", "queues"}
+	added := []string{"limit", "thread", "thread_cpu_pct", "thread_wait_pct", "device", "guest_by_id", "guest_device", "guest_mounts", "queues", "stalled_seconds"}
 	want := append(append([]string{}, issue...), added...)
 	sort.Strings(want)
 	rows := doc["disks"].([]any)
@@ -789,5 +789,64 @@ func TestMonitorHostileReply(t *testing.T) {
 	a.set("query-blockstats", normal...)
 	if s := m.Sample(ctx); vmRow(t, s, 370).Status != OK || len(diskRows(s, 370)) != 4 {
 		t.Errorf("after: %+v", vmRow(t, s, 370))
+	}
+}
+
+// stallConfig is stall's recorded VM (stall/testdata/README.md).
+const stallConfig = fakenode.StallConfig
+
+// TestMonitorStall replays stall's recording of a frozen filesystem: the
+// disk whose io_uring workers are in D is STALLED with QEMU's idle time,
+// the idle disk beside it is not, and the QMP commands are those of any
+// sample.
+func TestMonitorStall(t *testing.T) {
+	rec := filepath.Join("..", "stall", "testdata", "frozen-7.2")
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(rec, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, c := range []struct {
+		after   time.Duration
+		stalled float64
+	}{{2 * time.Second, 2.3}, {2288 * time.Millisecond, 2.3}, {2289 * time.Millisecond, 0}} {
+		n := newFakeNode(t)
+		n.write("etc/pve/storage.cfg", "dir: local\n\tpath /var/lib/vz\n\tcontent images\n\ndir: frozen\n\tpath /mnt/frozen\n\tcontent images\n")
+		v := n.addVM(100, 2452, stallConfig, []byte(read("cmdline")), qmptest.Greeting72)
+		v.set("query-blockstats", read("query-blockstats.json"))
+		v.set("query-block-jobs", "[]")
+		v.set("query-iothreads", read("query-iothreads.json"))
+		v.set("query-cpus-fast", read("query-cpus-fast.json"))
+		v.set("qom-list-get", "[]")
+		v.set("qom-get", "{}")
+		v.start()
+		v.proc(filepath.Join(rec, "proc"))
+		m := n.monitor(Options{StallAfter: c.after})
+		m.Sample(context.Background())
+		first := len(v.q.Seen())
+		s := m.Sample(context.Background())
+		rows := diskRows(s, 100)
+		if len(rows) != 2 || rows["scsi0"].StalledSeconds != 0 || rows["scsi1"].StalledSeconds != c.stalled {
+			t.Fatalf("after %s: rows %+v", c.after, rows)
+		}
+		var codes []Code
+		for _, f := range s.Findings {
+			codes = append(codes, f.Code)
+		}
+		if c.stalled == 0 {
+			if len(codes) != 0 {
+				t.Errorf("after %s: findings %v", c.after, s.Findings)
+			}
+			continue
+		}
+		want := "scsi1 of VM 100 STALLED for 2.3 s: qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-2455 and 7 more; wchan 8 in percpu_rwsem_wait)"
+		if len(s.Findings) != 1 || s.Findings[0].Code != DiskStalled || s.Findings[0].Message != want || !reflect.DeepEqual(s.Findings[0].Disks, []string{"scsi1"}) {
+			t.Errorf("after %s: findings %+v", c.after, s.Findings)
+		}
+		if got := v.q.Seen()[first:]; !reflect.DeepEqual(got, []string{"query-blockstats", "query-block-jobs", "qom-get"}) {
+			t.Errorf("commands of a sample with a stall: %v", got)
+		}
 	}
 }

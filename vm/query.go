@@ -102,6 +102,9 @@ type Answer struct {
 	Threads    threads.Map
 	PCI        map[string]string // guestdisk.PCIDevices
 	QOM        map[QOMRef]QOMValue
+	// QEMU is the version QEMU's greeting states (zero when it states
+	// none: a replay without one).
+	QEMU qmp.Version
 }
 
 // FetchLive asks QEMU, in one QMP exchange, for the run state and each
@@ -136,6 +139,7 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 	start := time.Now()
 	err := qmp.DoRetry(ctx, v.QMPSocket(), timeout, patience, func(s qmp.Session) error {
 		a = &Answer{Waited: time.Since(start)}
+		a.QEMU, _ = s.Version()
 		var err error
 		if status, err = askStatus(s, q.Need); err != nil {
 			return err

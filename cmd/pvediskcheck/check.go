@@ -35,6 +35,7 @@ func checkCommand() *cli.Command {
 			&cli.StringFlag{Name: "fail-on", Value: "warning", Usage: "lowest severity that makes the exit code 1: warning or error"},
 			&cli.BoolFlag{Name: "next-start", Usage: "also parse 'qm showcmd VMID' and list what changes at the next start"},
 			&cli.IntFlag{Name: "parallel", Value: 8, Usage: "VMs checked at once with --all"},
+			stallAfterFlag(),
 		},
 		Action: checkAction,
 	}
@@ -50,7 +51,7 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep := check.Run(e.ctx(), e.node, ids, check.Options{NextStart: c.Bool("next-start"), Parallel: c.Int("parallel")})
+	rep := check.Run(e.ctx(), e.node, ids, check.Options{NextStart: c.Bool("next-start"), Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after")})
 	if e.json {
 		if err := e.printJSON(rep); err != nil {
 			return err

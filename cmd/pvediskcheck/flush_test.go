@@ -95,7 +95,19 @@ scsi3: local:374/vm-374-disk-3.raw,cache=writeback,size=256M
 // the exit code and how long it took.
 func runCLIHooked(t testing.TB, onSample sampler.OnSample, args ...string) (string, string, int, time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return runCLIWith(t, context.Background(), onSample, args...)
+}
+
+// runCLICtx runs the command in-process under ctx (cancel it for a
+// Ctrl-C) and returns stdout, stderr, the exit code and how long it took.
+func runCLICtx(t testing.TB, ctx context.Context, args ...string) (string, string, int, time.Duration) {
+	t.Helper()
+	return runCLIWith(t, ctx, nil, args...)
+}
+
+func runCLIWith(t testing.TB, ctx context.Context, onSample sampler.OnSample, args ...string) (string, string, int, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
 	start := time.Now()

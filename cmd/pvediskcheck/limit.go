@@ -122,6 +122,8 @@ func printLimit(e *env, o *limit.Result) {
 	fmt.Fprintf(e.out, "VM %d %s: %s, %s\n", o.VMID, o.Disk, state, gen)
 	if a := o.Apply; a != nil {
 		switch {
+		case a.Unchanged:
+			fmt.Fprintf(e.out, "%s: the limits asked for are already in effect (see notes)\n", e.paint(green, "nothing changed"))
 		case a.DryRun:
 			fmt.Fprintf(e.out, "dry run, nothing changed. Would run:\n  %s\n", a.Command)
 		case a.Method == limit.QMSet:
@@ -132,7 +134,7 @@ func printLimit(e *env, o *limit.Result) {
 		default:
 			fmt.Fprintf(e.out, "applied live with %s\n", a.Method)
 		}
-		if !a.DryRun {
+		if !a.DryRun && !a.Unchanged {
 			t := newTable(e.out, "  LIMIT", "BEFORE", "AFTER (read back from QEMU)")
 			for _, k := range qemuserver.LimitKeys {
 				b, okb := a.Before[k.Proxmox]

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,6 +28,8 @@ func metricsCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},
 			&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"},
 			&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"},
+			stallAfterFlag(),
+			captureFlag(),
 		},
 		Action: metricsAction,
 	}
@@ -46,7 +50,21 @@ func metricsAction(c *cli.Context) error {
 	if d := c.Duration("deadline"); d <= 0 {
 		return exitcode.Usagef("--deadline %s: give a positive duration, e.g. 8s", d)
 	}
-	o := metrics.Options{Parallel: c.Int("parallel")}
+	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after")}
+	if k := stallKeeper(c, e); k != nil {
+		var mu sync.Mutex // scrapes may overlap
+		o.OnSnapshot = func(s *metrics.Snapshot) {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			for _, v := range s.VMs {
+				for _, d := range v.Disks {
+					k.Sample(e.ctx(), e.node, now, v.VMID, d.ID, d.Stats, d.Stall.Stalled)
+				}
+			}
+			k.Forget(now)
+		}
+	}
 	if err := metrics.Validate(e.paths, o); err != nil {
 		return err
 	}

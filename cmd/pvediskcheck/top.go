@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/top"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -37,6 +38,8 @@ func topCommand() *cli.Command {
 			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
 			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + top.SortKeyNames()},
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
+			stallAfterFlag(),
+			captureFlag(),
 		},
 		Action: topAction,
 	}
@@ -62,7 +65,7 @@ func topAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent")}
+	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent"), StallAfter: c.Duration("stall-after")}
 	if err := top.Validate(e.paths, o); err != nil {
 		return topElsewhere(e, c.Args().Slice(), err)
 	}
@@ -71,7 +74,7 @@ func topAction(c *cli.Context) error {
 		enc := json.NewEncoder(e.out)
 		o.OnSample = func(s top.Sample) error { return enc.Encode(s) }
 	case isTerminal(e.out) && o.Count == 0:
-		return topTerminal(e, c.App.Reader, o)
+		return topTerminal(e, c.App.Reader, o, stallKeeper(c, e))
 	default:
 		first := true
 		o.OnSample = func(s top.Sample) error {
@@ -83,7 +86,24 @@ func topAction(c *cli.Context) error {
 			return err
 		}
 	}
-	return top.Run(e.ctx(), e.node, o)
+	return top.Run(e.ctx(), e.node, topCapture(e, stallKeeper(c, e), o))
+}
+
+// topCapture hands every disk row to --capture's keeper before the
+// sample is shown.
+func topCapture(e *env, k *stall.Keeper, o top.Options) top.Options {
+	if k == nil {
+		return o
+	}
+	next := o.OnSample
+	o.OnSample = func(s top.Sample) error {
+		for _, d := range s.Disks {
+			k.Sample(e.ctx(), e.node, s.Time, d.VMID, d.Disk, d, d.StalledSeconds > 0)
+		}
+		k.Forget(s.Time)
+		return next(s)
+	}
+	return o
 }
 
 // topElsewhere names the node a VMID runs on when it is another node's
@@ -112,7 +132,7 @@ func topElsewhere(e *env, args []string, err error) error {
 
 // topTerminal redraws the screen in place at every sample and on every key
 // that changes the sort; q ends the run.
-func topTerminal(e *env, in io.Reader, o top.Options) error {
+func topTerminal(e *env, in io.Reader, o top.Options, k *stall.Keeper) error {
 	ctx, cancel := context.WithCancel(e.ctx())
 	defer cancel()
 	scr := newScreen(e.out)
@@ -163,7 +183,7 @@ func topTerminal(e *env, in io.Reader, o top.Options) error {
 		redraw()
 		return nil
 	}
-	return top.Run(ctx, e.node, o)
+	return top.Run(ctx, e.node, topCapture(e, k, o))
 }
 
 func topTitle(t time.Time, interval time.Duration, key top.SortKey) string {
@@ -182,13 +202,13 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 	} else {
 		fmt.Fprintf(&b, "%s  interval %s  %d VMs  %d disks\n", s.Time.Format(time.RFC3339), units.Duration(time.Duration(s.IntervalS*float64(time.Second))), len(s.VMs), len(s.Disks))
 	}
-	t := newTable(&b, "VMID", "NAME", "DISK", "STORAGE", "RD/s", "WR/s", "RD MiB/s", "WR MiB/s", "RD ms", "WR ms", "FL ms", "QD", "FAIL", "LIM%", "JOB", "THREAD", "CPU%", "DEV ms", "GUEST")
+	t := newTable(&b, "VMID", "NAME", "DISK", "STORAGE", "RD/s", "WR/s", "RD MiB/s", "WR MiB/s", "RD ms", "WR ms", "FL ms", "QD", "FAIL", "STALLED", "LIM%", "JOB", "THREAD", "CPU%", "DEV ms", "GUEST")
 	for _, d := range s.Disks {
 		t.row(fmt.Sprint(d.VMID), units.OrDash(d.Name), d.Disk, units.OrDash(d.Storage),
 			fmt.Sprintf("%.0f", d.ReadIOPS), fmt.Sprintf("%.0f", d.WriteIOPS),
 			fmt.Sprintf("%.1f", d.ReadBps/units.MiB), fmt.Sprintf("%.1f", d.WriteBps/units.MiB),
 			units.Grouped(d.ReadLatencyMs), units.Grouped(d.WriteLatencyMs), units.Grouped(d.FlushLatencyMs),
-			units.Grouped(d.QueueDepth), fmt.Sprint(d.FailedOps), topLimit(d), topOrDash(d.BlockJob),
+			units.Grouped(d.QueueDepth), fmt.Sprint(d.FailedOps), topStalled(d), topLimit(d), topOrDash(d.BlockJob),
 			strings.TrimPrefix(d.Thread, "iothread-"), topPct(d.ThreadCPUPct), topMs(d.DeviceLatencyMs), d.Guest())
 	}
 	t.flush()
@@ -211,6 +231,15 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+}
+
+// topStalled is the STALLED column: the seconds without a completion of a
+// stalled disk, "-" for every other.
+func topStalled(d top.Disk) string {
+	if d.StalledSeconds <= 0 {
+		return "-"
+	}
+	return units.Number(d.StalledSeconds) + " s"
 }
 
 func topLimit(d top.Disk) string {

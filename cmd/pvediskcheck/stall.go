@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/stall"
+	"github.com/pvediskcheck/pvediskcheck/units"
+)
+
+func init() {
+	commands = append(commands, command{new: stallCommand, cluster: clusterRole{
+		// Reads QEMU, procfs and sysfs of the VM's node and writes the
+		// folder there: nothing of the VM changes.
+		Forward: func(c *cli.Context) bool { return false },
+	}})
+}
+
+func stallCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "stall",
+		Usage:       "keep the evidence of a hung disk before anyone restarts the VM: QEMU's state, blocked threads, devices",
+		ArgsUsage:   "VMID [DISK...]",
+		Description: helpText("stall"),
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Value: ".", Usage: "folder under which the capture's own folder is made"},
+			stallAfterFlag(),
+		},
+		Action: stallAction,
+	}
+}
+
+// stallAfterFlag is --stall-after of top, metrics, check and stall.
+func stallAfterFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "stall-after", Value: stall.DefaultAfter,
+		Usage:  "a disk with requests outstanding that completes none for this long is stalled (at least 1s)",
+		Action: func(_ *cli.Context, d time.Duration) error { return stall.ValidateAfter(d) }}
+}
+
+// captureFlag is --capture of top and metrics.
+func captureFlag() cli.Flag {
+	return &cli.StringFlag{Name: "capture", Usage: "keep the evidence of each stall (once per disk and stall) in a folder under DIR, as `pvediskcheck stall` does"}
+}
+
+// stallKeeper is --capture's keeper (nil without --capture); captures are
+// reported on stderr, the sample output stays the command's.
+func stallKeeper(c *cli.Context, e *env) *stall.Keeper {
+	if c.String("capture") == "" {
+		return nil
+	}
+	return &stall.Keeper{Out: c.String("capture"), After: c.Duration("stall-after"), OnCapture: func(cp *stall.Captured, err error) {
+		if err != nil {
+			fmt.Fprintf(e.errOut, "capture: %v\n", err)
+			return
+		}
+		fmt.Fprintf(e.errOut, "captured VM %d's stall in %s (%d files, %d bytes)\n", cp.VMID, cp.Dir, cp.Files, cp.Bytes)
+	}}
+}
+
+func stallAction(c *cli.Context) error {
+	e := newEnv(c)
+	vmid, err := vmidArg(c)
+	if err != nil {
+		return err
+	}
+	if err := e.paths.CheckNode(); err != nil {
+		return err
+	}
+	cp, err := stall.Capture(e.ctx(), e.node, vmid, stall.CaptureOptions{Out: c.String("out"), After: c.Duration("stall-after"),
+		Disks: c.Args().Tail(), Confirm: stall.ConfirmGap})
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(cp)
+	}
+	printCapture(e, cp)
+	return nil
+}
+
+func printCapture(e *env, cp *stall.Captured) {
+	fmt.Fprintf(e.out, "VM %d: %d files, %d bytes in %s\n", cp.VMID, cp.Files, cp.Bytes, cp.Dir)
+	for _, v := range cp.Verdicts {
+		state := "not stalled"
+		if v.Stalled {
+			state = e.paint(red, fmt.Sprintf("STALLED for %g s", v.StalledSeconds))
+		}
+		fmt.Fprintf(e.out, "  %s (%s): %s", v.Disk, units.OrDash(v.Storage), state)
+		if s := v.Summary(); s != "" {
+			fmt.Fprintf(e.out, ": %s", s)
+		}
+		fmt.Fprintln(e.out)
+	}
+	if len(cp.NotRead) > 0 {
+		fmt.Fprintf(e.out, "not read:\n  %s\n", strings.Join(cp.NotRead, "\n  "))
+	}
+}

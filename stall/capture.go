@@ -1,0 +1,357 @@
+package stall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"golang.org/x/sys/unix"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// Capture bounds: what one capture may write. A procfs or sysfs file is
+// read up to MaxFile (a kernel stack is a few hundred bytes, a thread's
+// stat under 1,200); the folder stops growing at MaxCapture, and says so.
+// One stalled disk of 15 wrote 84 KiB (BenchmarkCapture15Disks).
+const (
+	MaxFile    = 64 << 10
+	MaxCapture = 4 << 20
+)
+
+// ConfirmGap is how long check and `stall` wait before the second look
+// that confirms a stall (see Detect).
+const ConfirmGap = 500 * time.Millisecond
+
+// CaptureOptions say what to capture.
+type CaptureOptions struct {
+	// Out is the folder under which the capture's own folder is made.
+	Out string
+	// After is --stall-after (DefaultAfter when 0).
+	After time.Duration
+	// Disks names the disks the capture is for (a stall top or metrics
+	// saw); none: every disk of the VM.
+	Disks []string
+	// Samples are the last minute of samples the caller kept (top's rows
+	// of these disks); nil when it kept none.
+	Samples []json.RawMessage
+	// Confirm is the gap of the second look (0: one look).
+	Confirm time.Duration
+}
+
+// Captured is what a capture wrote.
+type Captured struct {
+	VMID     int       `json:"vmid"`
+	Dir      string    `json:"dir"`
+	Time     time.Time `json:"time"`
+	Verdicts []Verdict `json:"verdicts"`
+	Files    int       `json:"files"`
+	Bytes    int64     `json:"bytes"`
+	// NotRead lists what could not be read, and why.
+	NotRead []string `json:"not_read"`
+}
+
+// Capture keeps the evidence of VM vmid's disks in a new folder below
+// o.Out before anyone restarts it: the disks' settings, query-block,
+// query-blockstats, query-block-jobs, the throttle groups' limits, every
+// QEMU thread's stat, wchan and stack (stack needs root), the node devices'
+// inflight and stat (the volume's device, or the filesystem's that holds
+// it), the thin pools' state and the samples the caller kept. It changes
+// nothing: QMP queries, reads of procfs and sysfs, lvs.
+func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Captured, error) {
+	after := o.After
+	if after <= 0 {
+		after = DefaultAfter
+	}
+	v, err := vm.Load(ctx, n, vmid)
+	if err != nil {
+		return nil, err
+	}
+	if !v.Running {
+		return nil, exitcode.Usagef("VM %d is not running: no stall to capture", vmid)
+	}
+	now := time.Now()
+	name := fmt.Sprintf("stall-%d-%s", vmid, now.UTC().Format("20060102T150405.000Z"))
+	if len(o.Disks) > 0 {
+		name = fmt.Sprintf("stall-%d-%s-%s", vmid, strings.Join(o.Disks, "+"), now.UTC().Format("20060102T150405.000Z"))
+	}
+	w := &writer{dir: filepath.Join(o.Out, name)}
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return nil, exitcode.Wrap(exitcode.Usage, "--out", err)
+	}
+	c := &Captured{VMID: vmid, Dir: w.dir, Time: now.UTC(), Verdicts: []Verdict{}}
+	wanted := func(id string) bool {
+		if len(o.Disks) == 0 {
+			return true
+		}
+		for _, d := range o.Disks {
+			if d == id {
+				return true
+			}
+		}
+		return false
+	}
+	// One exchange: what QEMU says of the disks, and the thread ids.
+	var m threads.Map
+	stats := map[string]qmp.BlockStats{}
+	err = v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
+		rets := map[string]gjson.Result{}
+		for _, q := range []string{"query-block", "query-blockstats", "query-block-jobs", "query-iothreads", "query-cpus-fast"} {
+			ret, err := s.Exec(q, nil)
+			if err != nil {
+				var qe *qmp.Error
+				if errors.As(err, &qe) {
+					w.notRead(q + ": " + err.Error())
+					continue
+				}
+				return err
+			}
+			w.file(q+".json", []byte(ret.Raw))
+			rets[q] = ret
+		}
+		for _, b := range qmp.ParseBlockstats(rets["query-blockstats"]) {
+			stats[b.ID] = b
+		}
+		m = threads.New(v.Pid, rets["query-iothreads"], rets["query-cpus-fast"])
+		groups := map[string]json.RawMessage{}
+		for _, d := range v.Disks {
+			if !wanted(d.ID) || !v.HasThrottleGroup(d) {
+				continue
+			}
+			ret, err := s.Exec("qom-get", map[string]any{"path": qmp.ThrottleGroupPath(d.ID), "property": "limits"})
+			if err != nil {
+				w.notRead("throttle group of " + d.ID + ": " + err.Error())
+				continue
+			}
+			groups[qmp.ThrottleGroupID(d.ID)] = json.RawMessage(ret.Raw)
+		}
+		if v.Blockdev {
+			w.json("throttle-groups.json", groups)
+		}
+		return nil
+	})
+	if err != nil {
+		w.notRead("QMP: " + err.Error())
+	}
+	disks := []Disk{}
+	for _, d := range Disks(n, v, m) {
+		if wanted(d.ID) {
+			disks = append(disks, d)
+		}
+	}
+	w.json("settings.json", settings(v, wanted))
+	c.Verdicts = Detect(ctx, n, v.Pid, disks, stats, after, o.Confirm)
+	w.json("verdicts.json", c.Verdicts)
+	w.threads(ctx, n, v.Pid)
+	w.devices(ctx, n, v, disks)
+	w.pools(ctx, n, v, wanted)
+	if o.Samples != nil {
+		w.json("samples.json", o.Samples)
+	} else {
+		w.notRead("samples: none kept (top or metrics with --capture keep the last minute)")
+	}
+	sort.Strings(w.missing)
+	c.NotRead = append([]string{}, w.missing...)
+	w.json("not-read.json", c.NotRead)
+	c.Files, c.Bytes = w.files, w.bytes
+	return c, nil
+}
+
+// settings are the disks' config lines and what the running QEMU has.
+func settings(v *vm.VM, wanted func(string) bool) any {
+	type disk struct {
+		ID      string `json:"disk"`
+		Config  string `json:"config"`
+		Running any    `json:"running"`
+	}
+	out := []disk{}
+	for _, d := range v.Disks {
+		if !wanted(d.ID) {
+			continue
+		}
+		e := disk{ID: d.ID, Config: v.Config.Main[d.ID], Running: d.Running}
+		out = append(out, e)
+	}
+	return out
+}
+
+// writer writes the capture's files within MaxCapture.
+type writer struct {
+	dir     string
+	files   int
+	bytes   int64
+	missing []string
+	full    bool
+}
+
+func (w *writer) notRead(s string) { w.missing = append(w.missing, s) }
+
+func (w *writer) file(rel string, b []byte) {
+	if w.bytes+int64(len(b)) > MaxCapture {
+		if !w.full {
+			w.notRead(fmt.Sprintf("the rest: the capture reached its bound of %d bytes at %s", MaxCapture, rel))
+		}
+		w.full = true
+		return
+	}
+	p := filepath.Join(w.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.notRead(rel + ": " + err.Error())
+		return
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		w.notRead(rel + ": " + err.Error())
+		return
+	}
+	w.files++
+	w.bytes += int64(len(b))
+}
+
+func (w *writer) json(rel string, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		w.notRead(rel + ": " + err.Error())
+		return
+	}
+	w.file(rel, append(b, '\n'))
+}
+
+// threads copies every thread's stat, wchan and stack.
+func (w *writer) threads(ctx context.Context, n node.Node, pid int) {
+	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
+	ents, err := os.ReadDir(taskDir)
+	if err != nil {
+		w.notRead("threads: " + err.Error())
+		return
+	}
+	task := n.OpenProcDir(taskDir)
+	defer task.Close()
+	buf := make([]byte, MaxFile)
+	unread := map[string]int{}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		for _, f := range []string{"stat", "wchan", "stack"} {
+			m, err := task.ReadSmall(ctx, e.Name()+"/"+f, buf)
+			if err != nil {
+				unread[f+": "+errText(err)]++
+				continue
+			}
+			w.file(filepath.Join("threads", e.Name(), f), append([]byte{}, buf[:m]...))
+		}
+	}
+	for k, c := range unread {
+		w.notRead(fmt.Sprintf("threads' %s (%d threads)", k, c))
+	}
+}
+
+// errText is an error without its path (the same for every thread).
+func errText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// devices copies the inflight and stat files of each disk's node device,
+// or, for a file volume, of the device of the filesystem holding it (a
+// frozen or hung filesystem's requests wait there, or before it).
+func (w *writer) devices(ctx context.Context, n node.Node, v *vm.VM, disks []Disk) {
+	done := map[string]bool{}
+	for _, d := range disks {
+		dir := ""
+		if d.Dev != "" {
+			dir = filepath.Join(n.Paths.Sys, "class", "block", d.Dev)
+		} else if vd := v.Disk(d.ID); vd != nil && vd.Running != nil && vd.Running.Path != "" {
+			var st unix.Stat_t
+			if err := statTimeout(v.HostPath(vd.Running.Path), &st); err != nil {
+				w.notRead("device under " + d.ID + ": " + err.Error())
+				continue
+			}
+			dir = filepath.Join(n.Paths.Sys, "dev", "block", fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+		}
+		if dir == "" || done[dir] {
+			continue
+		}
+		done[dir] = true
+		name := filepath.Base(dir)
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			name = filepath.Base(real)
+		}
+		for _, f := range []string{"inflight", "stat"} {
+			b, err := n.ReadFile(ctx, filepath.Join(dir, f))
+			if err != nil {
+				w.notRead(fmt.Sprintf("device %s of %s: %s: %s", name, d.ID, f, errText(err)))
+				continue
+			}
+			w.file(filepath.Join("devices", name, f), b)
+		}
+	}
+}
+
+// statTimeout is stat on a volume's path within 2 s: a hung NFS mount
+// must not hang the capture.
+func statTimeout(path string, st *unix.Stat_t) error {
+	type res struct {
+		st  unix.Stat_t
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		var r res
+		r.err = unix.Stat(path, &r.st)
+		ch <- r
+	}()
+	select {
+	case r := <-ch:
+		*st = r.st
+		if r.err != nil {
+			return fmt.Errorf("stat %s: %w", path, r.err)
+		}
+		return nil
+	case <-time.After(2 * time.Second):
+		return fmt.Errorf("stat %s: no answer within 2s", path)
+	}
+}
+
+// pools writes the state of the thin pools the disks live on.
+func (w *writer) pools(ctx context.Context, n node.Node, v *vm.VM, wanted func(string) bool) {
+	cache := thinpool.NewCache(n.Runner)
+	out := map[string]any{}
+	for _, d := range v.Disks {
+		if !wanted(d.ID) || d.Drive == nil {
+			continue
+		}
+		s := v.Storages[d.Drive.StorageID()]
+		if !thinpool.IsPool(s) {
+			continue
+		}
+		if _, ok := out[s.ID]; ok {
+			continue
+		}
+		p, err := cache.Pool(ctx, s)
+		if err != nil {
+			w.notRead("thin pool of storage " + s.ID + ": " + err.Error())
+			continue
+		}
+		out[s.ID] = p
+	}
+	if len(out) > 0 {
+		w.json("thinpool.json", out)
+	}
+}

@@ -1,0 +1,257 @@
+package stall
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+// maxStat bounds one /proc/PID/task/TID/stat or wchan read (stat's 52
+// fields and a 16-byte name are under 1,200 bytes).
+const maxStat = 2048
+
+// Read looks at QEMU process pid and the node devices devs: every thread's
+// state (stat), the wchan of those in state D, and each device's requests
+// in flight. No QMP: procfs and sysfs only.
+func Read(ctx context.Context, n node.Node, pid int, devs []string) Look {
+	look := Look{InFlight: inFlight(n, devs)}
+	look.Blocked, look.ThreadsErr = blocked(ctx, n, pid)
+	return look
+}
+
+// inFlight reads each device's requests in flight (its stat's ninth
+// field); a device that cannot be read is left out.
+func inFlight(n node.Node, devs []string) map[string]int64 {
+	out := map[string]int64{}
+	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
+	for _, d := range devs {
+		if d == "" {
+			continue
+		}
+		if st, err := h.BlockStatOf(d); err == nil {
+			out[d] = st.InFlight
+		}
+	}
+	return out
+}
+
+// blocked lists the threads of pid in state D with their wchan.
+func blocked(ctx context.Context, n node.Node, pid int) ([]Thread, error) {
+	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
+	ents, err := os.ReadDir(taskDir)
+	if err != nil {
+		return nil, err
+	}
+	task := n.OpenProcDir(taskDir)
+	defer task.Close()
+	var buf [maxStat]byte
+	out := []Thread{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		m, err := task.ReadSmall(ctx, e.Name()+"/stat", buf[:])
+		if err != nil {
+			continue // gone since the listing
+		}
+		comm, state, ok := ParseStat(buf[:m])
+		if !ok || state != "D" {
+			continue
+		}
+		t := Thread{TID: tid, Comm: comm, State: state}
+		if m, err := task.ReadSmall(ctx, e.Name()+"/wchan", buf[:]); err == nil {
+			t.Wchan = strings.TrimSpace(string(buf[:m]))
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
+	return out, nil
+}
+
+// ParseStat reads a thread's name and state from /proc/PID/task/TID/stat
+// (proc(5): the name between the first "(" and the last ")", the state the
+// next field).
+func ParseStat(b []byte) (comm, state string, ok bool) {
+	i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if i < 0 || j < i {
+		return "", "", false
+	}
+	f := bytes.Fields(b[j+1:])
+	if len(f) == 0 {
+		return "", "", false
+	}
+	return string(b[i+1 : j]), string(f[0]), true
+}
+
+// Disks builds the rule's view of a VM's running disks: which thread
+// serves each (the thread map's iothreads, else the main loop), whether it
+// runs on the thread pool (aio=threads) and the node device under it.
+func Disks(n node.Node, v *vm.VM, m threads.Map) []Disk {
+	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
+	return disksWith(v, m, func(path string) string {
+		if !v.IsBlockDevice(path) {
+			return ""
+		}
+		name, _ := h.BlockDeviceName(v.HostPath(path))
+		return name
+	})
+}
+
+func disksWith(v *vm.VM, m threads.Map, devOf func(path string) string) []Disk {
+	var ids []string
+	for _, d := range v.Disks {
+		if d.Running != nil {
+			ids = append(ids, d.ID)
+		}
+	}
+	its := m.DiskIOThreads(v.Cmdline, ids)
+	var out []Disk
+	for _, d := range v.Disks {
+		r := d.Running
+		if r == nil || r.CDROM {
+			continue
+		}
+		sd := Disk{ID: d.ID, ServingTID: v.Pid, ThreadPool: r.AIO == "threads"}
+		if d.Drive != nil {
+			sd.Storage = d.Drive.StorageID()
+		}
+		if id, ok := its[d.ID]; ok {
+			if t, ok := m.IOThread(id); ok {
+				sd.ServingTID = t.TID
+			}
+		}
+		if r.Path != "" {
+			sd.Dev = devOf(r.Path)
+		}
+		out = append(out, sd)
+	}
+	return out
+}
+
+// Devices lists the node devices of disks.
+func Devices(disks []Disk) []string {
+	var out []string
+	for _, d := range disks {
+		if d.Dev != "" {
+			out = append(out, d.Dev)
+		}
+	}
+	return out
+}
+
+// Detect judges every disk of one VM from its query-blockstats answer:
+// the node is read only when some disk has completed nothing for after
+// (an idle disk's VM costs its thread listing; a busy one nothing). With
+// confirm > 0, a disk found stalled is looked at again that much later and
+// stays stalled only if the second look agrees: a request that just began
+// after a long idle (a thread briefly in D) is not a stall.
+func Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[string]qmp.BlockStats, after, confirm time.Duration) []Verdict {
+	out := make([]Verdict, 0, len(disks))
+	need := false
+	for _, d := range disks {
+		if Candidate(stats[d.ID], after) {
+			need = true
+		}
+	}
+	if !need {
+		// The devices' in-flight counts only (one sysfs file each): the
+		// exporter's in-flight series; no thread is read.
+		look := Look{InFlight: inFlight(n, Devices(disks))}
+		for _, d := range disks {
+			out = append(out, Judge(d, stats[d.ID], look, after))
+		}
+		return out
+	}
+	look := Read(ctx, n, pid, Devices(disks))
+	found := false
+	for _, d := range disks {
+		v := Judge(d, stats[d.ID], look, after)
+		found = found || v.Stalled
+		out = append(out, v)
+	}
+	if !found || confirm <= 0 {
+		return out
+	}
+	select {
+	case <-ctx.Done():
+		return out
+	case <-time.After(confirm):
+	}
+	again := Read(ctx, n, pid, Devices(disks))
+	for i, d := range disks {
+		if !out[i].Stalled {
+			continue
+		}
+		b := stats[d.ID]
+		b.IdleTimeNs += int64(confirm)
+		// The first look's figures stand (QEMU was asked then); the
+		// second only confirms that the requests are still outstanding.
+		if v := Judge(d, b, again, after); !v.Stalled {
+			out[i].Stalled, out[i].StalledSeconds, out[i].Blocked, out[i].InFlight = false, 0, v.Blocked, v.InFlight
+			out[i].Evidence = append(out[i].Evidence, Evidence{SourceThreads, "a second look " + confirm.String() + " later found nothing outstanding"})
+		} else {
+			out[i].Evidence = append(out[i].Evidence, Evidence{SourceThreads, "still outstanding " + confirm.String() + " later"})
+		}
+	}
+	return out
+}
+
+// Detector is Detect for a sampler that asks every interval (top): a VM's
+// threads are read at most every After/2 while none of its disks is
+// stalled (an idle disk is a candidate at every sample, and its VM's
+// threads cost ~12 µs each to read), and at every sample once one is, so
+// that the stall clears as soon as it ends, and at once when a disk
+// newly becomes idle past After. A stall that begins on a disk already
+// idle that long is seen within After/2 plus one interval. The devices'
+// in-flight counts are read every time (one file each). One per VM.
+type Detector struct {
+	look    Look
+	at      time.Time
+	cands   string // the candidate disks of the last read
+	stalled bool
+}
+
+// Detect judges the disks as Detect does, reusing the last thread read
+// when it is recent enough.
+func (dt *Detector) Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[string]qmp.BlockStats, after time.Duration) []Verdict {
+	var cands []string
+	for _, d := range disks {
+		if Candidate(stats[d.ID], after) {
+			cands = append(cands, d.ID)
+		}
+	}
+	key := strings.Join(cands, " ")
+	look := Look{InFlight: inFlight(n, Devices(disks))}
+	if need := len(cands) > 0; need {
+		// A disk newly idle past after is read at once: a busy disk that
+		// stops is reported within after plus one interval.
+		if dt.stalled || dt.at.IsZero() || key != dt.cands || time.Since(dt.at) >= after/2 {
+			dt.look.Blocked, dt.look.ThreadsErr = blocked(ctx, n, pid)
+			dt.at = time.Now()
+		}
+		look.Blocked, look.ThreadsErr = dt.look.Blocked, dt.look.ThreadsErr
+		dt.cands = key
+	} else {
+		dt.at, dt.cands = time.Time{}, "" // every disk completing: the next candidate is read at once
+	}
+	out := make([]Verdict, 0, len(disks))
+	dt.stalled = false
+	for _, d := range disks {
+		v := Judge(d, stats[d.ID], look, after)
+		dt.stalled = dt.stalled || v.Stalled
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+//go:build integration
+
+package stall
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
+)
+
+func blockstats(t *testing.T, n *fakenode.Node) map[string]qmp.BlockStats {
+	t.Helper()
+	out := map[string]qmp.BlockStats{}
+	err := qmp.Do(context.Background(), n.Paths.QMPSocket(100), 5*time.Second, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		for _, b := range qmp.ParseBlockstats(ret) {
+			out[b.ID] = b
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func disksOf(t *testing.T, nd node.Node) []Disk {
+	t.Helper()
+	v, err := vm.Load(context.Background(), nd, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m threads.Map
+	err = v.Exchange(context.Background(), 5*time.Second, func(s qmp.Session) error {
+		io, err := s.Exec("query-iothreads", nil)
+		if err != nil {
+			return err
+		}
+		cpus, err := s.Exec("query-cpus-fast", nil)
+		m = threads.New(v.Pid, io, cpus)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Disks(nd, v, m)
+}
+
+// TestFrozenFilesystemStalls: the writes on the frozen filesystem make
+// scsi1 stalled once it has completed nothing for After, with its io_uring
+// workers in D as the evidence; scsi0, idle as long, never is; after the
+// thaw the writes complete and scsi1 is no longer stalled.
+func TestFrozenFilesystemStalls(t *testing.T) {
+	n, v, fz := fakenode.StalledVM(t)
+	nd := node.New(n.Paths, 5*time.Second)
+	disks := disksOf(t, nd)
+	after := 2 * time.Second
+	deadline := time.Now().Add(after + 5*time.Second)
+	var got []Verdict
+	for time.Now().Before(deadline) {
+		got = Detect(context.Background(), nd, v.Pid, disks, blockstats(t, n), after, 200*time.Millisecond)
+		if len(got) == 2 && got[1].Stalled {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(got) != 2 {
+		t.Fatalf("verdicts %+v", got)
+	}
+	if got[0].Stalled || got[0].StalledSeconds != 0 || got[0].IdleSeconds == nil || *got[0].IdleSeconds < after.Seconds() {
+		t.Errorf("idle scsi0: %+v", got[0])
+	}
+	s := got[1]
+	if !s.Stalled || s.StalledSeconds < after.Seconds() || len(s.Blocked) == 0 {
+		t.Fatalf("frozen scsi1 not stalled within %s: %+v", after+5*time.Second, s)
+	}
+	for _, th := range s.Blocked {
+		if th.State != "D" || !strings.HasPrefix(th.Comm, "iou-wrk-") {
+			t.Errorf("blocked thread %+v: want an io_uring worker in D", th)
+		}
+	}
+	t.Logf("stalled: %s", s.Summary())
+	if dir := os.Getenv("PVEDISKCHECK_RECORD_STALL"); dir != "" {
+		record(t, dir, n, v)
+	}
+	fz.Thaw(t)
+	var st map[string]qmp.BlockStats
+	for deadline = time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if st = blockstats(t, n); st["scsi1"].WrOps == 9 {
+			break
+		}
+	}
+	if st["scsi1"].WrOps != 9 {
+		t.Fatalf("scsi1 wr_operations %d 10 s after the thaw, want 9 (1 + the 8 blocked)", st["scsi1"].WrOps)
+	}
+	got = Detect(context.Background(), nd, v.Pid, disks, st, after, 0)
+	if got[1].Stalled || got[1].StalledSeconds != 0 || len(got[1].Evidence) != 0 {
+		t.Errorf("after the thaw: %+v", got[1])
+	}
+}
+
+// record writes what the unit tests replay: query-blockstats, every
+// thread's stat and the blocked ones' wchan, and the command line.
+func record(t *testing.T, dir string, n *fakenode.Node, v *fakenode.VM) {
+	exec := func(cmd string) []byte {
+		var out []byte
+		err := qmp.Do(context.Background(), n.Paths.QMPSocket(100), 5*time.Second, func(s qmp.Session) error {
+			r, err := s.Exec(cmd, nil)
+			out = []byte(r.Raw)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	fix := func(b []byte) []byte { return []byte(strings.ReplaceAll(string(b), n.Root, "/ROOT")) }
+	write := func(p string, b []byte) {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(v.Pid), "cmdline"))
+	write("cmdline", fix(raw))
+	write("query-blockstats.json", fix(exec("query-blockstats")))
+	write("query-iothreads.json", exec("query-iothreads"))
+	write("query-block.json", fix(exec("query-block")))
+	write("query-block-jobs.json", exec("query-block-jobs"))
+	write("query-cpus-fast.json", exec("query-cpus-fast"))
+	tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(v.Pid), "task"))
+	for _, task := range tasks {
+		for _, f := range []string{"stat", "wchan"} {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(v.Pid), "task", task.Name(), f))
+			if err == nil {
+				write(filepath.Join("proc", strconv.Itoa(v.Pid), "task", task.Name(), f), b)
+			}
+		}
+	}
+}
+
+// TestThrottledQueueIsNoStall: a disk held at 2 write IOPS with 16 writes
+// queued in its throttle has requests outstanding for seconds, but one
+// completes every half second: never stalled.
+func TestThrottledQueueIsNoStall(t *testing.T) {
+	n, v, _ := fakenode.StallVM(t)
+	nd := node.New(n.Paths, 5*time.Second)
+	lv, err := vm.Load(context.Background(), nd, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[string]int64{}
+	for _, k := range qmp.ThrottleLimitNames {
+		full[k] = 0
+		if strings.HasSuffix(k, "-max-length") {
+			full[k] = 1
+		}
+	}
+	full["iops-write"] = 2
+	if err := qmp.Do(context.Background(), n.Paths.QMPSocket(100), 5*time.Second, func(s qmp.Session) error {
+		return s.SetThrottleLimits("scsi0", lv.Blockdev, full)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 16; i++ {
+		v.MustQemuIO(t, "scsi0", "aio_write -P 0x5c "+strconv.Itoa(i*64)+"k 64k")
+	}
+	disks := disksOf(t, nd)
+	after := time.Second
+	start, ops := time.Now(), v.WriteOps(t, "scsi0")
+	for time.Since(start) < 4*time.Second {
+		got := Detect(context.Background(), nd, v.Pid, disks, blockstats(t, n), after, 0)
+		if got[0].Stalled {
+			t.Fatalf("throttled scsi0 stalled: %+v", got[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if done := v.WriteOps(t, "scsi0") - ops; done < 4 || done > 12 {
+		t.Errorf("%d writes completed in 4 s at 2 IOPS: the throttle did not hold the queue", done)
+	}
+}
