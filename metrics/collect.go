@@ -30,6 +30,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -71,6 +72,11 @@ const DefaultParallel = 8
 type Options struct {
 	// Parallel is how many VMs are read at once; < 1 means DefaultParallel.
 	Parallel int
+	// Histograms, when set (metrics --listen --histogram), sets QEMU's
+	// latency histograms on every running disk the first time its process
+	// is read (never replacing one found: package latency) and exports
+	// them as Prometheus histograms; the caller releases it on exit.
+	Histograms *latency.Tracker
 }
 
 // Snapshot is one collection: what every metric is built from.
@@ -127,6 +133,9 @@ type Disk struct {
 	// group); ConfigLimits those the config asks for.
 	Limits       qemuserver.Limits
 	ConfigLimits qemuserver.Limits
+	// Latency are the disk's latency histograms by kind, counted from when
+	// this run first knew them (Options.Histograms); nil without.
+	Latency map[latency.Kind]latency.Bucketed
 }
 
 // LimitsDiffer reports running limits other than the config's.
@@ -183,7 +192,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools)
+			vms[i], errs = collectVM(ctx, n, id, pools, o.Histograms)
 			for _, e := range errs {
 				fail(e)
 			}
@@ -198,7 +207,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 // collectVM reads one VM: check's load (one FetchLive) and findings, then
 // for a running VM its counters and thread ids in one more exchange, and
 // its threads' CPU time.
-func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache) (VM, []Source) {
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, hist *latency.Tracker) (VM, []Source) {
 	out := VM{VMID: vmid}
 	var v *vm.VM
 	var liveErr error
@@ -211,12 +220,15 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	}
 	out.Running = v.Running
 	if !v.Running {
+		if hist != nil {
+			hist.Forget(vmid)
+		}
 		return out, nil
 	}
 	if liveErr != nil {
 		return out, []Source{SourceQMP}
 	}
-	l, err := readLive(ctx, v, n.Timeout)
+	l, err := readLive(ctx, v, n.Timeout, hist)
 	if err != nil {
 		return out, []Source{SourceQMP}
 	}
@@ -236,12 +248,13 @@ type live struct {
 	stats   map[string]qmp.BlockStats // by disk id
 	nodes   map[string]qmp.BlockStats // by node name
 	threads threads.Map
+	hist    *latency.Tracker
 }
 
 // readLive is the second exchange: the devices' and the block nodes'
 // counters and the thread ids, four commands whatever the number of disks.
-func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
-	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}}
+func readLive(ctx context.Context, v *vm.VM, timeout time.Duration, hist *latency.Tracker) (*live, error) {
+	l := &live{stats: map[string]qmp.BlockStats{}, nodes: map[string]qmp.BlockStats{}, hist: hist}
 	err := v.Exchange(ctx, timeout, func(s qmp.Session) error {
 		ret, err := s.Exec("query-blockstats", nil)
 		if err != nil {
@@ -249,6 +262,19 @@ func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, erro
 		}
 		for _, b := range qmp.ParseBlockstats(ret) {
 			l.stats[b.ID] = b
+		}
+		if hist != nil {
+			var ids []string
+			for _, d := range v.Disks {
+				if d.Running != nil {
+					ids = append(ids, d.ID)
+				}
+			}
+			if err := hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+				return v.Exchange(ctx, timeout, fn)
+			}, ids, l.stats); err != nil {
+				return err
+			}
 		}
 		if ret, err = s.Exec("query-blockstats", map[string]any{"query-nodes": true}); err != nil {
 			return err
@@ -294,6 +320,16 @@ func disks(v *vm.VM, l *live) []Disk {
 			CacheEffective: *c.Cache.Effective, AIO: c.AIO, IOThread: iothreads[c.ID], Discard: run.Discard}
 		if st, ok := l.stats[c.ID]; ok {
 			disk.Stats = &st
+			if l.hist != nil {
+				for _, k := range latency.Kinds {
+					if h, ok := l.hist.Cumulative(v.VMID, v.Pid, c.ID, k, &st); ok {
+						if disk.Latency == nil {
+							disk.Latency = map[latency.Kind]latency.Bucketed{}
+						}
+						disk.Latency[k] = h
+					}
+				}
+			}
 		}
 		if d.Live != nil {
 			if st, ok := l.nodes[d.Live.Protocol.Name]; ok && d.Live.Protocol.Name != "" && st.HasDriverSpecific {

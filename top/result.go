@@ -3,6 +3,8 @@ package top
 import (
 	"strings"
 	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
 // Sample is one refresh: every disk's activity over the last interval and
@@ -13,6 +15,10 @@ type Sample struct {
 	Disks     []Disk    `json:"disks"`
 	VMs       []VM      `json:"vms"`
 	Findings  []Finding `json:"findings"`
+	// Histograms says, with --histogram, what was done about each disk's
+	// latency histogram: set by this run (cleared when it ends), found set
+	// (used as it is, left in place) or refused by QEMU.
+	Histograms []latency.Note `json:"histograms,omitempty"`
 }
 
 // Disk is one row: one disk of a running VM over one interval, as QEMU
@@ -35,6 +41,10 @@ type Disk struct {
 	// number QEMU had outstanding.
 	QueueDepth float64 `json:"queue_depth"`
 	FailedOps  int64   `json:"failed_ops"` // failed or refused requests in the interval
+	// Percentiles of the interval's requests (read_p50_ms ... flush_p99_ms)
+	// from the disk's latency histogram; omitted without one (top
+	// --histogram sets them).
+	latency.Percentiles
 
 	// LimitPct is the share of the running I/O limit used, for the limit
 	// closest to being reached; nil when the disk runs unthrottled.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -51,6 +52,10 @@ type Options struct {
 	// OnSample gets every sample; an error ends Run with that error
 	// (ErrStop ends it cleanly).
 	OnSample func(Sample) error
+	// Histogram sets QEMU's latency histograms on the disks watched
+	// (package latency: never replacing one found) for p50/p95/p99 per
+	// interval; Run clears those it set when it ends.
+	Histogram bool
 }
 
 // ErrStop, returned by OnSample, ends Run without an error.
@@ -101,7 +106,7 @@ func Validate(p node.Paths, o Options) error {
 // Run samples every Interval and hands each sample to OnSample, the first
 // one interval after the start (rates need two samples), until Count
 // samples were delivered or ctx ends (then it returns nil).
-func Run(ctx context.Context, n node.Node, o Options) error {
+func Run(ctx context.Context, n node.Node, o Options) (err error) {
 	if err := Validate(n.Paths, o); err != nil {
 		return err
 	}
@@ -109,7 +114,12 @@ func Run(ctx context.Context, n node.Node, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer func() {
+		m.Close()
+		if rerr := m.ReleaseHistograms(); err == nil {
+			err = rerr
+		}
+	}()
 	iv := m.interval()
 	start := time.Now()
 	delivered := 0
@@ -152,6 +162,7 @@ type Monitor struct {
 	host    sampler.Host
 	threads threads.Reader
 	vms     map[int]*vmState
+	hist    *latency.Tracker // with Options.Histogram
 
 	// guest agent lookups run in the background; mu guards their results.
 	mu     sync.Mutex
@@ -167,8 +178,24 @@ func NewMonitor(n node.Node, o Options) (*Monitor, error) {
 		return nil, exitcode.Wrap(exitcode.Unreachable, "procfs", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
-		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}, nil
+	m := &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
+		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}
+	if o.Histogram {
+		m.hist = latency.NewTracker()
+	}
+	return m, nil
+}
+
+// ReleaseHistograms clears the latency histograms the run set (one
+// exchange per VM, within twice the node's timeout even when the run's
+// context has ended: it runs on SIGINT and SIGTERM too).
+func (m *Monitor) ReleaseHistograms() error {
+	if m.hist == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*max(m.n.Timeout, time.Second))
+	defer cancel()
+	return m.hist.Release(ctx)
 }
 
 // Close stops the background guest agent lookups and waits for them.
@@ -257,6 +284,9 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	for id := range m.vms {
 		if !seen[id] {
 			delete(m.vms, id) // stopped: it disappears
+			if m.hist != nil {
+				m.hist.Forget(id)
+			}
 		}
 	}
 	type result struct {
@@ -300,6 +330,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		m.mu.Lock()
 		view := st.view()
 		m.mu.Unlock()
+		view.Histogram = m.hist != nil
 		if st.prev == nil {
 			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
 		} else {
@@ -317,6 +348,9 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	}
 	Sort(out.Disks, key)
 	out.Findings = Judge(out)
+	if m.hist != nil {
+		out.Histograms = m.hist.Notes()
+	}
 	return out
 }
 
@@ -421,6 +455,9 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		for _, b := range qmp.ParseBlockstats(ret) {
 			snap.Stats[b.ID] = b
 		}
+		if err := m.ensureHistograms(s, st, snap); err != nil {
+			return err
+		}
 		if err := st.readJobs(s, snap); err != nil {
 			return err
 		}
@@ -484,6 +521,22 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	}
 	snap.DevicesAt = time.Now()
 	return snap, nil
+}
+
+// ensureHistograms sets the latency histograms of st's disks the first
+// time the process is sampled (latency.Tracker.Ensure: nothing after).
+func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, snap *snapshot) error {
+	if m.hist == nil {
+		return nil
+	}
+	ids := make([]string, len(st.disks))
+	for i, d := range st.disks {
+		ids[i] = d.id
+	}
+	v := st.v
+	return m.hist.Ensure(s, st.vmid, st.pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+		return v.Exchange(ctx, m.patience(), fn)
+	}, ids, snap.Stats)
 }
 
 // readJobs asks for block jobs, and only while there are some, for the
@@ -636,6 +689,7 @@ type vmView struct {
 	Disks       []diskView // in config order
 	Map         threads.Map
 	DiskThreads map[string]string // disk -> iothread id
+	Histogram   bool              // rows get latency percentiles (--histogram)
 }
 
 type diskView struct {
@@ -705,6 +759,9 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
 			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
 			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop}
+		if v.Histogram {
+			r.Percentiles = latency.IntervalOf(a, b)
+		}
 		if u, ok := LimitUse(cur.Limits[d.ID], iv); ok {
 			r.LimitPct, r.Limit = pct(u.Pct), &u.Limit
 		}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/metrics"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -26,6 +30,7 @@ func metricsCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},
 			&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"},
 			&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"},
+			&cli.BoolFlag{Name: "histogram", Usage: "with --listen, CHANGES QEMU STATE: set latency histograms on every running disk and export them (one found set is used as it is); cleared on exit"},
 		},
 		Action: metricsAction,
 	}
@@ -50,6 +55,9 @@ func metricsAction(c *cli.Context) error {
 	if err := metrics.Validate(e.paths, o); err != nil {
 		return err
 	}
+	if c.Bool("histogram") && !c.IsSet("listen") {
+		return exitcode.Usagef("--histogram needs --listen: a histogram counts from when it is set, so a one-shot run would set it and clear it again with nothing counted")
+	}
 	switch {
 	case c.IsSet("textfile"):
 		if err := metrics.CheckTextfileDir(dir); err != nil {
@@ -66,7 +74,15 @@ func metricsAction(c *cli.Context) error {
 			fmt.Fprintln(e.errOut, "pvediskcheck: "+note)
 		}
 		d := c.Duration("deadline")
-		return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		if !c.Bool("histogram") {
+			return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		}
+		o.Histograms = latency.NewTracker()
+		fmt.Fprintln(e.errOut, "pvediskcheck: --histogram: setting QEMU latency histograms on the running disks at the first scrape (one found set is used as it is and left in place); those set are cleared on exit")
+		err = metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*max(e.node.Timeout, time.Second))
+		defer cancel()
+		return errors.Join(err, o.Histograms.Release(ctx))
 	}
 	return metrics.WriteText(e.out, metrics.Collect(e.ctx(), e.node, o))
 }
