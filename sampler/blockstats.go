@@ -44,6 +44,10 @@ type Blockstats struct {
 	// query-nodes): a protocol node's driver-specific discard-* counters
 	// say what reached the storage.
 	Nodes []string
+	// Prepare, when set, is called in each sample's exchange right after
+	// query-blockstats with the disks' entries (latency.Tracker.Ensure
+	// sets latency histograms there, once).
+	Prepare func(s qmp.Session, stats map[string]qmp.BlockStats) error
 }
 
 // Series is the result of one sampling run.
@@ -86,6 +90,11 @@ func (b *Blockstats) take(ctx context.Context, patience time.Duration) (Sample, 
 			if b.keep(st.ID) {
 				st.Timestamp = s.Time.UnixNano()
 				s.Stats[st.ID] = st
+			}
+		}
+		if b.Prepare != nil {
+			if err := b.Prepare(sess, s.Stats); err != nil {
+				return err
 			}
 		}
 		if len(b.Nodes) == 0 {
