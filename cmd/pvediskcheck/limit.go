@@ -18,7 +18,7 @@ import (
 
 func init() {
 	commands = append(commands, command{new: limitCommand, cluster: clusterRole{
-		Forward: func(c *cli.Context) bool { return limitInput(c, "").Changes() },
+		Forward: func(c *cli.Context) bool { return limitInput(c, "").Changes() || c.Bool("histogram") },
 	}})
 }
 
