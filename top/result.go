@@ -53,6 +53,10 @@ type Disk struct {
 	Limit *string `json:"limit"`
 
 	BlockJob *string `json:"block_job"` // backup, mirror, stream, commit; nil when none
+	// Backup is, while a backup job runs on the disk, its progress and
+	// speed and the guest's write latency during it against the minute
+	// before it started (package latency); omitted otherwise.
+	Backup *latency.Impact `json:"backup,omitempty"`
 
 	// IOThread is the iothread serving the disk; nil when its I/O runs in
 	// the main loop (vms[].main_loop_cpu_pct).

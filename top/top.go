@@ -235,6 +235,8 @@ type vmState struct {
 
 	prev *snapshot // the last answer, what the next one is compared with
 
+	backups map[string]*latency.Watch // by disk: write latency before and during a backup job
+
 	agent    bool              // agent: 1 in the config
 	pci      map[string]string // query-pci, for placing the agent's disks
 	guest    map[string]guestdisk.Seen
@@ -253,7 +255,8 @@ type diskState struct {
 type snapshot struct {
 	At        time.Time // QEMU's query-blockstats (midpoint of the command)
 	Stats     map[string]qmp.BlockStats
-	Jobs      map[string][]string // disk -> job types
+	Jobs      map[string][]string       // disk -> job types
+	JobInfo   map[string][]qmp.BlockJob // disk -> its jobs (progress, for the backup impact)
 	Limits    map[string]qemuserver.Limits
 	ThreadsAt time.Time
 	Threads   map[int]threads.Counters
@@ -335,8 +338,12 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
 		} else {
 			row, disks := assemble(view, st.prev, snap)
+			st.attachBackups(disks, snap)
 			out.VMs = append(out.VMs, row)
 			out.Disks = append(out.Disks, disks...)
+		}
+		if st.prev == nil {
+			st.attachBackups(nil, snap) // the first sample starts the baseline
 		}
 		st.prev = snap
 		m.askGuest(st)
@@ -539,6 +546,38 @@ func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, snap *snapshot) e
 	}, ids, snap.Stats)
 }
 
+// attachBackups feeds each disk's write counters and backup job of snap to
+// its latency.Watch and puts the impact on the disk's row (rows may be nil).
+func (st *vmState) attachBackups(rows []Disk, snap *snapshot) {
+	if st.backups == nil {
+		st.backups = map[string]*latency.Watch{}
+	}
+	for _, d := range st.disks {
+		b, ok := snap.Stats[d.id]
+		if !ok {
+			continue
+		}
+		w := st.backups[d.id]
+		if w == nil {
+			w = &latency.Watch{}
+			st.backups[d.id] = w
+		}
+		var job *qmp.BlockJob
+		for _, j := range snap.JobInfo[d.id] {
+			if latency.IsBackup(j) {
+				job = &j
+				break
+			}
+		}
+		im := w.Observe(snap.At, b, job)
+		for i := range rows {
+			if rows[i].Disk == d.id {
+				rows[i].Backup = im
+			}
+		}
+	}
+}
+
 // readJobs asks for block jobs, and only while there are some, for the
 // block graph that tells which disks they work on.
 func (st *vmState) readJobs(s qmp.Session, snap *snapshot) error {
@@ -565,6 +604,10 @@ func (st *vmState) readJobs(s qmp.Session, snap *snapshot) error {
 		}
 		for _, d := range ds {
 			snap.Jobs[d] = append(snap.Jobs[d], j.Type)
+			if snap.JobInfo == nil {
+				snap.JobInfo = map[string][]qmp.BlockJob{}
+			}
+			snap.JobInfo[d] = append(snap.JobInfo[d], j)
 		}
 	}
 	return nil

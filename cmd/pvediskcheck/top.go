@@ -209,11 +209,36 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 			topPct(v.VCPUCPUPct), units.OrDash(strings.Join(its, ", ")))
 	}
 	t.flush()
+	topBackups(&b, s)
 	topPercentiles(&b, s)
 	for _, f := range s.Findings {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+}
+
+// topBackups adds a line per disk with a backup job running: its progress
+// and speed, and the guest's write latency during it against the minute
+// before it started.
+func topBackups(b *strings.Builder, s top.Sample) {
+	for _, d := range s.Disks {
+		im := d.Backup
+		if im == nil {
+			continue
+		}
+		progress, speed := "-", "-"
+		if im.ProgressPct != nil {
+			progress = fmt.Sprintf("%.1f %%", *im.ProgressPct)
+		}
+		if im.SpeedBps != nil {
+			speed = fmt.Sprintf("%.1f MiB/s", *im.SpeedBps/units.MiB)
+		}
+		base := "not seen before the job"
+		if im.BaselineWriteLatencyMs != nil {
+			base = fmt.Sprintf("%s ms in the %.0f s before it", units.Grouped(*im.BaselineWriteLatencyMs), im.BaselineS)
+		}
+		fmt.Fprintf(b, "\nbackup %s on %d/%s: %s at %s; guest writes %s ms during the job, %s", im.Job, d.VMID, d.Disk, progress, speed, topMs(im.WriteLatencyMs), base)
+	}
 }
 
 // topPercentiles adds, with --histogram, what was done about the disks'
