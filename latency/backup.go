@@ -32,7 +32,7 @@ type point struct {
 
 type jobRun struct {
 	id       string
-	start    point  // the last sample before the job was seen
+	start    point // the last sample before the job was seen
 	base     *float64
 	baseS    float64
 	lastOff  int64
