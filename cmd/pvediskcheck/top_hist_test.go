@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,4 +107,82 @@ func TestTopHistogramAndBackupImpact(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// Interrupted (Ctrl-C and SIGTERM end the run's context; SIGHUP too unless
+// ignored), top --histogram still clears the histograms it set; one found
+// set on another disk is left in place.
+func TestTopHistogramClearedOnInterrupt(t *testing.T) {
+	n, _ := startLab370(t, "blockdev")
+	sock := n.Paths.QMPSocket(370)
+	histograms := func() map[string]int {
+		out := map[string]int{}
+		if err := qmp.DoRetry(context.Background(), sock, 5*time.Second, 10*time.Second, func(s qmp.Session) error {
+			ret, err := s.Exec("query-blockstats", nil)
+			for _, e := range qmp.ParseBlockstats(ret) {
+				if e.WrLatency != nil {
+					out[e.ID] = len(e.WrLatency.Boundaries)
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if err := qmp.Do(context.Background(), sock, 5*time.Second, func(s qmp.Session) error {
+		_, err := s.Exec("block-latency-histogram-set", map[string]any{"id": "sata1", "boundaries": []int64{1e6, 1e7}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb safeBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"pvediskcheck", "--root", n.Root, "top", "370", "--histogram", "--interval", "300ms"}, &out, &errb)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "latency histograms set by pvediskcheck") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no histogram line: %s %s", out.String(), errb.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if h := histograms(); h["scsi1"] != 142 || h["sata1"] != 2 {
+		t.Errorf("while top runs: %v", h)
+	}
+	if !strings.Contains(out.String(), "found set, used as they are and left in place: 370/sata1") {
+		t.Errorf("the histogram found is not said:\n%s", out.String())
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d: %s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("top did not end within 10 s of the interrupt")
+	}
+	if h := histograms(); len(h) != 1 || h["sata1"] != 2 {
+		t.Errorf("after the interrupt: %v, want sata1's own alone", h)
+	}
+}
+
+// safeBuffer is a bytes.Buffer for one writer and one reader goroutine.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
