@@ -2,61 +2,120 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/top"
 )
 
-// top --histogram on real QEMU while the guest side (qemu-io, 64 KiB random
-// writes, 4 in flight) writes to scsi1, and a blockdev-backup of scsi1
-// (2 MiB/s) to a target throttled to 8 MiB/s starts halfway (the guest's
-// 64 KiB writes ask copy-before-write for more than the 6 MiB/s left:
-// with a 2 MiB/s target and no job speed, the job's own copies filled the
-// target's queue and no guest write completed for 6 s): the histogram is set on
-// the disks watched and cleared when top ends, every interval has
-// percentiles, and once the job runs scsi1's row shows it with the guest's
-// write latency during it far above the baseline before it
+// top --histogram and a backup to a slow target, without fleecing: the
+// guest's write latency during the job is far above the baseline before it
 // (copy-before-write waits for the slow target).
 func TestTopHistogramAndBackupImpact(t *testing.T) {
+	b, baseP50, jobP50 := backupScene(t, false)
+	if *b.WriteLatencyMs < 3**b.BaselineWriteLatencyMs || jobP50 < 3*baseP50 {
+		t.Errorf("the slow target did not show in the guest's write latency")
+	}
+}
+
+// The same with a fleecing image in between (copy-before-write to a fast
+// local image, the backup reading a snapshot-access node: Proxmox's
+// fleecing): top places the job on scsi1 and the guest's writes wait far
+// less than in the same scene without fleecing (the median interval p50
+// during the job; the mean since its start also holds the stall of
+// inserting the filter). QEMU 7.2 aborts building that graph, so it needs QEMU >= 10
+// (PVEDISKCHECK_QEMU=scripts/qemu-11.1).
+func TestTopBackupImpactWithFleecing(t *testing.T) {
+	if qemuMajor(t) < 10 {
+		t.Skip("QEMU 7.2 aborts at a copy-before-write filter over an in-use node; run with PVEDISKCHECK_QEMU=scripts/qemu-11.1")
+	}
+	_, _, without := backupScene(t, false)
+	_, _, with := backupScene(t, true)
+	if with > without/4 {
+		t.Errorf("with fleecing the guest's writes took %.1f ms (median interval p50) during the job, without %.1f ms: want a quarter at most", with, without)
+	}
+}
+
+// backupScene runs top --histogram on real QEMU while qemu-io (64 KiB
+// random writes, 4 in flight) writes to scsi1, and halfway starts a
+// blockdev-backup of scsi1 (2 MiB/s) to a target throttled to 8 MiB/s,
+// with or without a fleecing image. Without, the guest's 64 KiB writes ask
+// copy-before-write for more than the 6 MiB/s the target has left (with a
+// 2 MiB/s target and no job speed, the job's own copies filled the target's
+// queue and no guest write completed for 6 s). It checks what holds either
+// way: the histograms are set on the disks watched and cleared when top
+// ends, every interval with writes has percentiles, scsi1's row shows the
+// job with its progress, speed and a baseline; it returns the impact and
+// the median interval p50 before the job and during it.
+func backupScene(t *testing.T, fleecing bool) (*latency.Impact, float64, float64) {
+	t.Helper()
 	n, vmq := startLab370(t, "blockdev")
 	load := vmq.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 64 << 10, Depth: 4, Random: true, Span: fakenode.Lab370DiskSize})
 	defer load.Stop()
 	target := n.MustVolume(t, "local", "370/backup-target.raw", fakenode.Lab370DiskSize)
+	fleece := n.MustVolume(t, "local", "370/fleece.raw", fakenode.Lab370DiskSize)
 	sock := n.Paths.QMPSocket(370)
 	exec := func(fn func(s qmp.Session) error) {
 		if err := qmp.DoRetry(context.Background(), sock, 5*time.Second, 10*time.Second, fn); err != nil {
 			t.Error(err)
 		}
 	}
+	start := func(s qmp.Session) error {
+		steps := []struct {
+			cmd  string
+			args map[string]any
+		}{
+			{"object-add", map[string]any{"qom-type": "throttle-group", "id": "slow-target", "limits": map[string]any{"bps-write": 8 << 20}}},
+			{"blockdev-add", map[string]any{"driver": "throttle", "node-name": "target", "throttle-group": "slow-target",
+				"file": map[string]any{"driver": "raw", "file": map[string]any{"driver": "file", "filename": target}}}},
+		}
+		source := "drive-scsi1"
+		if fleecing {
+			nodes, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+			if err != nil {
+				return err
+			}
+			format := qmp.ParseNamedBlockNodes(nodes).Children["drive-scsi1"]["file"] // QEMU >= 10.1 lists children
+			steps = append(steps, []struct {
+				cmd  string
+				args map[string]any
+			}{
+				{"blockdev-add", map[string]any{"driver": "raw", "node-name": "fleece", "file": map[string]any{"driver": "file", "filename": fleece}}},
+				{"blockdev-add", map[string]any{"driver": "copy-before-write", "node-name": "cbw", "file": format, "target": "fleece"}},
+				{"blockdev-reopen", map[string]any{"options": []any{map[string]any{"driver": "throttle", "node-name": "drive-scsi1", "throttle-group": "throttle-drive-scsi1", "file": "cbw"}}}},
+				{"blockdev-add", map[string]any{"driver": "snapshot-access", "node-name": "snap", "file": "cbw"}},
+			}...)
+			source = "snap"
+		}
+		steps = append(steps, struct {
+			cmd  string
+			args map[string]any
+		}{"blockdev-backup", map[string]any{"job-id": "backup-scsi1-test", "device": source, "target": "target", "sync": "full", "speed": 2 << 20}})
+		for _, st := range steps {
+			if _, err := s.Exec(st.cmd, st.args); err != nil {
+				return fmt.Errorf("%s: %w", st.cmd, err)
+			}
+		}
+		return nil
+	}
 	const jobAt = 12 // samples of 500 ms before the job: 6 s of baseline
 	var once sync.Once
 	code, stderr, samples := topStream(t, []string{"--root", n.Root, "top", "370", "--histogram", "--count", "24", "--interval", "500ms"}, func(i int, s top.Sample) {
-		if i < jobAt-1 {
-			return
+		if i >= jobAt-1 {
+			once.Do(func() { exec(start) })
 		}
-		once.Do(func() {
-			exec(func(s qmp.Session) error {
-				if _, err := s.Exec("object-add", map[string]any{"qom-type": "throttle-group", "id": "slow-target", "limits": map[string]any{"bps-write": 8 << 20}}); err != nil {
-					return err
-				}
-				if _, err := s.Exec("blockdev-add", map[string]any{"driver": "throttle", "node-name": "target", "throttle-group": "slow-target",
-					"file": map[string]any{"driver": "raw", "file": map[string]any{"driver": "file", "filename": target}}}); err != nil {
-					return err
-				}
-				_, err := s.Exec("blockdev-backup", map[string]any{"job-id": "backup-scsi1-test", "device": "drive-scsi1", "target": "target", "sync": "full", "speed": 2 << 20})
-				return err
-			})
-		})
 	})
 	if code != 0 || len(samples) != 24 {
 		t.Fatalf("exit %d, %d samples: %s", code, len(samples), stderr)
 	}
-	var baseP50, jobP50 float64 // the highest interval p50 before the job, and during it
+	var baseP50s, jobP50s []float64 // each interval's p50 before the job and during it
 	var impact *top.Disk
 	for i, s := range samples {
 		set := map[string]bool{}
@@ -78,9 +137,9 @@ func TestTopHistogramAndBackupImpact(t *testing.T) {
 			if d.Backup != nil {
 				t.Errorf("sample %d: backup impact before the job: %+v", i, d.Backup)
 			}
-			baseP50 = max(baseP50, *d.WriteP50Ms)
+			baseP50s = append(baseP50s, *d.WriteP50Ms)
 		case i > jobAt+1 && d.Backup != nil:
-			jobP50 = max(jobP50, *d.WriteP50Ms)
+			jobP50s = append(jobP50s, *d.WriteP50Ms)
 			d := d
 			impact = &d
 		}
@@ -88,15 +147,19 @@ func TestTopHistogramAndBackupImpact(t *testing.T) {
 	if impact == nil {
 		t.Fatal("no sample shows the backup's impact")
 	}
+	// Medians: one slow interval (the machine is shared; the job's start
+	// changes the graph) is no steady state.
+	median := func(xs []float64) float64 {
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	baseP50, jobP50 := median(baseP50s), median(jobP50s)
 	b := impact.Backup
 	if b.Job != "backup-scsi1-test" || b.BaselineWriteLatencyMs == nil || b.WriteLatencyMs == nil || b.BaselineS < 4 || b.ProgressPct == nil || b.SpeedBps == nil {
 		t.Fatalf("backup impact %+v", b)
 	}
-	t.Logf("writes: %.2f ms in the %.0f s before the job, %.1f ms during it; interval p50 up to %.2f ms before, up to %.1f ms during; job %.1f %% at %.0f B/s",
-		*b.BaselineWriteLatencyMs, b.BaselineS, *b.WriteLatencyMs, baseP50, jobP50, *b.ProgressPct, *b.SpeedBps)
-	if *b.WriteLatencyMs < 3**b.BaselineWriteLatencyMs || jobP50 < 3*baseP50 {
-		t.Errorf("the slow target did not show in the guest's write latency")
-	}
+	t.Logf("fleecing %v: writes %.2f ms in the %.0f s before the job, %.1f ms during it; median interval p50 %.2f ms before, %.1f ms during; job %.1f %% at %.0f B/s",
+		fleecing, *b.BaselineWriteLatencyMs, b.BaselineS, *b.WriteLatencyMs, baseP50, jobP50, *b.ProgressPct, *b.SpeedBps)
 	// top has ended: the histograms it set are gone.
 	exec(func(s qmp.Session) error {
 		ret, err := s.Exec("query-blockstats", nil)
@@ -107,6 +170,7 @@ func TestTopHistogramAndBackupImpact(t *testing.T) {
 		}
 		return err
 	})
+	return b, baseP50, jobP50
 }
 
 // Interrupted (Ctrl-C and SIGTERM end the run's context; SIGHUP too unless
