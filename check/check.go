@@ -19,10 +19,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/backupcfg"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -76,13 +78,17 @@ const (
 	CodeZFSSyncAlways        Code = "zfs-sync-always"
 	CodeZFSBlocksizeInvalid  Code = "zfs-blocksize-invalid"
 	CodeDiskStalled          Code = "disk-stalled"
+	// CodeFleecingStorage: a backup job backs the VM up with fleecing on a
+	// storage that goes against Proxmox's advice (not thin, no discard,
+	// none set, not in storage.cfg); package backupcfg decides.
+	CodeFleecingStorage Code = "fleecing-storage"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -128,6 +134,10 @@ type VMResult struct {
 	// their inputs (the notes say why): a running VM whose QMP socket could
 	// not be read, thin pools whose tool failed.
 	NotChecked []Code `json:"not_checked,omitempty"`
+	// Backups are the backup jobs (jobs.cfg) that back the VM up on this
+	// node and the fleecing each runs with (vzdump.conf's default where the
+	// job sets none); omitted when none does.
+	Backups []backupcfg.VMBackup `json:"backups,omitempty"`
 	// Err is why this VM could not be checked at all (an unreadable
 	// config: exit 2), or why its running state could not be read (exit 3).
 	Err error `json:"-"`
@@ -297,6 +307,7 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 	if o.StallAfter > 0 && v.Running && liveErr == nil {
 		stalls(ctx, n, v, o.StallAfter, &out)
 	}
+	judgeBackups(ctx, n, v, &out)
 	if o.NextStart {
 		nextStart(ctx, n.Runner, v, &out)
 	}
@@ -318,6 +329,38 @@ func (out *VMResult) liveUnread(v *vm.VM, err error) {
 }
 
 func (out *VMResult) add(f Finding) { out.Findings = append(out.Findings, f) }
+
+// judgeBackups reads the backup configuration (vzdump.conf, jobs.cfg) and
+// says per job backing the VM up whether fleecing is on and where, with a
+// fleecing-storage warning for a storage against Proxmox's advice.
+func judgeBackups(ctx context.Context, n node.Node, v *vm.VM, out *VMResult) {
+	c, err := backupcfg.Read(ctx, n)
+	if err != nil {
+		out.Notes = append(out.Notes, "backup configuration not read: "+err.Error())
+		out.NotChecked = append(out.NotChecked, CodeFleecingStorage)
+		return
+	}
+	backups, byPool := c.ForVM(v.VMID, n.Paths.NodeName())
+	for _, id := range byPool {
+		out.Notes = append(out.Notes, "backup job "+id+" selects VMs by pool (user.cfg, not read): whether it backs this VM up is not checked")
+	}
+	out.Backups = backupcfg.Judge(backups, func(id string) (thin, discard, ok bool) {
+		st, ok := v.Storages[id]
+		if !ok {
+			return false, false, false
+		}
+		f := st.Facts()
+		return f.Provision == storagetype.Thin || f.Provision == storagetype.PerImage,
+			f.Discard == storagetype.DiscardReturns || f.Discard == storagetype.DiscardPerImage, true
+	})
+	for _, b := range out.Backups {
+		if b.Unsuitable != "" {
+			out.add(Finding{Severity: Warning, Code: CodeFleecingStorage,
+				Message: fmt.Sprintf("backup job %s uses fleecing, but %s (Proxmox advises a fast local storage with thin provisioning or sparse files, and discard)", b.Job, b.Unsuitable),
+				Fix:     "pvesh set /cluster/backup/" + b.Job + " --fleecing enabled=1,storage=<a thin, discard-capable local storage, e.g. local-lvm>"})
+		}
+	}
+}
 
 func values(s *qemuserver.DiskSettings) *DiskValues {
 	if s == nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
@@ -148,6 +149,11 @@ type Result struct {
 	// SampledS is how much of the window the samples cover.
 	SampledS float64     `json:"sampled_s"`
 	Verdicts []Judgement `json:"verdicts"`
+	// Percentiles are each disk's latency percentiles over the window
+	// (flush_p50_ms ...) from latency histograms (--histogram), and
+	// Histograms what was done about them; both omitted without.
+	Percentiles map[string]latency.Percentiles `json:"latency_percentiles,omitempty"`
+	Histograms  []latency.Note                 `json:"histograms,omitempty"`
 }
 
 // Ignored reports whether any disk's flushes are ignored (exit 1).

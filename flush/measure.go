@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -27,6 +28,10 @@ type Options struct {
 	// OnSample is called after each sample: progress, and tests that step
 	// through a window instead of sleeping.
 	OnSample sampler.OnSample
+	// Histogram sets latency histograms on the disks for the window
+	// (package latency: never replacing one found) and clears them after:
+	// the result then has each disk's flush (and write) percentiles.
+	Histogram bool
 }
 
 // ErrAgent means the guest agent did not answer before the window: the
@@ -97,14 +102,16 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 	triggerDone := make(chan error, 1)
 	triggered := false
 	var start time.Time
+	var first, last sampler.Sample
 	bs := &sampler.Window{
 		VM: v, Disks: ids, Timeout: n.Timeout,
 		Interval: interval, Patience: 3 * time.Second,
 		OnSample: func(tk sampler.Tick) {
 			q := tk.Sample
 			if start.IsZero() {
-				start = q.Time
+				start, first = q.Time, q
 			}
+			last = q
 			s := readSample(q, start, host, v.Pid, vols, devs)
 			res.Samples = append(res.Samples, s)
 			if o.Trigger && !triggered {
@@ -124,7 +131,30 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 			}
 		},
 	}
+	var hist *latency.Tracker
+	if o.Histogram {
+		hist = latency.NewTracker()
+		bs.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
+			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+				return v.Exchange(ctx, n.Timeout, fn)
+			}, ids, stats)
+		}
+	}
 	_, err := bs.Run(mctx, o.Window)
+	if hist != nil {
+		res.Histograms = hist.Notes()
+		res.Percentiles = map[string]latency.Percentiles{}
+		for _, id := range ids {
+			if p := latency.IntervalOf(first.Stats[id], last.Stats[id]); p.Any() {
+				res.Percentiles[id] = p
+			}
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*max(n.Timeout, time.Second))
+		if rerr := hist.Release(rctx); rerr != nil && err == nil {
+			err = exitcode.Wrap(exitcode.Unreachable, "latency histograms", rerr)
+		}
+		rcancel()
+	}
 	var triggerErr error
 	if ctx.Err() == nil && context.Cause(mctx) != nil {
 		triggerErr = context.Cause(mctx) // the trigger failed mid-window

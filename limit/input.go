@@ -22,6 +22,7 @@ type Input struct {
 	Args                           []string          // VMID [DISK]
 	Values                         map[string]string // the limit flags given: Proxmox key -> value as typed
 	Clear, Persist, DryRun, Verify bool
+	Histogram                      bool           // --histogram: latency percentiles for --verify
 	For                            *time.Duration // --for; nil when not given (DefaultWindow)
 	Root                           string         // --root, as node.Paths holds it
 	// RootEnv is PVEDISKCHECK_ROOT: a root qm serves when it is the one
@@ -99,13 +100,15 @@ func (in Input) Validate() (Valid, error) {
 		return out, exitcode.Usagef("limit: --verify needs DISK")
 	case in.Verify && window < MinWindow:
 		return out, exitcode.Usagef("limit: --for %s is too short: the first %s are not judged and a verdict needs %s more", window, Skip, MinSteady)
+	case in.Histogram && !in.Verify:
+		return out, exitcode.Usagef("limit: --histogram needs --verify")
 	case in.Verify && in.DryRun:
 		return out, exitcode.Usagef("limit: --verify cannot be combined with --dry-run")
 	case in.Persist && filepath.Clean(in.Root) != "/" && filepath.Clean(in.RootEnv) != filepath.Clean(in.Root):
 		return out, exitcode.Usagef("limit: --persist runs this node's qm, which does not know --root %s; refusing (set PVEDISKCHECK_ROOT to that root when its qm serves it)", in.Root)
 	}
 	if in.Verify {
-		out.Verify = window
+		out.Verify, out.Histogram = window, in.Histogram
 	}
 	return out, nil
 }

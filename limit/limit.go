@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -32,6 +33,10 @@ type Request struct {
 	Verify time.Duration
 	// OnSample is called after each sample of the window.
 	OnSample sampler.OnSample
+	// Histogram sets a latency histogram on the disk for the --verify
+	// window (never replacing one found: package latency) and clears it
+	// after: the verification then has p50/p95/p99 over the steady part.
+	Histogram bool
 }
 
 // Run shows the configured and running limits of disks (those of vm.Select),
@@ -81,7 +86,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, req Reque
 		}
 	}
 	if req.Verify > 0 && final == nil {
-		final = Verify(ctx, n, v, disks[0], out[0], req.Verify, req.OnSample)
+		final = verify(ctx, n, v, disks[0], out[0], req.Verify, req.OnSample, req.Histogram)
 		if out[0].Limits.Running != nil {
 			liveErr = nil // read again after the window: the first error is stale
 		}
@@ -423,7 +428,27 @@ func readBack(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Resul
 // (QEMU stopped answering or exited, Ctrl-C) keeps what was measured until
 // then, with the cut, and is exit 3 whatever its verdicts.
 func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample sampler.OnSample) error {
-	m, err := Measure(ctx, n, v, d.ID, window, onSample)
+	return verify(ctx, n, v, d, res, window, onSample, false)
+}
+
+func verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample sampler.OnSample, histogram bool) (err error) {
+	var hist *latency.Tracker
+	if histogram {
+		hist = latency.NewTracker()
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*max(n.Timeout, time.Second))
+			defer cancel()
+			if rerr := hist.Release(rctx); rerr != nil {
+				res.Notes = append(res.Notes, rerr.Error())
+			}
+		}()
+	}
+	m, err := measure(ctx, n, v, d.ID, window, onSample, hist)
+	if hist != nil {
+		for _, note := range hist.Notes() {
+			res.Histogram = &note
+		}
+	}
 	var cut *Cut
 	switch {
 	case ctx.Err() != nil:
@@ -457,6 +482,7 @@ func judgeWindow(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Re
 		vj.SteadyS = units.Round(r.Seconds(), 3)
 		mm := measured(r)
 		vj.Measured = &mm
+		vj.Latency = m.steadyPercentiles(r)
 	}
 	cutErr := func() error {
 		if cut.Why == CutInterrupted {

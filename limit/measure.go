@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -55,7 +57,20 @@ type Measurement struct {
 // display, and tests that step through the window. The samples taken are
 // returned with an error too.
 func Measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window time.Duration, onSample sampler.OnSample) (*Measurement, error) {
+	return measure(ctx, n, v, disk, window, onSample, nil)
+}
+
+// measure is Measure, setting the disk's latency histograms through hist
+// in the first sample's exchange when hist is set.
+func measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window time.Duration, onSample sampler.OnSample, hist *latency.Tracker) (*Measurement, error) {
 	b := &sampler.Window{VM: v, Disks: []string{disk}, Interval: Interval, Timeout: n.Timeout, OnSample: onSample}
+	if hist != nil {
+		b.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
+			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+				return v.Exchange(ctx, n.Timeout, fn)
+			}, []string{disk}, stats)
+		}
+	}
 	m := &Measurement{Disk: disk, Start: time.Now(), Window: window, Interval: Interval}
 	ser, err := b.Run(ctx, window)
 	if ser != nil {
@@ -87,6 +102,28 @@ func (m *Measurement) Steady() (sampler.Rates, error) {
 		err = fmt.Errorf("the samples from %s on span %.1f s, a verdict needs %s", Skip, r.Seconds(), MinSteady)
 	}
 	return r, err
+}
+
+// steadyPercentiles are the latency percentiles between the two samples
+// that bound the steady part r (nil without histograms there).
+func (m *Measurement) steadyPercentiles(r sampler.Rates) *latency.Percentiles {
+	var a, b *sampler.Sample
+	for i := range m.Samples {
+		switch m.Samples[i].Time {
+		case r.From:
+			a = &m.Samples[i]
+		case r.To:
+			b = &m.Samples[i]
+		}
+	}
+	if a == nil || b == nil {
+		return nil
+	}
+	p := latency.IntervalOf(a.Stats[m.Disk], b.Stats[m.Disk])
+	if !p.Any() {
+		return nil
+	}
+	return &p
 }
 
 // at is t in seconds from the start of the window.

@@ -1,5 +1,7 @@
 package limit
 
+import "github.com/pvediskcheck/pvediskcheck/latency"
+
 // Result is what `limit` reports for one disk, and its --json schema
 // (README "JSON schemas"): one object for a named disk, an array of them
 // when no disk is named.
@@ -12,6 +14,10 @@ type Result struct {
 	Apply    *Applied      `json:"apply,omitempty"`
 	Verify   *Verification `json:"verify,omitempty"`
 	Notes    []string      `json:"notes,omitempty"`
+	// Histogram says, with --histogram, what was done about the disk's
+	// latency histogram for the window (set and cleared after, found set
+	// and used as it is, or refused).
+	Histogram *latency.Note `json:"histogram,omitempty"`
 }
 
 // Sets holds limits by Proxmox key in Proxmox units (MiB/s, ops/s,
@@ -56,9 +62,12 @@ type Verification struct {
 	Gaps []Gap `json:"gaps"`
 	// Measured are the rates over the steady part (null when fewer than
 	// two samples reached it: a window cut short).
-	Measured  *Measured   `json:"measured"`
-	Verdicts  []Judgement `json:"verdicts"`
-	ChangedTo Set         `json:"running_changed_to,omitempty"` // limits found at the end when they changed during the window
+	Measured *Measured `json:"measured"`
+	// Latency are the steady part's latency percentiles from the disk's
+	// histogram (--histogram); omitted without one.
+	Latency   *latency.Percentiles `json:"latency_percentiles,omitempty"`
+	Verdicts  []Judgement          `json:"verdicts"`
+	ChangedTo Set                  `json:"running_changed_to,omitempty"` // limits found at the end when they changed during the window
 	// Cut is set when the window ended early; everything above is what
 	// was measured until then.
 	Cut *Cut `json:"cut,omitempty"`

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -79,6 +80,11 @@ type Options struct {
 	// OnSnapshot, when set, gets every collection once it is complete
 	// (--capture keeps stalls' evidence from it).
 	OnSnapshot func(*Snapshot)
+	// Histograms, when set (metrics --listen --histogram), sets QEMU's
+	// latency histograms on every running disk the first time its process
+	// is read (never replacing one found: package latency) and exports
+	// them as Prometheus histograms; the caller releases it on exit.
+	Histograms *latency.Tracker
 }
 
 // Snapshot is one collection: what every metric is built from.
@@ -138,6 +144,9 @@ type Disk struct {
 	// Stall is the stall rule's verdict, judged from Stats' idle_time_ns
 	// and the node's threads and device (no QMP command of its own).
 	Stall stall.Verdict
+	// Latency are the disk's latency histograms by kind, counted from when
+	// this run first knew them (Options.Histograms); nil without.
+	Latency map[latency.Kind]latency.Bucketed
 }
 
 // LimitsDiffer reports running limits other than the config's.
@@ -194,7 +203,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, o.StallAfter)
+			vms[i], errs = collectVM(ctx, n, id, pools, o.StallAfter, o.Histograms)
 			for _, e := range errs {
 				fail(e)
 			}
@@ -212,7 +221,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 // collectVM reads one VM: check's load (one FetchLive) and findings, then
 // for a running VM its counters and thread ids in one more exchange, and
 // its threads' CPU time.
-func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, stallAfter time.Duration) (VM, []Source) {
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, stallAfter time.Duration, hist *latency.Tracker) (VM, []Source) {
 	out := VM{VMID: vmid}
 	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{}, pools)
 	out.Findings = res.Findings
@@ -223,12 +232,15 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	}
 	out.Running = v.Running
 	if !v.Running {
+		if hist != nil {
+			hist.Forget(vmid)
+		}
 		return out, nil
 	}
 	if liveErr != nil {
 		return out, []Source{SourceQMP}
 	}
-	l, err := readLive(ctx, v, n.Timeout)
+	l, err := readLive(ctx, v, n.Timeout, hist)
 	if err != nil {
 		return out, []Source{SourceQMP}
 	}
@@ -249,18 +261,33 @@ type live struct {
 	stats   map[string]qmp.BlockStats // by disk id
 	nodes   map[string]qmp.BlockStats // by node name
 	threads threads.Map
+	hist    *latency.Tracker
 }
 
 // readLive is the second exchange, one sample (sampler.Window.Take): the
 // devices' and the block nodes' counters and the thread ids, four commands
-// whatever the number of disks.
-func readLive(ctx context.Context, v *vm.VM, timeout time.Duration) (*live, error) {
+// whatever the number of disks; with hist, the running disks' latency
+// histograms are set in the same exchange the first time (Ensure).
+func readLive(ctx context.Context, v *vm.VM, timeout time.Duration, hist *latency.Tracker) (*live, error) {
 	w := &sampler.Window{VM: v, Timeout: timeout, Patience: timeout, Query: vm.Query{Need: vm.NeedNodeStats | vm.NeedThreads}}
+	if hist != nil {
+		var ids []string
+		for _, d := range v.Disks {
+			if d.Running != nil {
+				ids = append(ids, d.ID)
+			}
+		}
+		w.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
+			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+				return v.Exchange(ctx, timeout, fn)
+			}, ids, stats)
+		}
+	}
 	s, err := w.Take(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &live{stats: s.Stats, nodes: s.Nodes, threads: s.Live.Threads}, nil
+	return &live{stats: s.Stats, nodes: s.Nodes, threads: s.Live.Threads, hist: hist}, nil
 }
 
 // disks builds the running disks from cache's view of the VM (the
@@ -284,6 +311,16 @@ func disks(v *vm.VM, l *live) []Disk {
 			CacheEffective: *c.Cache.Effective, AIO: c.AIO, IOThread: iothreads[c.ID], Discard: run.Discard}
 		if st, ok := l.stats[c.ID]; ok {
 			disk.Stats = &st
+			if l.hist != nil {
+				for _, k := range latency.Kinds {
+					if h, ok := l.hist.Cumulative(v.VMID, v.Pid, c.ID, k, &st); ok {
+						if disk.Latency == nil {
+							disk.Latency = map[latency.Kind]latency.Bucketed{}
+						}
+						disk.Latency[k] = h
+					}
+				}
+			}
 		}
 		if d.Live != nil {
 			if st, ok := l.nodes[d.Live.Protocol.Name]; ok && d.Live.Protocol.Name != "" && st.HasDriverSpecific {

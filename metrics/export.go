@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
@@ -93,6 +94,12 @@ var (
 	poolVGFree        = desc("thinpool_vg_free_bytes", "Free space of the thin pool's volume group, what autoextend grows into.", "storage")
 	poolNoSpaceWait   = desc("thinpool_no_space_timeout_seconds", "How long dm-thin holds writes to a full pool that queues them (dm_thin_pool no_space_timeout; 0: for ever).", "storage")
 
+	latencyHist = map[latency.Kind]*prometheus.Desc{
+		latency.Read:  desc("disk_read_latency_seconds", "Latency of the guest's reads, from QEMU's latency histogram (metrics --histogram: set by pvediskcheck, or one found set, with its own boundaries), counted from when this exporter first read it.", diskLabels...),
+		latency.Write: desc("disk_write_latency_seconds", "Latency of the guest's writes, from QEMU's latency histogram (metrics --histogram), counted from when this exporter first read it.", diskLabels...),
+		latency.Flush: desc("disk_flush_latency_seconds", "Latency of the guest's flushes, from QEMU's latency histogram (metrics --histogram), counted from when this exporter first read it.", diskLabels...),
+	}
+
 	collectDuration = desc("collect_duration_seconds", "How long the collection took.")
 	collectErrors   = desc("collect_errors", "Errors of the collection by source (node, config, qmp, threads, thinpool); a VM whose socket stayed busy counts here and has no live series.", "source")
 )
@@ -115,6 +122,9 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
+	}
+	for _, k := range latency.Kinds {
+		ch <- latencyHist[k]
 	}
 }
 
@@ -146,6 +156,11 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 			}
 			if d.Limits != nil {
 				collectLimits(gauge, vmid, d)
+			}
+			for _, k := range latency.Kinds {
+				if h, ok := d.Latency[k]; ok {
+					ch <- prometheus.MustNewConstHistogram(latencyHist[k], h.Count, h.SumS, h.Buckets, vmid, d.ID)
+				}
 			}
 		}
 		collectFindings(gauge, vmid, v.Findings)

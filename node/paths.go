@@ -81,6 +81,12 @@ func (p Paths) CheckNode() error {
 // StorageCfg is /etc/pve/storage.cfg.
 func (p Paths) StorageCfg() string { return p.Join("/etc/pve/storage.cfg") }
 
+// VzdumpConf is vzdump's node-wide defaults (fleecing among them).
+func (p Paths) VzdumpConf() string { return p.Join("/etc/vzdump.conf") }
+
+// JobsCfg is the cluster's scheduled jobs (backup jobs: vzdump sections).
+func (p Paths) JobsCfg() string { return p.Join("/etc/pve/jobs.cfg") }
+
 // RunDir is /var/run/qemu-server, where Proxmox keeps pid files and sockets.
 func (p Paths) RunDir() string { return p.Join("/var/run/qemu-server") }
 

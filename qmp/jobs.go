@@ -59,10 +59,18 @@ func JobDisks(graph gjson.Result) map[string][]string {
 	}
 	parents := map[int64][]int64{}
 	children := map[int64][]int64{}
+	files := map[int64][]int64{} // parent -> its "file" children
+	mains := map[int64][]int64{} // job -> its "main node"
 	for _, e := range graph.Get("edges").Array() {
 		p, c := e.Get("parent").Int(), e.Get("child").Int()
 		parents[c] = append(parents[c], p)
 		children[p] = append(children[p], c)
+		switch e.Get("name").String() {
+		case "file":
+			files[p] = append(files[p], c)
+		case "main node":
+			mains[p] = append(mains[p], c)
+		}
 	}
 	out := map[string][]string{}
 	budget := maxGraphWork
@@ -93,6 +101,48 @@ func JobDisks(graph gjson.Result) map[string][]string {
 				}
 			case "block-driver":
 				queue = append(queue, parents[cur]...)
+			}
+		}
+		if len(disks) == 0 {
+			// A backup with fleecing reads a snapshot-access node over a
+			// copy-before-write filter that sits below the disk's own
+			// node (QEMU 11.1: job -main node-> its filter -file->
+			// snapshot-access -file-> the fleecing filter, a child of
+			// drive-scsi1): nothing above the job's nodes is a disk, so
+			// walk down their file children and up from each.
+			down := append([]int64(nil), mains[id]...)
+			for len(down) > 0 {
+				if budget--; budget < 0 {
+					return out
+				}
+				cur := down[0]
+				down = down[1:]
+				for _, p := range parents[cur] {
+					if seen[p] {
+						continue
+					}
+					for up := []int64{p}; len(up) > 0; {
+						if budget--; budget < 0 {
+							return out
+						}
+						u := up[0]
+						up = up[1:]
+						if seen[u] {
+							continue
+						}
+						seen[u] = true
+						switch nodes[u].typ {
+						case "block-backend":
+							if d := QdevToDiskID(strings.TrimPrefix(nodes[u].name, "drive-")); d != "" {
+								disks[d] = true
+							}
+						case "block-driver":
+							up = append(up, parents[u]...)
+						}
+					}
+				}
+				seen[cur] = true
+				down = append(down, files[cur]...)
 			}
 		}
 		ids := make([]string, 0, len(disks))

@@ -42,6 +42,21 @@ func TestJobDisksRecordedBackup(t *testing.T) {
 	}
 }
 
+// A backup with fleecing (QEMU 11.1.3, testdata/README.md): the job reads
+// a snapshot-access node over the fleecing filter below drive-scsi1; only
+// walking down from its main node and up again reaches scsi1, never the
+// fleecing image or the target.
+func TestJobDisksRecordedFleecing(t *testing.T) {
+	got := JobDisks(fixture(t, "x-debug-query-block-graph-fleecing-11.1.json"))
+	want := map[string][]string{"backup-scsi1-fleece": {"scsi1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("JobDisks = %v, want %v", got, want)
+	}
+	if jobs := ParseBlockJobs(fixture(t, "query-block-jobs-fleecing-11.1.json")); len(jobs) != 1 || jobs[0].Type != "backup" {
+		t.Errorf("jobs %+v", jobs)
+	}
+}
+
 // Under -drive the BlockBackends carry their names, drive-<id>, and
 // drive-backup's job takes the device's name as its id.
 func TestJobDisksRecordedDriveBackup(t *testing.T) {

@@ -74,6 +74,10 @@ type Window struct {
 	// query-nodes): a protocol node's driver-specific discard-* counters
 	// say what reached the storage.
 	Nodes []string
+	// Prepare, when set, is called in each sample's exchange right after
+	// query-blockstats with the disks' entries (latency.Tracker.Ensure
+	// sets latency histograms there, once).
+	Prepare func(s qmp.Session, stats map[string]qmp.BlockStats) error
 }
 
 // Series is the result of one sampling run.
@@ -104,6 +108,9 @@ func (w *Window) take(ctx context.Context, patience time.Duration) (Sample, time
 	q.Need |= vm.NeedStats
 	if len(w.Nodes) > 0 {
 		q.Need |= vm.NeedNodeStats
+	}
+	if w.Prepare != nil {
+		q.Then = func(s qmp.Session, a *vm.Answer) error { return w.Prepare(s, a.Stats) }
 	}
 	a, err := w.VM.AskPatient(ctx, timeout, patience, q)
 	if err != nil {

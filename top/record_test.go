@@ -236,3 +236,58 @@ func TestRecordDriveBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordFleecing records a backup with fleecing for qmp/testdata (QEMU
+// >= 10: 7.2 aborts at the copy-before-write filter's blockdev-add):
+//
+//	PVEDISKCHECK_QEMU=$PWD/scripts/qemu-11.1 go test -tags record -run TestRecordFleecing -count=1 ./top/
+func TestRecordFleecing(t *testing.T) {
+	n := fakenode.NewT(t)
+	if err := n.CreateLab370(""); err != nil {
+		t.Fatal(err)
+	}
+	n.MustStart(t, 370, fakenode.ArgvOptions{Blockdev: true})
+	fleece := n.MustVolume(t, "local", "370/fleece.raw", fakenode.Lab370DiskSize)
+	target := n.MustVolume(t, "local", "370/target.raw", fakenode.Lab370DiskSize)
+	err := qmp.Do(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, func(s qmp.Session) error {
+		nodes, err := s.Exec("query-named-block-nodes", map[string]any{"flat": true})
+		if err != nil {
+			return err
+		}
+		g := qmp.ParseNamedBlockNodes(nodes)
+		dg, err := s.Exec("x-debug-query-block-graph", nil)
+		if err != nil {
+			return err
+		}
+		g.AddDebugGraph(dg)
+		format := g.Children["drive-scsi1"]["file"]
+		for _, st := range []struct {
+			cmd  string
+			args map[string]any
+		}{
+			{"blockdev-add", map[string]any{"driver": "raw", "node-name": "fleece", "file": map[string]any{"driver": "file", "filename": fleece}}},
+			{"blockdev-add", map[string]any{"driver": "copy-before-write", "node-name": "cbw", "file": format, "target": "fleece"}},
+			{"blockdev-reopen", map[string]any{"options": []any{map[string]any{"driver": "throttle", "node-name": "drive-scsi1", "throttle-group": "throttle-drive-scsi1", "file": "cbw"}}}},
+			{"blockdev-add", map[string]any{"driver": "snapshot-access", "node-name": "snap", "file": "cbw"}},
+			{"blockdev-add", map[string]any{"driver": "raw", "node-name": "target", "file": map[string]any{"driver": "file", "filename": target}}},
+			{"blockdev-backup", map[string]any{"job-id": "backup-scsi1-fleece", "device": "snap", "target": "target", "sync": "full", "speed": 1 << 20}},
+		} {
+			if _, err := s.Exec(st.cmd, st.args); err != nil {
+				return err
+			}
+		}
+		for name, cmd := range map[string]string{"x-debug-query-block-graph-fleecing-11.1.json": "x-debug-query-block-graph", "query-block-jobs-fleecing-11.1.json": "query-block-jobs"} {
+			r, err := s.Exec(cmd, nil)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join("..", "qmp", "testdata", name), []byte(r.Raw), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,6 +3,8 @@ package top
 import (
 	"strings"
 	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
 // Sample is one refresh: every disk's activity over the last interval and
@@ -13,6 +15,10 @@ type Sample struct {
 	Disks     []Disk    `json:"disks"`
 	VMs       []VM      `json:"vms"`
 	Findings  []Finding `json:"findings"`
+	// Histograms says, with --histogram, what was done about each disk's
+	// latency histogram: set by this run (cleared when it ends), found set
+	// (used as it is, left in place) or refused by QEMU.
+	Histograms []latency.Note `json:"histograms,omitempty"`
 }
 
 // Disk is one row: one disk of a running VM over one interval, as QEMU
@@ -40,6 +46,10 @@ type Disk struct {
 	// not stalled.
 	StalledSeconds float64 `json:"stalled_seconds"`
 	stallSays      string  // the stall rule's evidence, for the finding
+	// Percentiles of the interval's requests (read_p50_ms ... flush_p99_ms)
+	// from the disk's latency histogram; omitted without one (top
+	// --histogram sets them).
+	latency.Percentiles
 
 	// LimitPct is the share of the running I/O limit used, for the limit
 	// closest to being reached; nil when the disk runs unthrottled.
@@ -48,6 +58,10 @@ type Disk struct {
 	Limit *string `json:"limit"`
 
 	BlockJob *string `json:"block_job"` // backup, mirror, stream, commit; nil when none
+	// Backup is, while a backup job runs on the disk, its progress and
+	// speed and the guest's write latency during it against the minute
+	// before it started (package latency); omitted otherwise.
+	Backup *latency.Impact `json:"backup,omitempty"`
 
 	// IOThread is the iothread serving the disk; nil when its I/O runs in
 	// the main loop (vms[].main_loop_cpu_pct).

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -57,6 +58,10 @@ type Options struct {
 	// completes nothing for this long is stalled (package stall); 0 means
 	// stall.DefaultAfter.
 	StallAfter time.Duration
+	// Histogram sets QEMU's latency histograms on the disks watched
+	// (package latency: never replacing one found) for p50/p95/p99 per
+	// interval; Run clears those it set when it ends.
+	Histogram bool
 }
 
 // ErrStop, returned by OnSample, ends Run without an error.
@@ -112,7 +117,7 @@ func Validate(p node.Paths, o Options) error {
 // Run samples every Interval and hands each sample to OnSample, the first
 // one interval after the start (rates need two samples), until Count
 // samples were delivered or ctx ends (then it returns nil).
-func Run(ctx context.Context, n node.Node, o Options) error {
+func Run(ctx context.Context, n node.Node, o Options) (err error) {
 	if err := Validate(n.Paths, o); err != nil {
 		return err
 	}
@@ -120,7 +125,12 @@ func Run(ctx context.Context, n node.Node, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer func() {
+		m.Close()
+		if rerr := m.ReleaseHistograms(); err == nil {
+			err = rerr
+		}
+	}()
 	delivered := 0
 	_, err = sampler.Schedule(ctx, m.interval(), 0, func(k int, _ bool) (bool, error) {
 		s := m.Sample(ctx)
@@ -150,6 +160,7 @@ type Monitor struct {
 	host    sampler.Host
 	threads threads.Reader
 	vms     map[int]*vmState
+	hist    *latency.Tracker // with Options.Histogram
 
 	// guest agent lookups run in the background; mu guards their results.
 	mu     sync.Mutex
@@ -165,8 +176,24 @@ func NewMonitor(n node.Node, o Options) (*Monitor, error) {
 		return nil, exitcode.Wrap(exitcode.Unreachable, "procfs", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
-		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}, nil
+	m := &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
+		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}
+	if o.Histogram {
+		m.hist = latency.NewTracker()
+	}
+	return m, nil
+}
+
+// ReleaseHistograms clears the latency histograms the run set (one
+// exchange per VM, within twice the node's timeout even when the run's
+// context has ended: it runs on SIGINT and SIGTERM too).
+func (m *Monitor) ReleaseHistograms() error {
+	if m.hist == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*max(m.n.Timeout, time.Second))
+	defer cancel()
+	return m.hist.Release(ctx)
 }
 
 // Close stops the background guest agent lookups and waits for them.
@@ -211,6 +238,8 @@ type vmState struct {
 
 	prev *snapshot // the last answer, what the next one is compared with
 
+	backups map[string]*latency.Watch // by disk: write latency before and during a backup job
+
 	agent    bool              // agent: 1 in the config
 	pci      map[string]string // query-pci, for placing the agent's disks
 	guest    map[string]guestdisk.Seen
@@ -228,7 +257,8 @@ type diskState struct {
 type snapshot struct {
 	At        time.Time // QEMU's query-blockstats (midpoint of the command)
 	Stats     map[string]qmp.BlockStats
-	Jobs      map[string][]string // disk -> job types
+	Jobs      map[string][]string       // disk -> job types
+	JobInfo   map[string][]qmp.BlockJob // disk -> its jobs (progress, for the backup impact)
 	Limits    map[string]qemuserver.Limits
 	ThreadsAt time.Time
 	Threads   map[int]threads.Counters
@@ -260,6 +290,9 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	for id := range m.vms {
 		if !seen[id] {
 			delete(m.vms, id) // stopped: it disappears
+			if m.hist != nil {
+				m.hist.Forget(id)
+			}
 		}
 	}
 	type result struct {
@@ -303,12 +336,17 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		m.mu.Lock()
 		view := st.view()
 		m.mu.Unlock()
+		view.Histogram = m.hist != nil
 		if st.prev == nil {
 			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
 		} else {
 			row, disks := assemble(view, st.prev, snap)
+			st.attachBackups(disks, snap)
 			out.VMs = append(out.VMs, row)
 			out.Disks = append(out.Disks, disks...)
+		}
+		if st.prev == nil {
+			st.attachBackups(nil, snap) // the first sample starts the baseline
 		}
 		st.prev = snap
 		m.askGuest(st)
@@ -320,6 +358,9 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	}
 	Sort(out.Disks, key)
 	out.Findings = Judge(out)
+	if m.hist != nil {
+		out.Histograms = m.hist.Notes()
+	}
 	return out
 }
 
@@ -428,6 +469,9 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		// Fixed when QEMU realized the devices: read once per process.
 		q.QOM = queues.Refs(st.queues)
 	}
+	if m.hist != nil {
+		q.Then = func(s qmp.Session, a *vm.Answer) error { return m.ensureHistograms(s, st, a.Stats) }
+	}
 	a, err := st.v.Ask(ctx, m.patience(), q)
 	if err != nil {
 		return nil, err
@@ -436,7 +480,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		queues.Apply(st.queues, a.QOM)
 		st.queuesRead = true
 	}
-	snap.At, snap.Stats, snap.Jobs = a.At, a.Stats, a.Jobs
+	snap.At, snap.Stats, snap.Jobs, snap.JobInfo = a.At, a.Stats, a.Jobs, a.JobInfo
 	if st.limits == nil {
 		st.limits = map[string]qemuserver.Limits{}
 	}
@@ -499,6 +543,54 @@ func (m *Monitor) stallAfter() time.Duration {
 		return stall.DefaultAfter
 	}
 	return m.o.StallAfter
+}
+
+// ensureHistograms sets the latency histograms of st's disks the first
+// time the process is sampled (latency.Tracker.Ensure: nothing after).
+func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, stats map[string]qmp.BlockStats) error {
+	if m.hist == nil {
+		return nil
+	}
+	ids := make([]string, len(st.disks))
+	for i, d := range st.disks {
+		ids[i] = d.id
+	}
+	v := st.v
+	return m.hist.Ensure(s, st.vmid, st.pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+		return v.Exchange(ctx, m.patience(), fn)
+	}, ids, stats)
+}
+
+// attachBackups feeds each disk's write counters and backup job of snap to
+// its latency.Watch and puts the impact on the disk's row (rows may be nil).
+func (st *vmState) attachBackups(rows []Disk, snap *snapshot) {
+	if st.backups == nil {
+		st.backups = map[string]*latency.Watch{}
+	}
+	for _, d := range st.disks {
+		b, ok := snap.Stats[d.id]
+		if !ok {
+			continue
+		}
+		w := st.backups[d.id]
+		if w == nil {
+			w = &latency.Watch{}
+			st.backups[d.id] = w
+		}
+		var job *qmp.BlockJob
+		for _, j := range snap.JobInfo[d.id] {
+			if latency.IsBackup(j) {
+				job = &j
+				break
+			}
+		}
+		im := w.Observe(snap.At, b, job)
+		for i := range rows {
+			if rows[i].Disk == d.id {
+				rows[i].Backup = im
+			}
+		}
+	}
 }
 
 // limitDisks are the disks whose running limits are read (vm.Ask's rules:
@@ -568,6 +660,7 @@ type vmView struct {
 	Disks       []diskView // in config order
 	Map         threads.Map
 	DiskThreads map[string]string // disk -> iothread id
+	Histogram   bool              // rows get latency percentiles (--histogram)
 }
 
 type diskView struct {
@@ -638,6 +731,9 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
 			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
 			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop, Queues: d.Queues}
+		if v.Histogram {
+			r.Percentiles = latency.IntervalOf(a, b)
+		}
 		if u, ok := LimitUse(cur.Limits[d.ID], iv); ok {
 			r.LimitPct, r.Limit = pct(u.Pct), &u.Limit
 		}

@@ -564,6 +564,19 @@ func TestMonitorBlockJob(t *testing.T) {
 	if !reflect.DeepEqual(jobs, map[string]string{"scsi1": "backup"}) {
 		t.Errorf("jobs %v", jobs)
 	}
+	// The backup's impact on scsi1: progress from the recorded job (1 MiB
+	// of 256 MiB), no speed on its first sample, the writes since the last
+	// sample without the job against the baseline before it (one sample:
+	// no span, so none).
+	for _, d := range s.Disks {
+		switch {
+		case d.Disk == "scsi1" && (d.Backup == nil || d.Backup.Job != "backup-scsi1-test" || d.Backup.ProgressPct == nil || *d.Backup.ProgressPct != 0.4 ||
+			d.Backup.SpeedBps != nil || d.Backup.BaselineWriteLatencyMs != nil || d.Backup.WriteLatencyMs == nil):
+			t.Errorf("scsi1's backup impact %+v", d.Backup)
+		case d.Disk != "scsi1" && d.Backup != nil:
+			t.Errorf("%s has a backup impact %+v", d.Disk, d.Backup)
+		}
+	}
 	if got := v.q.Seen()[before:]; !reflect.DeepEqual(got, []string{"query-blockstats", "query-block-jobs", "x-debug-query-block-graph", "qom-get"}) {
 		t.Errorf("commands with a job: %v", got)
 	}

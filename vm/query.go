@@ -63,6 +63,12 @@ type Query struct {
 	// queue count: the queues package): on QEMU >= 10.1 one qom-list-get
 	// of them all, before that one qom-get each. Answer.QOM has each.
 	QOM []QOMRef
+	// Then, when set, runs last in the same exchange with what was read:
+	// a capability's own change that rests on it and must not cost a
+	// connection of its own (latency.Tracker.Ensure sets histograms on
+	// the disks it finds without one, once per QEMU process). Never a
+	// query: what is read is asked through the Needs.
+	Then func(s qmp.Session, a *Answer) error
 }
 
 // QOMRef is one property of one QOM object.
@@ -94,6 +100,8 @@ type Answer struct {
 	Stats  map[string]qmp.BlockStats // device counters by disk id
 	Nodes  map[string]qmp.BlockStats // node counters by node name
 	Jobs   map[string][]string       // disk -> the types of the jobs on it
+	// JobInfo is each disk's jobs as QEMU lists them (progress, speed).
+	JobInfo map[string][]qmp.BlockJob
 	// Limits are the running limits read, by disk; LimitsRead the disks
 	// asked for: one of them missing from Limits has none QEMU reports (a
 	// disk without its throttle group, a drive with no medium).
@@ -203,6 +211,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 				return err
 			}
 			a.PCI = guestdisk.PCIDevices(ret)
+		}
+		if q.Then != nil {
+			return q.Then(s, a)
 		}
 		return nil
 	})
@@ -325,7 +336,7 @@ func askStats(s qmp.Session, need Need, a *Answer) error {
 // block graph that tells which disks they work on (returned, for NeedLive
 // to reuse). Without the graph command a job is placed by its name.
 func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
-	a.Jobs = map[string][]string{}
+	a.Jobs, a.JobInfo = map[string][]string{}, map[string][]qmp.BlockJob{}
 	ret, err := s.Exec("query-block-jobs", nil)
 	if err != nil {
 		return nil, err
@@ -350,6 +361,7 @@ func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
 		}
 		for _, d := range ds {
 			a.Jobs[d] = append(a.Jobs[d], j.Type)
+			a.JobInfo[d] = append(a.JobInfo[d], j)
 		}
 	}
 	return debug, nil

@@ -108,6 +108,13 @@ func printCheckVM(e *env, v *check.VMResult, on, state string) {
 		}
 		lastFix = f.Fix
 	}
+	for _, b := range v.Backups {
+		fl := "fleecing off (guest writes wait for the backup target while it runs)"
+		if b.Fleecing {
+			fl = "fleecing on storage " + units.OrDash(b.FleecingStorage)
+		}
+		fmt.Fprintf(e.out, "  backup job %s: %s (%s)\n", b.Job, fl, map[string]string{"job": "the job's own setting", "vzdump.conf": "/etc/vzdump.conf's default", "default": "vzdump's default"}[b.FleecingFrom])
+	}
 	if len(v.NotChecked) > 0 {
 		names := make([]string, len(v.NotChecked))
 		for i, c := range v.NotChecked {

@@ -7,11 +7,13 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
+	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 func init() {
 	commands = append(commands, command{new: flushCommand, cluster: clusterRole{
-		Forward: func(c *cli.Context) bool { return c.Bool("trigger") },
+		Forward: func(c *cli.Context) bool { return c.Bool("trigger") || c.Bool("histogram") },
 	}})
 }
 
@@ -25,6 +27,7 @@ func flushCommand() *cli.Command {
 			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window"},
 			&cli.Float64Flag{Name: "hz", Value: flush.DefaultHz, Usage: "samples per second (2-10)"},
 			&cli.BoolFlag{Name: "trigger", Usage: "run sync in the guest through the guest agent at the start of the window"},
+			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE for the window: set latency histograms on the disks for flush and write p50/p95/p99 (one found set is used as it is); cleared after"},
 		},
 		Action: flushAction,
 	}
@@ -36,7 +39,7 @@ func flushAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := flush.Options{Window: c.Duration("for"), Hz: c.Float64("hz"), Trigger: c.Bool("trigger"), OnSample: windowProgress(e, fmt.Sprintf("VM %d", vmid))}
+	o := flush.Options{Window: c.Duration("for"), Hz: c.Float64("hz"), Trigger: c.Bool("trigger"), OnSample: windowProgress(e, fmt.Sprintf("VM %d", vmid)), Histogram: c.Bool("histogram")}
 	if err := flush.Validate(o.Window, o.Hz); err != nil {
 		return err
 	}
@@ -69,6 +72,16 @@ func flushAction(c *cli.Context) error {
 			fv := &res.Verdicts[i]
 			fmt.Fprintf(e.out, "%s (%s):\n", fv.Disk, fv.Mode)
 			printFlushVerdictLine(e, fv)
+			if p, ok := res.Percentiles[fv.Disk]; ok {
+				for _, k := range []latency.Kind{latency.Flush, latency.Write} {
+					if p50, p95, p99 := p.Of(k); p50 != nil {
+						fmt.Fprintf(e.out, "  %s latency p50 %s  p95 %s  p99 %s (histogram)\n", k, units.Duration(msDur(*p50)), units.Duration(msDur(*p95)), units.Duration(msDur(*p99)))
+					}
+				}
+			}
+		}
+		for _, h := range res.Histograms {
+			fmt.Fprintln(e.out, histogramNote(h))
 		}
 		e.notes(v.IgnoredNotes())
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/limit"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -15,7 +17,7 @@ import (
 
 func init() {
 	commands = append(commands, command{new: limitCommand, cluster: clusterRole{
-		Forward: func(c *cli.Context) bool { return limitInput(c, "").Changes() },
+		Forward: func(c *cli.Context) bool { return limitInput(c, "").Changes() || c.Bool("histogram") },
 	}})
 }
 
@@ -30,6 +32,7 @@ func limitCommand() *cli.Command {
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the QMP command or the qm set line and change nothing"},
 		&cli.BoolFlag{Name: "verify", Usage: "measure the disk's throughput (query-blockstats) and give a verdict per limit"},
 		&cli.DurationFlag{Name: "for", Value: limit.DefaultWindow, Usage: "measurement window for --verify (at least 5s; the first 3s are not judged)"},
+		&cli.BoolFlag{Name: "histogram", Usage: "with --verify, CHANGES QEMU STATE for the window: set a latency histogram on the disk for p50/p95/p99 (one found set is used as it is); cleared after"},
 	)
 	return &cli.Command{
 		Name:        "limit",
@@ -46,7 +49,7 @@ func limitInput(c *cli.Context, root string) limit.Input {
 	in := limit.Input{
 		Args: c.Args().Slice(), Values: map[string]string{},
 		Clear: c.Bool("clear"), Persist: c.Bool("persist"), DryRun: c.Bool("dry-run"), Verify: c.Bool("verify"),
-		Root: root, RootEnv: os.Getenv("PVEDISKCHECK_ROOT"),
+		Histogram: c.Bool("histogram"), Root: root, RootEnv: os.Getenv("PVEDISKCHECK_ROOT"),
 	}
 	for _, k := range qemuserver.LimitKeys {
 		if flag := limit.FlagName(k.Proxmox); c.IsSet(flag) {
@@ -186,8 +189,24 @@ func printLimit(e *env, o *limit.Result) {
 	if vj := o.Verify; vj != nil {
 		printLimitVerify(e, vj)
 	}
+	if h := o.Histogram; h != nil {
+		fmt.Fprintln(e.out, "  "+histogramNote(*h))
+	}
 	e.notes(o.Notes)
 }
+
+// histogramNote says what was done about a disk's latency histogram.
+func histogramNote(h latency.Note) string {
+	switch h.Owner {
+	case latency.SetByUs:
+		return fmt.Sprintf("latency histogram of %s: set by pvediskcheck for the window, cleared after", h.Disk)
+	case latency.Existing:
+		return fmt.Sprintf("latency histogram of %s: found set (%d boundaries), used as it is and left in place", h.Disk, h.Boundaries)
+	}
+	return fmt.Sprintf("latency histogram of %s: refused by QEMU (%s): no percentiles", h.Disk, h.Error)
+}
+
+func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 func printLimitVerify(e *env, vj *limit.Verification) {
 	m := vj.Measured
@@ -221,6 +240,13 @@ func printLimitVerify(e *env, vj *limit.Verification) {
 	}
 	fmt.Fprintf(e.out, "  read  %7.2f MiB/s %8.1f IOPS  latency %7.1f ms  queue %.1f\n", m.ReadBps/qemuserver.MiB, m.ReadIOPS, m.ReadLatencyMs, m.ReadQueueDepth)
 	fmt.Fprintf(e.out, "  write %7.2f MiB/s %8.1f IOPS  latency %7.1f ms  queue %.1f\n", m.WriteBps/qemuserver.MiB, m.WriteIOPS, m.WriteLatencyMs, m.WriteQueueDepth)
+	if p := vj.Latency; p != nil {
+		for _, k := range []latency.Kind{latency.Read, latency.Write, latency.Flush} {
+			if p50, p95, p99 := p.Of(k); p50 != nil {
+				fmt.Fprintf(e.out, "  %-5s latency p50 %s  p95 %s  p99 %s (histogram)\n", k, units.Duration(msDur(*p50)), units.Duration(msDur(*p95)), units.Duration(msDur(*p99)))
+			}
+		}
+	}
 	if len(vj.Verdicts) == 0 {
 		return
 	}

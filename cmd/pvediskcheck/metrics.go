@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/metrics"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -30,6 +33,7 @@ func metricsCommand() *cli.Command {
 			&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"},
 			stallAfterFlag(),
 			captureFlag(),
+			&cli.BoolFlag{Name: "histogram", Usage: "with --listen, CHANGES QEMU STATE: set latency histograms on every running disk and export them (one found set is used as it is); cleared on exit"},
 		},
 		Action: metricsAction,
 	}
@@ -68,6 +72,9 @@ func metricsAction(c *cli.Context) error {
 	if err := metrics.Validate(e.paths, o); err != nil {
 		return err
 	}
+	if c.Bool("histogram") && !c.IsSet("listen") {
+		return exitcode.Usagef("--histogram needs --listen: a histogram counts from when it is set, so a one-shot run would set it and clear it again with nothing counted")
+	}
 	switch {
 	case c.IsSet("textfile"):
 		if err := metrics.CheckTextfileDir(dir); err != nil {
@@ -84,7 +91,15 @@ func metricsAction(c *cli.Context) error {
 			fmt.Fprintln(e.errOut, "pvediskcheck: "+note)
 		}
 		d := c.Duration("deadline")
-		return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		if !c.Bool("histogram") {
+			return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		}
+		o.Histograms = latency.NewTracker()
+		fmt.Fprintln(e.errOut, "pvediskcheck: --histogram: setting QEMU latency histograms on the running disks at the first scrape (one found set is used as it is and left in place); those set are cleared on exit")
+		err = metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*max(e.node.Timeout, time.Second))
+		defer cancel()
+		return errors.Join(err, o.Histograms.Release(ctx))
 	}
 	return metrics.WriteText(e.out, metrics.Collect(e.ctx(), e.node, o))
 }

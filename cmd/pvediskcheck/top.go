@@ -14,6 +14,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/top"
@@ -40,6 +41,7 @@ func topCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 			stallAfterFlag(),
 			captureFlag(),
+			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE: set latency histograms on the watched disks for p50/p95/p99 (one found set is used as it is); cleared on exit"},
 		},
 		Action: topAction,
 	}
@@ -65,7 +67,7 @@ func topAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent"), StallAfter: c.Duration("stall-after")}
+	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent"), StallAfter: c.Duration("stall-after"), Histogram: c.Bool("histogram")}
 	if err := top.Validate(e.paths, o); err != nil {
 		return topElsewhere(e, c.Args().Slice(), err)
 	}
@@ -227,6 +229,8 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 			topPct(v.VCPUCPUPct), units.OrDash(strings.Join(its, ", ")))
 	}
 	t.flush()
+	topBackups(&b, s)
+	topPercentiles(&b, s)
 	for _, f := range s.Findings {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
@@ -240,6 +244,61 @@ func topStalled(d top.Disk) string {
 		return "-"
 	}
 	return units.Number(d.StalledSeconds) + " s"
+}
+
+// topBackups adds a line per disk with a backup job running: its progress
+// and speed, and the guest's write latency during it against the minute
+// before it started.
+func topBackups(b *strings.Builder, s top.Sample) {
+	for _, d := range s.Disks {
+		im := d.Backup
+		if im == nil {
+			continue
+		}
+		progress, speed := "-", "-"
+		if im.ProgressPct != nil {
+			progress = fmt.Sprintf("%.1f %%", *im.ProgressPct)
+		}
+		if im.SpeedBps != nil {
+			speed = fmt.Sprintf("%.1f MiB/s", *im.SpeedBps/units.MiB)
+		}
+		base := "not seen before the job"
+		if im.BaselineWriteLatencyMs != nil {
+			base = fmt.Sprintf("%s ms in the %.0f s before it", units.Grouped(*im.BaselineWriteLatencyMs), im.BaselineS)
+		}
+		fmt.Fprintf(b, "\nbackup %s on %d/%s: %s at %s; guest writes %s ms during the job, %s", im.Job, d.VMID, d.Disk, progress, speed, topMs(im.WriteLatencyMs), base)
+	}
+}
+
+// topPercentiles adds, with --histogram, what was done about the disks'
+// histograms and a table of each disk's latency percentiles.
+func topPercentiles(b *strings.Builder, s top.Sample) {
+	if len(s.Histograms) == 0 {
+		return
+	}
+	counts := map[latency.Owner][]string{}
+	for _, n := range s.Histograms {
+		counts[n.Owner] = append(counts[n.Owner], fmt.Sprintf("%d/%s", n.VMID, n.Disk))
+	}
+	var parts []string
+	for _, o := range []struct {
+		owner latency.Owner
+		say   string
+	}{{latency.SetByUs, "set by pvediskcheck (cleared on exit)"}, {latency.Existing, "found set, used as they are and left in place"}, {latency.Refused, "refused by QEMU"}} {
+		if ds := counts[o.owner]; len(ds) > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %s", o.say, strings.Join(ds, " ")))
+		}
+	}
+	b.WriteString("\nlatency histograms " + strings.Join(parts, "; ") + "\n")
+	t := newTable(b, "VMID", "DISK", "RD p50", "p95", "p99", "WR p50", "p95", "p99", "FL p50", "p99")
+	for _, d := range s.Disks {
+		if !d.Percentiles.Any() {
+			continue
+		}
+		t.row(fmt.Sprint(d.VMID), d.Disk, topMs(d.ReadP50Ms), topMs(d.ReadP95Ms), topMs(d.ReadP99Ms),
+			topMs(d.WriteP50Ms), topMs(d.WriteP95Ms), topMs(d.WriteP99Ms), topMs(d.FlushP50Ms), topMs(d.FlushP99Ms))
+	}
+	t.flush()
 }
 
 func topLimit(d top.Disk) string {

@@ -1,0 +1,276 @@
+package latency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// Owner says whose histogram a disk's percentiles rest on.
+type Owner string
+
+const (
+	// SetByUs: pvediskcheck set it (Boundaries) and clears it on exit.
+	SetByUs Owner = "set"
+	// Existing: a histogram was already set (another tool, an operator, an
+	// earlier run that was killed): used as it is, with its own boundaries,
+	// and left in place on exit. It is never replaced.
+	Existing Owner = "existing"
+	// Refused: QEMU refused block-latency-histogram-set (Error says why);
+	// the disk has no percentiles.
+	Refused Owner = "refused"
+)
+
+// Note is what was done about one disk's histogram (top's and metrics'
+// output say it: the run changes QEMU's state).
+type Note struct {
+	VMID  int    `json:"vmid"`
+	Disk  string `json:"disk"`
+	Owner Owner  `json:"histogram"`
+	// Boundaries is how many boundaries the histogram has (142 for
+	// pvediskcheck's own); 0 when refused.
+	Boundaries int    `json:"boundaries,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Exchanger runs fn in one QMP exchange with a VM (vm.VM.Exchange with
+// its patience bound in).
+type Exchanger func(ctx context.Context, fn func(qmp.Session) error) error
+
+// Tracker keeps, for one run, which disks' histograms it set, on which
+// QEMU process, and the baseline each cumulative histogram counts from.
+// Safe for concurrent use by the goroutines sampling different VMs.
+type Tracker struct {
+	mu  sync.Mutex
+	vms map[int]*vmHist
+}
+
+type vmHist struct {
+	pid      int
+	exchange Exchanger
+	disks    map[string]*diskHist
+}
+
+type diskHist struct {
+	note Note
+	// base is the bins and summed latency at the moment the tracker first
+	// knew the histogram (all zero bins for one it set): what the exported
+	// cumulative histogram counts from, so _count and _sum cover the same
+	// requests.
+	base map[Kind]baseline
+}
+
+type baseline struct {
+	bins    []int64
+	totalNs int64
+}
+
+// NewTracker makes an empty tracker.
+func NewTracker() *Tracker { return &Tracker{vms: map[int]*vmHist{}} }
+
+// Ensure is called inside an exchange, right after query-blockstats (stats:
+// its answer by disk id): for each disk of disks not decided yet on this
+// QEMU process it keeps a histogram found set, or sets pvediskcheck's
+// (block-latency-histogram-set, once per disk and process); a disk missing
+// from stats waits for a later sample. A new pid for vmid (the VM
+// restarted) starts over: the new process has no histogram. For a
+// histogram it sets, stats' entry gets zero bins, the state QEMU starts it
+// in, so the next sample has a baseline. After the first call for a
+// process, a call sends nothing unless a disk was hot-plugged.
+func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []string, stats map[string]qmp.BlockStats) error {
+	t.mu.Lock()
+	vh := t.vms[vmid]
+	if vh == nil || vh.pid != pid {
+		vh = &vmHist{pid: pid, exchange: exch, disks: map[string]*diskHist{}}
+		t.vms[vmid] = vh
+	}
+	t.mu.Unlock()
+	for _, id := range disks {
+		t.mu.Lock()
+		_, done := vh.disks[id]
+		t.mu.Unlock()
+		if done {
+			continue
+		}
+		b, ok := stats[id]
+		if !ok {
+			continue
+		}
+		dh := &diskHist{note: Note{VMID: vmid, Disk: id}, base: map[Kind]baseline{}}
+		if h := firstOf(&b); h != nil {
+			dh.note.Owner, dh.note.Boundaries = Existing, len(h.Boundaries)
+		} else {
+			_, err := s.Exec("block-latency-histogram-set", map[string]any{"id": id,
+				"boundaries-read": Boundaries, "boundaries-write": Boundaries, "boundaries-flush": Boundaries})
+			var qe *qmp.Error
+			switch {
+			case errors.As(err, &qe):
+				dh.note.Owner, dh.note.Error = Refused, qe.Error()
+			case err != nil:
+				return err
+			default:
+				dh.note.Owner, dh.note.Boundaries = SetByUs, len(Boundaries)
+				b.RdLatency, b.WrLatency, b.FlushLatency = zero(), zero(), zero()
+				stats[id] = b
+			}
+		}
+		for _, k := range Kinds {
+			if h := Of(&b, k); h != nil {
+				dh.base[k] = baseline{bins: h.Bins, totalNs: TotalNs(&b, k)}
+			}
+		}
+		t.mu.Lock()
+		vh.disks[id] = dh
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+func zero() *qmp.LatencyHistogram {
+	return &qmp.LatencyHistogram{Boundaries: Boundaries, Bins: make([]int64, len(Boundaries)+1)}
+}
+
+func firstOf(b *qmp.BlockStats) *qmp.LatencyHistogram {
+	for _, k := range Kinds {
+		if h := Of(b, k); h != nil {
+			return h
+		}
+	}
+	return nil
+}
+
+// Notes lists what was done per disk, by VMID and disk.
+func (t *Tracker) Notes() []Note {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Note
+	for _, vh := range t.vms {
+		for _, dh := range vh.disks {
+			out = append(out, dh.note)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].VMID != out[j].VMID {
+			return out[i].VMID < out[j].VMID
+		}
+		return out[i].Disk < out[j].Disk
+	})
+	return out
+}
+
+// Forget drops a VM that is no longer running (its process and its
+// histograms are gone).
+func (t *Tracker) Forget(vmid int) {
+	t.mu.Lock()
+	delete(t.vms, vmid)
+	t.mu.Unlock()
+}
+
+// Bucketed is one disk's cumulative histogram of one kind, as Prometheus
+// wants it: requests at or below each upper bound (seconds), their count
+// and summed latency (seconds), counted from when the tracker first knew
+// the histogram.
+type Bucketed struct {
+	Buckets map[float64]uint64
+	Count   uint64
+	SumS    float64
+}
+
+// Cumulative is the disk's histogram of kind k in b (its current entry)
+// against the tracker's baseline; false when the disk has no histogram of
+// that kind known to the tracker, or it was reset since (bins went
+// backwards: the baseline then moves to b, and the next call counts from
+// there).
+func (t *Tracker) Cumulative(vmid, pid int, disk string, k Kind, b *qmp.BlockStats) (Bucketed, bool) {
+	h := Of(b, k)
+	if h == nil {
+		return Bucketed{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	vh := t.vms[vmid]
+	if vh == nil || vh.pid != pid {
+		return Bucketed{}, false
+	}
+	dh := vh.disks[disk]
+	if dh == nil {
+		return Bucketed{}, false
+	}
+	base, ok := dh.base[k]
+	d, same := Delta(&qmp.LatencyHistogram{Boundaries: h.Boundaries, Bins: base.bins}, h)
+	if !ok || !same {
+		dh.base[k] = baseline{bins: h.Bins, totalNs: TotalNs(b, k)}
+		return Bucketed{}, false
+	}
+	at := ExportBounds(h)
+	buckets, count := Cumulative(h.Boundaries, d, at)
+	return Bucketed{Buckets: buckets, Count: count, SumS: float64(TotalNs(b, k)-base.totalNs) / 1e9}, true
+}
+
+// Release clears every histogram the tracker set and that is still
+// pvediskcheck's (same boundaries): one exchange per VM, query-blockstats
+// first. A histogram someone replaced meanwhile, or one found set, is left
+// alone. It returns what could not be cleared (a VM gone is not an error:
+// its histograms went with it).
+func (t *Tracker) Release(ctx context.Context) error {
+	t.mu.Lock()
+	vms := make(map[int]*vmHist, len(t.vms))
+	for id, vh := range t.vms {
+		vms[id] = vh
+	}
+	t.mu.Unlock()
+	var errs []error
+	ids := make([]int, 0, len(vms))
+	for id := range vms {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		vh := vms[id]
+		var ours []string
+		for d, dh := range vh.disks {
+			if dh.note.Owner == SetByUs {
+				ours = append(ours, d)
+			}
+		}
+		if len(ours) == 0 {
+			continue
+		}
+		sort.Strings(ours)
+		err := vh.exchange(ctx, func(s qmp.Session) error {
+			ret, err := s.Exec("query-blockstats", nil)
+			if err != nil {
+				return err
+			}
+			now := map[string]qmp.BlockStats{}
+			for _, b := range qmp.ParseBlockstats(ret) {
+				now[b.ID] = b
+			}
+			for _, d := range ours {
+				b, ok := now[d]
+				if !ok || !Ours(firstOf(&b)) {
+					continue // unplugged, or someone else's now
+				}
+				if _, err := s.Exec("block-latency-histogram-set", map[string]any{"id": d}); err != nil {
+					return fmt.Errorf("%s: %w", d, err)
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, qmp.ErrNoSocket) {
+			errs = append(errs, fmt.Errorf("VM %d: clearing latency histograms: %w", id, err))
+		}
+	}
+	t.mu.Lock()
+	for id := range vms {
+		if t.vms[id] == vms[id] {
+			delete(t.vms, id)
+		}
+	}
+	t.mu.Unlock()
+	return errors.Join(errs...)
+}
