@@ -331,6 +331,46 @@ func value(t *testing.T, v [2]any) float64 {
 	return f
 }
 
+// startPrometheus runs Prometheus (scrapes and rule evaluations every
+// second, the package's rule file loaded) on target until the test ends,
+// and returns its address once it is ready.
+func startPrometheus(t *testing.T, prom, target string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files: ['%s']\nscrape_configs:\n  - job_name: pvediskcheck\n    static_configs:\n      - targets: ['%s']\n", rulesPath(t), target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	var plog bytes.Buffer
+	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = &plog, &plog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus:\n%s", plog.String())
+		}
+	})
+	for i := 0; ; i++ {
+		if resp, err := http.Get("http://" + addr + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if i > 300 {
+			t.Fatalf("prometheus not ready:\n%s", plog.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return addr
+}
+
 // Debian's Prometheus scrapes `metrics --listen` on a node of the harness
 // while qemu-io writes to VM 370's scsi1 under its 20 MiB/s limit: every
 // running disk has its info series, the loaded disk's write rate is the
@@ -347,38 +387,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	defer load.Stop()
 	target := serveMetrics(t, n.Root)
 
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files: ['%s']\nscrape_configs:\n  - job_name: pvediskcheck\n    static_configs:\n      - targets: ['%s']\n", rulesPath(t), target)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	var plog bytes.Buffer
-	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &plog, &plog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus:\n%s", plog.String())
-		}
-	}()
-	for i := 0; ; i++ {
-		if resp, err := http.Get("http://" + addr + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if i > 300 {
-			t.Fatalf("prometheus not ready:\n%s", plog.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	addr := startPrometheus(t, prom, target)
 	// 5 s for the throttle's first burst, then 20 s of steady writes.
 	time.Sleep(26 * time.Second)
 
