@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
 // Kind is one of Lab 19's traps, seen from the node.
@@ -21,7 +22,8 @@ const (
 	// with a cache mode that goes through the page cache.
 	AckedInNodeRAM Kind = "acked-in-node-ram"
 	// FlushesIgnored: QEMU counted the guest's flushes during an fsync job
-	// but the cache mode completes them at once (unsafe).
+	// but the cache mode completes them at once (unsafe), or the disk's
+	// zvol has sync=disabled (ZFS completes them without writing).
 	FlushesIgnored Kind = "flushes-ignored"
 	// LimitBound: the job ran at a running I/O limit: it measured the limit.
 	LimitBound Kind = "limit-bound"
@@ -112,6 +114,9 @@ type DiskFacts struct {
 	// AreaBytes is the test area (the --size, at most the disk).
 	AreaBytes int64
 	Thin      bool // thin or sparse storage: unwritten blocks are holes
+	// Zvol is the disk's zvol as ZFS reported it (zfs.ForVM): nil for a
+	// disk on any other storage, Unknown when zfs could not answer.
+	Zvol *zfs.Zvol
 }
 
 // Judge gives the evidence of one run: pure, from what was observed.
@@ -133,9 +138,18 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 		add(AckedInNodeRAM, "the node's Dirty+Writeback grew by %d MiB during the write (cache=%s goes through the node's page cache): writes were acknowledged from the node's RAM",
 			*o.DirtyGrowthBytes>>20, f.Cache.Mode)
 	}
-	if j.Fsync() && f.Cache.NoFlush && o.FlushOps != nil && *o.FlushOps > 0 {
-		add(FlushesIgnored, "QEMU counted %d guest flushes, and cache=%s completes them without reaching the storage: the fsync latency is the node's RAM",
-			*o.FlushOps, f.Cache.Mode)
+	if j.Fsync() && o.FlushOps != nil && *o.FlushOps > 0 {
+		switch zvol := f.Zvol.FlushesDropped(); {
+		case f.Cache.NoFlush && zvol:
+			add(FlushesIgnored, "QEMU counted %d guest flushes, and cache=%s completes them without reaching the storage (the zvol %s has sync=disabled as well): the fsync latency is the node's RAM",
+				*o.FlushOps, f.Cache.Mode, f.Zvol.Dataset)
+		case f.Cache.NoFlush:
+			add(FlushesIgnored, "QEMU counted %d guest flushes, and cache=%s completes them without reaching the storage: the fsync latency is the node's RAM",
+				*o.FlushOps, f.Cache.Mode)
+		case zvol:
+			add(FlushesIgnored, "QEMU counted %d guest flushes, and the zvol %s has sync=disabled: ZFS completes them without writing anything (a host crash loses up to the last transaction group, as with cache=unsafe): the fsync latency is the node's RAM",
+				*o.FlushOps, f.Zvol.Dataset)
+		}
 	}
 	for _, nb := range o.Neighbours {
 		if nb.Bytes >= NeighbourMin {
@@ -190,8 +204,11 @@ func Unseen(f DiskFacts, runs []Observed) []Evidence {
 		if j.Write() && !f.Cache.Direct && o.DirtyGrowthBytes == nil {
 			add(AckedInNodeRAM, o.DirtyWhy)
 		}
-		if j.Fsync() && f.Cache.NoFlush && o.FlushOps == nil {
+		if j.Fsync() && (f.Cache.NoFlush || f.Zvol.FlushesDropped()) && o.FlushOps == nil {
 			add(FlushesIgnored, o.FlushWhy)
+		}
+		if j.Fsync() && !f.Cache.NoFlush && f.Zvol != nil && f.Zvol.Unknown != "" {
+			add(FlushesIgnored, "ZFS's sync property of the zvol "+f.Zvol.Dataset+" is unknown: "+f.Zvol.Unknown)
 		}
 		if o.NeighbourWhy != "" {
 			add(NeighbourIO, o.NeighbourWhy)

@@ -1,10 +1,16 @@
 package bench
 
 import (
+	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
+	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
 func p(v int64) *int64 { return &v }
@@ -107,5 +113,102 @@ func TestMergeEvidence(t *testing.T) {
 	l = merge(l, 2, []Evidence{{Kind: LimitBound, Message: "m2"}})
 	if len(l) != 1 || !slices.Equal(l[0].Runs, []int{1, 2}) || l[0].Message != "m1" || l[0].Text() != "limit-bound: m1 (run 1, 2)" {
 		t.Errorf("%+v", l)
+	}
+}
+
+// TestZvolSyncDisabledFlushesIgnored: the zvol's sync as storage/zfs reads
+// it (one zfs get, the recorded zvol): sync=disabled makes an fsync job's
+// counted flushes flushes-ignored naming the dataset; sync=standard and a
+// disk on other storage do not; zfs that cannot answer is "not observed"
+// with its reason, never a finding.
+func TestZvolSyncDisabledFlushesIgnored(t *testing.T) {
+	b, err := os.ReadFile("../storage/testdata/every-type.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := os.ReadFile("../storage/zfs/testdata/get-sparse-512.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := "scsi0: local-lvm:vm-100-disk-0,size=8G\nscsi5: local-zfs:vm-100-disk-5,size=8G\nscsi13: local-zfs:vm-100-disk-13,size=8G\n"
+	v := vmtest.New(t, 100, conf, string(b), nil).Load(t)
+	jobs := LabJobSet()
+	sync, rr := jobs[len(jobs)-1], jobs[1]
+	if !sync.Fsync() || rr.Fsync() {
+		t.Fatalf("job set changed: %s %s", sync.Name, rr.Name)
+	}
+	none := qemuserver.CacheOf("none")
+	facts := func(r *fakerun.Runner) map[string]DiskFacts {
+		zv := zfs.ForVM(context.Background(), r, v, v.Disks)
+		if n := len(r.Calls()); n != 1 {
+			t.Errorf("%d zfs calls, want 1", n)
+		}
+		out := map[string]DiskFacts{}
+		for _, d := range v.Disks {
+			out[d.ID] = DiskFacts{Cache: none, AreaBytes: 32 << 20, Zvol: zv[d.ID]}
+		}
+		return out
+	}
+	fs := facts(&fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs get name,property,value": fakerun.Zvols(string(rec), "pool/test",
+		map[string]string{"rpool/data/vm-100-disk-5": "disabled", "rpool/data/vm-100-disk-13": "standard"})}})
+	flushed := Observation{FlushOps: p(500)}
+	for _, c := range []struct {
+		disk string
+		job  Job
+		o    Observation
+		want []Kind
+	}{
+		{"scsi5", sync, flushed, []Kind{FlushesIgnored}},
+		{"scsi5", sync, Observation{FlushOps: p(0)}, nil},
+		{"scsi5", rr, flushed, nil},
+		{"scsi13", sync, flushed, nil},
+		{"scsi0", sync, flushed, nil},
+	} {
+		ev := Judge(c.job, fs[c.disk], c.o, Measured{})
+		if got := kinds(ev); !slices.Equal(got, c.want) {
+			t.Errorf("%s %s %+v: %v, want %v", c.disk, c.job.Name, c.o, got, c.want)
+		}
+		if len(ev) == 1 && !strings.Contains(ev[0].Message, "zvol rpool/data/vm-100-disk-5 has sync=disabled") {
+			t.Errorf("%s: %q", c.disk, ev[0].Message)
+		}
+		if got := Unseen(fs[c.disk], []Observed{{c.job, c.o}}); len(got) != 0 {
+			t.Errorf("%s: unseen %+v", c.disk, got)
+		}
+	}
+	// cache=unsafe on the same zvol: one finding naming both.
+	f := fs["scsi5"]
+	f.Cache = qemuserver.CacheOf("unsafe")
+	if ev := Judge(sync, f, flushed, Measured{}); len(ev) != 1 || !strings.Contains(ev[0].Message, "cache=unsafe") || !strings.Contains(ev[0].Message, "sync=disabled") {
+		t.Errorf("unsafe on sync=disabled: %+v", ev)
+	}
+	// Flushes not counted on sync=disabled: not observed, with the reason.
+	if ev := Unseen(fs["scsi5"], []Observed{{sync, Observation{FlushWhy: "query-blockstats failed"}}}); len(ev) != 1 || ev[0].Kind != FlushesIgnored || !ev[0].Absent || ev[0].Message != "not observed: query-blockstats failed" {
+		t.Errorf("unseen flushes: %+v", ev)
+	}
+
+	fs = facts(&fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs get name,property,value": fakerun.Zvols(string(rec), "pool/test",
+		map[string]string{"rpool/data/vm-100-disk-5": "gone"})}})
+	for _, id := range []string{"scsi5", "scsi13"} {
+		if ev := Judge(sync, fs[id], flushed, Measured{}); len(ev) != 0 {
+			t.Errorf("%s unknown: judged %+v", id, ev)
+		}
+		ev := Unseen(fs[id], []Observed{{sync, flushed}, {sync, flushed}})
+		if len(ev) != 1 || ev[0].Kind != FlushesIgnored || !ev[0].Absent ||
+			!strings.HasPrefix(ev[0].Message, "not observed: ZFS's sync property of the zvol rpool/data/vm-100-"+strings.Replace(id, "scsi", "disk-", 1)+" is unknown: `zfs get -Hp") ||
+			!strings.Contains(ev[0].Message, "dataset does not exist") {
+			t.Errorf("%s unknown: %+v", id, ev)
+		}
+		if ev := Unseen(fs[id], []Observed{{rr, flushed}}); len(ev) != 0 {
+			t.Errorf("%s unknown, read job: %+v", id, ev)
+		}
+	}
+	if ev := Unseen(fs["scsi0"], []Observed{{sync, flushed}}); len(ev) != 0 {
+		t.Errorf("scsi0 (lvm) with zfs failing: %+v", ev)
+	}
+	// cache=unsafe decides alone: the unknown zvol is not "not observed".
+	f = fs["scsi5"]
+	f.Cache = qemuserver.CacheOf("unsafe")
+	if ev := Unseen(f, []Observed{{sync, Observation{FlushOps: p(500), DirtyGrowthBytes: p(0)}}}); len(ev) != 0 {
+		t.Errorf("unsafe, zvol unknown: %+v", ev)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -82,6 +83,8 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 	boot := BootDisks(v.Config.Main)
 	obs := &NodeObserver{Host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, VM: v,
 		Volumes: map[string]alloc.Volume{}, Facts: map[string]DiskFacts{}, Meter: alloc.NewMeter(n.Runner, n.Timeout)}
+	// One zfs get for the zvols (sync=disabled drops flushes).
+	zvols := zfs.ForVM(ctx, n.Runner, v, sel)
 	var disks []Disk
 	for _, d := range sel {
 		run := d.RunningNow()
@@ -102,7 +105,7 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 		}
 		host := v.HostPath(run.Path)
 		f := DiskFacts{Cache: run.Cache(), Limits: run.Limits, AreaBytes: m.SizeBytes,
-			Thin: t.Mode == Raw && storage.ReturnsSpace(st, run.Format, host)}
+			Thin: t.Mode == Raw && storage.ReturnsSpace(st, run.Format, host), Zvol: zvols[d.ID]}
 		obs.Facts[d.ID] = f
 		obs.Volumes[d.ID] = alloc.Volume{Storage: st, VolName: d.Drive.VolName(), Path: host, Format: run.Format}
 		disks = append(disks, Disk{ID: d.ID, Target: t, Settings: s, Facts: f})

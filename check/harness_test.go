@@ -289,20 +289,7 @@ var recordedZvol = func() string {
 // in the order asked, with its sync from sync (not named: standard;
 // "gone": zfs fails as for a dataset that does not exist).
 func zvolProps(sync map[string]string) func([]string) ([]byte, error) {
-	return func(argv []string) ([]byte, error) {
-		var out strings.Builder
-		for _, ds := range argv[6:] {
-			s := sync[ds]
-			switch s {
-			case "":
-				s = "standard"
-			case "gone":
-				return nil, fmt.Errorf("exit status 1: cannot open '%s': dataset does not exist", ds)
-			}
-			out.WriteString(strings.ReplaceAll(strings.ReplaceAll(recordedZvol, "pool/test", ds), "\tstandard", "\t"+s))
-		}
-		return []byte(out.String()), nil
-	}
+	return fakerun.Zvols(recordedZvol, "pool/test", sync)
 }
 
 // check checks VM vmid on the node with runner r (lvs, zfs, qm showcmd).

@@ -80,6 +80,21 @@ type Comparison struct {
 	Better string `json:"better,omitempty"`
 }
 
+// Title is the row's metric as tables print it: the unit µs for the
+// latencies (their Stats are ns), and which latency a p99 is of in front
+// ("clat p99 µs").
+func (c Comparison) Title() string {
+	m, _ := MetricByKey(c.Metric)
+	title := m.Title
+	if c.Metric != "iops" && c.Metric != "bw" {
+		title += " µs"
+	}
+	if c.Of != "" {
+		title = c.Of + " " + title
+	}
+	return title
+}
+
 // Comparisons is the outcome of Compare.
 type Comparisons struct {
 	Rows []Comparison `json:"comparisons"`

@@ -40,7 +40,7 @@ func benchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
 			&cli.StringFlag{Name: "out", Usage: "results `DIR` (default ./bench-VMID-TIMESTAMP)"},
-			&cli.StringFlag{Name: "report", Usage: "also write the results as one self-contained HTML `FILE` (inline SVG charts)"},
+			reportFlag(),
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, its time and the exact fio command lines; write nothing"},
 		},
 		Action: benchAction,
@@ -98,10 +98,8 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if f := c.String("report"); f != "" {
-		if st, err := os.Stat(filepath.Dir(f)); err != nil || !st.IsDir() {
-			return exitcode.Usagef("--report %s: no directory %s to write it in", f, filepath.Dir(f))
-		}
+	if err := checkReport(c.String("report")); err != nil {
+		return err
 	}
 	ids := c.Args().Tail()
 	if len(ids) == 0 {
@@ -146,10 +144,8 @@ func benchAction(c *cli.Context) error {
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	res := bench.Summarise(m, disks, outcome, ram)
 	res.VMID, res.Out, res.Fio, res.Guest = vmid, out, version, guest
-	if f := c.String("report"); f != "" {
-		if err := os.WriteFile(f, bench.HTML(res), 0o644); err != nil {
-			return exitcode.Wrap(exitcode.Usage, "--report", err)
-		}
+	if err := writeReport(c.String("report"), bench.HTML(res)); err != nil {
+		return err
 	}
 	if e.json {
 		if err := e.printJSON(res); err != nil {

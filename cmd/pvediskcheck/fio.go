@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/bench"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/fioreport"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -55,7 +56,7 @@ func fioCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "dir", Usage: "directory whose files hold labels A and B (Lab 19's ~/res)"},
 					&cli.StringSliceFlag{Name: "metric", Usage: "metrics of interest: iops, bw, clat, lat, p99, fsync (default all)"},
-					groupBy, csvFlag, wide,
+					groupBy, csvFlag, wide, reportFlag(),
 				},
 				Action: fioCompareAction,
 			},
@@ -144,11 +145,17 @@ func fioCompareAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkReport(c.String("report")); err != nil {
+		return err
+	}
 	sides, err := fio.LoadSides(c.Args().Get(0), c.Args().Get(1), c.String("dir"), fio.Options{GroupBy: mode})
 	if err != nil {
 		return err
 	}
 	rep := fio.CompareSides(c.Args().Get(0), c.Args().Get(1), sides, metrics)
+	if err := writeReport(c.String("report"), fioreport.HTML(fioreport.Compare(rep, sides))); err != nil {
+		return err
+	}
 	switch {
 	case e.json:
 		err = e.printJSON(rep)
@@ -328,13 +335,9 @@ func compareTable(e *env, rep *fio.CompareReport, wide bool) {
 	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", rep.A, rep.B)
 	t := newTable(e.out, "JOB", "I/O", "METRIC", "A", "B", "B vs A", "VERDICT", "P (Welch)")
 	for _, r := range rep.Rows {
-		m, _ := fio.MetricByKey(r.Metric)
-		title, scale := m.Title, 1.0
+		title, scale := r.Title(), 1.0
 		if r.Metric != "iops" && r.Metric != "bw" {
-			title, scale = title+" µs", 1000
-		}
-		if r.Of != "" {
-			title = r.Of + " " + title
+			scale = 1000
 		}
 		p := "-"
 		if r.PValue != nil {

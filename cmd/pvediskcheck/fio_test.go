@@ -577,3 +577,28 @@ func TestFioSummaryARC(t *testing.T) {
 		t.Errorf("exit %d %q", code, errs)
 	}
 }
+
+// --report: the page is written beside an unchanged table and exit code;
+// a directory that does not exist is refused before anything is read.
+func TestFioCompareReport(t *testing.T) {
+	lab37 := filepath.Join(fioLab, "lab37")
+	plain, _, code := runCLI(t, "fio", "compare", "--dir", lab37, "scsi", "sata")
+	f := filepath.Join(t.TempDir(), "cmp.html")
+	out, errs, code2 := runCLI(t, "fio", "compare", "--dir", lab37, "--report", f, "scsi", "sata")
+	if out != plain || code2 != code || code != 1 || errs != "" {
+		t.Errorf("--report changed the output: exit %d vs %d %s\n%s", code2, code, errs, out)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if strings.Count(page, "<svg ") != 3 || strings.Count(page, `class="bar"`) != 6 || !strings.Contains(page, `<td class="different">different, A better</td>`) ||
+		strings.Contains(page, "<script") || strings.Contains(strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, ""), "http") {
+		t.Errorf("page:\n%.3000s", page)
+	}
+	_, errs, code = runCLI(t, "fio", "compare", "--dir", filepath.Join(t.TempDir(), "none"), "--report", filepath.Join(t.TempDir(), "no", "cmp.html"), "scsi", "sata")
+	if code != 2 || !strings.Contains(errs, "--report") || !strings.Contains(errs, "no directory") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}

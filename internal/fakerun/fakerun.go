@@ -164,3 +164,25 @@ func (r *Runner) Count(pattern string) int {
 	}
 	return n
 }
+
+// Zvols answers storage/zfs's one call (zfs get -Hp -o name,property,value
+// PROPS DATASET...) as zfs does, from the recorded lines of the zvol named
+// from (sync standard): each dataset's lines in the order asked, under its
+// own name, with its sync from sync (not named: standard; "gone": zfs fails
+// as for a dataset that does not exist).
+func Zvols(recorded, from string, sync map[string]string) func([]string) ([]byte, error) {
+	return func(argv []string) ([]byte, error) {
+		var out strings.Builder
+		for _, ds := range argv[6:] {
+			s := sync[ds]
+			switch s {
+			case "":
+				s = "standard"
+			case "gone":
+				return nil, fmt.Errorf("exit status 1: cannot open '%s': dataset does not exist", ds)
+			}
+			out.WriteString(strings.ReplaceAll(strings.ReplaceAll(recorded, from, ds), "\tstandard", "\t"+s))
+		}
+		return []byte(out.String()), nil
+	}
+}
