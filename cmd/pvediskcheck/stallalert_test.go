@@ -4,7 +4,6 @@ package main
 
 import (
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func TestMetricsPrometheusStall(t *testing.T) {
 	// stop), on every path; the storage's own cleanup thaws again.
 	t.Cleanup(func() { _ = exec.Command("fsfreeze", "-u", fz.Mount).Run() })
 
-	frozeAt := freezeWithWrites(t, v, fz)
+	frozeAt := v.FreezeWithWrites(t, fz)
 	var alert gjson.Result
 	silentUpTo := 0.0 // the most stalled seconds Prometheus held with no alert
 	for deadline := frozeAt.Add(60 * time.Second); ; {
@@ -95,40 +94,6 @@ func TestMetricsPrometheusStall(t *testing.T) {
 			t.Fatalf("20 s after the thaw: stalled seconds %v, stall alerts %v", s, active)
 		}
 		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// freezeWithWrites completes one write on scsi1, freezes its filesystem
-// and sends it 8 x 1 MiB writes, which block, as fakenode.StalledVM does
-// (the stall is counted from that last completion); when the submission
-// blocks inline (QEMU's main loop with it, QMP not answering: a few runs
-// in 25), it thaws, lets QEMU catch up and tries once more. It returns
-// the time of the freeze.
-func freezeWithWrites(t *testing.T, v *fakenode.VM, fz *fakenode.Frozen) time.Time {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		done := v.WriteOps(t, "scsi1") + 1
-		v.MustQemuIO(t, "scsi1", "aio_write -P 0x5a 0 64k")
-		for i := 0; i < 100 && v.WriteOps(t, "scsi1") < done; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-		fz.Freeze(t)
-		at := time.Now()
-		var err error
-		for i := 0; i < 8 && err == nil; i++ {
-			err = v.QemuIO("scsi1", "aio_write -P 0x5b "+strconv.Itoa(i)+"M 1M")
-		}
-		if err == nil {
-			return at
-		}
-		if attempt == 2 {
-			t.Fatalf("writes to the frozen scsi1, twice: %v", err)
-		}
-		t.Logf("writes to the frozen scsi1: %v; thawing and trying once more", err)
-		fz.Thaw(t)
-		for ops, prev := v.WriteOps(t, "scsi1"), int64(-1); ops != prev; ops, prev = v.WriteOps(t, "scsi1"), ops {
-			time.Sleep(500 * time.Millisecond)
-		}
 	}
 }
 

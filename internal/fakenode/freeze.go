@@ -89,19 +89,48 @@ scsi1: frozen:100/vm-100-disk-1.raw,iothread=1,aio=io_uring,size=16M
 
 // StalledVM starts VM 100 (StallConfig) on a new node: one 64 KiB write
 // completes on each disk, then scsi1's filesystem is frozen and 8 x 1 MiB
-// writes are sent to it, which block. It returns the node, the VM and
-// the storage to thaw (thawed at cleanup in any case). The writes block
-// in io_uring's workers (iou-wrk-<iothread TID>); now and then (3 runs in
-// about 25 on this kernel) the submission blocks inline instead and QEMU's
-// main loop with it, and the setup fails with QMP not answering.
+// writes are sent to it, which block (FreezeWithWrites). It returns the
+// node, the VM and the storage to thaw (thawed at cleanup in any case).
 func StalledVM(t testing.TB) (*Node, *VM, *Frozen) {
 	t.Helper()
 	n, v, fz := StallVM(t)
-	fz.Freeze(t)
-	for i := 0; i < 8; i++ {
-		v.MustQemuIO(t, "scsi1", "aio_write -P 0x5b "+strconv.Itoa(i)+"M 1M")
-	}
+	v.FreezeWithWrites(t, fz)
 	return n, v, fz
+}
+
+// FreezeWithWrites completes one write on scsi1, freezes its filesystem
+// and sends it 8 x 1 MiB writes, which block, and returns the time of the
+// freeze (the stall counts from that last completion). The writes block in
+// io_uring's workers (iou-wrk-<iothread TID>); now and then (3 runs in
+// about 25 on this kernel, under load) the submission blocks inline
+// instead and QEMU's main loop with it, so QMP stops answering: then it
+// thaws, lets QEMU catch up and tries again, three times at most.
+func (vm *VM) FreezeWithWrites(t testing.TB, fz *Frozen) time.Time {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		done := vm.WriteOps(t, "scsi1") + 1
+		vm.MustQemuIO(t, "scsi1", "aio_write -P 0x5a 0 64k")
+		for i := 0; i < 100 && vm.WriteOps(t, "scsi1") < done; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		fz.Freeze(t)
+		at := time.Now()
+		var err error
+		for i := 0; i < 8 && err == nil; i++ {
+			err = vm.QemuIO("scsi1", "aio_write -P 0x5b "+strconv.Itoa(i)+"M 1M")
+		}
+		if err == nil {
+			return at
+		}
+		if attempt == 3 {
+			t.Fatalf("writes to the frozen scsi1, three times: %v", err)
+		}
+		t.Logf("writes to the frozen scsi1: %v; thawing and trying again", err)
+		fz.Thaw(t)
+		for ops, prev := vm.WriteOps(t, "scsi1"), int64(-1); ops != prev; ops, prev = vm.WriteOps(t, "scsi1"), ops {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 }
 
 // StallVM is StalledVM before the freeze: VM 100 running, one write
