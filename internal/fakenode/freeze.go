@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,13 @@ func (vm *VM) FreezeWithWrites(t testing.TB, fz *Frozen) time.Time {
 // completed on each disk, nothing frozen.
 func StallVM(t testing.TB) (*Node, *VM, *Frozen) {
 	t.Helper()
+	if v := qemuVersionOnce(); !strings.HasPrefix(v, "7.") {
+		// Measured with QEMU 11.1.3: after the freeze QMP answered nothing
+		// within 5 s (no reply to qmp_capabilities), or answered with the
+		// frozen disk's counters never idle; the stall then shows as a VM
+		// whose QMP is busy or silent, not as a stalled disk.
+		t.Skipf("the fsfreeze stall reproduction holds on QEMU 7.2 only: QEMU %s blocks its own threads on the frozen writes", v)
+	}
 	n := NewT(t)
 	fz := n.FreezableStorage(t, "frozen")
 	n.MustVolume(t, "local", "100/vm-100-disk-0.raw", 16<<20)
