@@ -4,45 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
-// zfsRunner answers storage/zfs's one call from storage/zfs's recorded
-// zvol (pool/test), under each dataset's name with the sync given, or
-// fails as zfs does.
-type zfsRunner struct {
-	sync  map[string]string
-	err   error
-	calls int
-}
-
-func (r *zfsRunner) Run(_ context.Context, argv ...string) ([]byte, error) {
-	r.calls++
-	if r.err != nil {
-		return nil, r.err
-	}
+// zvolRunner answers storage/zfs's one call from storage/zfs's recorded
+// zvol (pool/test), under each dataset's name with the sync given
+// (fakerun.Zvols).
+func zvolRunner(t *testing.T, sync map[string]string) *fakerun.Runner {
 	b, err := os.ReadFile("../storage/zfs/testdata/get-sparse-512.txt")
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	var out strings.Builder
-	for _, ds := range argv[6:] {
-		out.WriteString(strings.ReplaceAll(strings.ReplaceAll(string(b), "pool/test", ds), "\tstandard", "\t"+r.sync[ds]))
-	}
-	return []byte(out.String()), nil
-}
-
-// runner is r as the node's runner: the one fake runner, answering zfs
-// with r.
-func (r *zfsRunner) runner() *fakerun.Runner {
-	return &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){
-		"zfs": func(argv []string) ([]byte, error) { return r.Run(context.Background(), argv...) }}}
+	return &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs": fakerun.Zvols(string(b), "pool/test", sync)}}
 }
 
 // TestAttachZFS: each zvol disk gets its properties (text and JSON), the
@@ -51,11 +30,11 @@ func (r *zfsRunner) runner() *fakerun.Runner {
 func TestAttachZFS(t *testing.T) {
 	conf := "scsi0: local-lvm:vm-100-disk-0,size=8G\nscsi5: local-zfs:vm-100-disk-5,size=8G\nscsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G\nscsi13: local-zfs:vm-100-disk-13,size=8G\n"
 	v := vmtest.New(t, 100, conf, everyType(t), nil).Load(t)
-	r := &zfsRunner{sync: map[string]string{"rpool/data/vm-100-disk-5": "disabled", "rpool/data/vm-100-disk-12": "always", "rpool/data/vm-100-disk-13": "standard"}}
+	r := zvolRunner(t, map[string]string{"rpool/data/vm-100-disk-5": "disabled", "rpool/data/vm-100-disk-12": "always", "rpool/data/vm-100-disk-13": "standard"})
 	view := Build(v, v.Disks, nil)
-	view.AttachZFS(zfs.ForVM(context.Background(), r.runner(), v, v.Disks))
-	if r.calls != 1 {
-		t.Errorf("%d zfs calls, want 1", r.calls)
+	view.AttachZFS(zfs.ForVM(context.Background(), r, v, v.Disks))
+	if n := len(r.Calls()); n != 1 {
+		t.Errorf("%d zfs calls, want 1", n)
 	}
 	byID := map[string]Disk{}
 	for _, d := range view.Disks {
@@ -90,9 +69,9 @@ func TestAttachZFS(t *testing.T) {
 		t.Errorf("scsi0 json has zfs: %s", b)
 	}
 
-	r = &zfsRunner{err: errors.New(`exec: "zfs": executable file not found in $PATH`)}
+	r = &fakerun.Runner{Err: map[string]error{"zfs": errors.New(`exec: "zfs": executable file not found in $PATH`)}}
 	view = Build(v, v.Disks, nil)
-	view.AttachZFS(zfs.ForVM(context.Background(), r.runner(), v, v.Disks))
+	view.AttachZFS(zfs.ForVM(context.Background(), r, v, v.Disks))
 	for _, d := range view.Disks {
 		if d.ID == "scsi0" {
 			continue
