@@ -182,8 +182,10 @@ func (h *handler) join(dl time.Time) *flight {
 	f := &flight{done: make(chan struct{}), ctx: newStretch(dl)}
 	h.cur = f
 	go func() {
-		defer f.ctx.stop()
 		f.snap = h.collect(f.ctx)
+		// The collection's context ends before anyone is told it is over:
+		// nothing it started outlives the answer.
+		f.ctx.stop()
 		h.mu.Lock()
 		h.cur = nil
 		h.mu.Unlock()
