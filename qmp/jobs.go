@@ -186,22 +186,28 @@ func JobDisks(graph gjson.Result) map[string][]string {
 // filter). A job without fleecing has its own copy-before-write filter as
 // its main node, whose target is the backup target, over the disk's nodes,
 // none with a target: "". Recorded on QEMU 11.1.3 and 7.2.22
-// (testdata/README.md). The walk visits each node once.
+// (testdata/README.md). Each job's walk visits a node once; past
+// maxGraphWork steps in all, as in JobDisks, the jobs not yet walked are
+// left out (their fleecing unknown).
 func JobFleecing(graph gjson.Result) map[string]string {
 	g := indexJobGraph(graph)
 	out := map[string]string{}
+	budget := maxGraphWork
 	for id, n := range g.nodes {
 		if n.typ != "block-job" {
 			continue
 		}
-		out[n.name] = ""
 		seen := map[int64]bool{}
 		var down []int64
 		for _, m := range g.mains[id] {
 			seen[m] = true
 			down = append(down, g.files[m]...)
 		}
-		for len(down) > 0 && out[n.name] == "" {
+		found := ""
+		for len(down) > 0 && found == "" {
+			if budget--; budget < 0 {
+				return out
+			}
 			cur := down[0]
 			down = down[1:]
 			if seen[cur] {
@@ -209,11 +215,12 @@ func JobFleecing(graph gjson.Result) map[string]string {
 			}
 			seen[cur] = true
 			if t := g.targets[cur]; len(t) > 0 {
-				out[n.name] = g.nodes[t[0]].name
+				found = g.nodes[t[0]].name
 				break
 			}
 			down = append(down, g.files[cur]...)
 		}
+		out[n.name] = found
 	}
 	return out
 }

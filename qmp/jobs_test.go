@@ -189,3 +189,36 @@ func TestJobFleecing(t *testing.T) {
 		})
 	}
 }
+
+// The hostile graph of TestJobDisksBounded with each job's main node at the
+// top of the 4,000-node chain: each walk would go down all of it (16
+// million steps); cut at maxGraphWork, the jobs walked keep their answer,
+// the others are left out (unknown), not said to run without fleecing.
+func TestJobFleecingBounded(t *testing.T) {
+	const n = 4000
+	var nodes, edges []string
+	for i := 0; i < n; i++ {
+		nodes = append(nodes, fmt.Sprintf(`{"id": %d, "type": "block-driver", "name": "d%d"}`, i, i))
+		if i > 0 {
+			edges = append(edges, fmt.Sprintf(`{"parent": %d, "child": %d, "name": "file"}`, i, i-1))
+		}
+	}
+	for j := 0; j < n; j++ {
+		nodes = append(nodes, fmt.Sprintf(`{"id": %d, "type": "block-job", "name": "j%d"}`, n+j, j))
+		edges = append(edges, fmt.Sprintf(`{"parent": %d, "child": %d, "name": "main node"}`, n+j, n-1))
+	}
+	g := gjson.Parse(`{"nodes": [` + strings.Join(nodes, ",") + `], "edges": [` + strings.Join(edges, ",") + `]}`)
+	start := time.Now()
+	got := JobFleecing(g)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if len(got) == 0 || len(got) >= n {
+		t.Errorf("%d of %d jobs answered, want some but not all", len(got), n)
+	}
+	for job, f := range got {
+		if f != "" {
+			t.Errorf("%s: %q", job, f)
+		}
+	}
+}

@@ -356,7 +356,7 @@ func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
 		return nil, err
 	}
 	for _, j := range jobs {
-		j.Fleecing, j.Graphed = fleecing[j.ID], debug != nil
+		j.Fleecing, j.Graphed = fleecing[j.ID] // a job the bounded walk left out is not graphed
 		ds, ok := disksOf[j.ID]
 		if !ok {
 			ds = v.jobDisksByName(j.ID)
