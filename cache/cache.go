@@ -16,6 +16,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // View is the cache view of one VM (README "JSON schemas", cache --json).
@@ -67,6 +68,10 @@ type Disk struct {
 	// QEMU runs), where the config sets queues= or QEMU runs more than one
 	// (AttachQueues).
 	Queues *queues.Count `json:"queues,omitempty"`
+	// Backing is the image chain QEMU runs the disk with, top layer to
+	// base, where its running image has a backing file (AttachBacking);
+	// absent for every other disk.
+	Backing *volchain.Backing `json:"backing_chain,omitempty"`
 
 	// Shown is the mode the two sentences describe, Heading the line they
 	// are printed under (the mode, with the storage where it changes
@@ -354,6 +359,20 @@ func (view *View) AttachQueues(counts map[string]*queues.Count) {
 		if c := counts[d.ID]; c.Shown() {
 			d.Queues = c
 			d.Lines = append(d.Lines, Line{Text: c.Line()})
+		}
+	}
+}
+
+// AttachBacking puts each disk's backing chain (volchain.Running, by disk
+// id) into the view, with its lines.
+func (view *View) AttachBacking(chains map[string]*volchain.Backing) {
+	for i := range view.Disks {
+		d := &view.Disks[i]
+		if b := chains[d.ID]; b != nil {
+			d.Backing = b
+			for _, l := range b.Lines() {
+				d.Lines = append(d.Lines, Line{Text: l})
+			}
 		}
 	}
 }

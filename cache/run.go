@@ -9,10 +9,12 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // Run builds the view of the selected disks of v: what runs (from QMP when
-// v runs), the disks as the guest names them, and with verify the flush
+// v runs), the disks as the guest names them, each running disk's backing
+// chain (from the graph FetchLive read), and with verify the flush
 // verdicts of the disks ToVerify lists, measured with o. The view comes
 // back with the error the run ends with: exit 3 when the VM does not run
 // or its QMP socket cannot be read, the measurement's own error, exit 1
@@ -25,6 +27,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 	out := Build(v, disks, liveErr)
 	out.AttachZFS(zfs.ForVM(ctx, n.Runner, v, disks))
 	out.AttachQueues(queues.ForVM(ctx, v, disks, n.Timeout, liveErr == nil))
+	out.AttachBacking(volchain.Running(ctx, n, v, disks))
 	GuestNames(ctx, v, n.Timeout, &out)
 	var verifyErr error
 	if ids := ToVerify(out); verify && v.Running && liveErr == nil && len(ids) > 0 {

@@ -59,6 +59,39 @@ type Impact struct {
 	// nothing then.
 	BaselineWriteLatencyMs *float64 `json:"baseline_write_latency_ms"`
 	BaselineS              float64  `json:"baseline_s"`
+	// Fleecing says whether the backup copies the old data of a block the
+	// guest overwrites to a fleecing image (FleecingNode, its node in the
+	// block graph) instead of waiting for the backup target: true with
+	// one, false when the graph shows the job reading the disk itself,
+	// null when no block graph was read (the job placed by its name).
+	Fleecing     *bool   `json:"fleecing"`
+	FleecingNode *string `json:"fleecing_node"`
+}
+
+// FleecingText is the fleecing part of top's backup line.
+func (im *Impact) FleecingText() string {
+	switch {
+	case im.Fleecing == nil:
+		return "fleecing unknown (no block graph)"
+	case *im.Fleecing:
+		return "fleecing on " + *im.FleecingNode
+	}
+	return "no fleecing (guest writes wait for the backup target)"
+}
+
+// fleecingOf is a backup job's fleecing as the block graph shows it
+// (qmp.JobFleecing): a copy-before-write filter below the job's source
+// with a fleecing image as its target.
+func fleecingOf(job *qmp.BlockJob) (*bool, *string) {
+	if !job.Graphed {
+		return nil, nil
+	}
+	on := job.Fleecing != ""
+	if !on {
+		return &on, nil
+	}
+	node := job.Fleecing
+	return &on, &node
 }
 
 // IsBackup reports whether a block job copies the disk for a backup:
@@ -100,6 +133,7 @@ func (w *Watch) Observe(t time.Time, st qmp.BlockStats, job *qmp.BlockJob) *Impa
 	r := w.job
 	im := &Impact{Job: job.ID, Type: job.Type, BaselineWriteLatencyMs: r.base, BaselineS: r.baseS,
 		WriteLatencyMs: meanMs(r.start, p)}
+	im.Fleecing, im.FleecingNode = fleecingOf(job)
 	if job.Len > 0 {
 		v := units.Round(100*float64(job.Offset)/float64(job.Len), 1)
 		im.ProgressPct = &v

@@ -1,8 +1,11 @@
 package latency
 
 import (
+	"os"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -58,5 +61,52 @@ func TestWatchJobAlreadyRunning(t *testing.T) {
 	}
 	if IsBackup(qmp.BlockJob{Type: "mirror"}) || !IsBackup(qmp.BlockJob{Type: "backup"}) {
 		t.Error("IsBackup")
+	}
+}
+
+// Fleecing as the recorded block graphs show it (qmp/testdata/README.md):
+// QEMU 11.1.3's backup through a fleecing image `fleece`, QEMU 7.2.22's
+// blockdev-backup and drive-backup without; a job placed by its name
+// (no graph read) says neither.
+func TestImpactFleecingRecorded(t *testing.T) {
+	read := func(name string) gjson.Result {
+		b, err := os.ReadFile("../qmp/testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gjson.ParseBytes(b)
+	}
+	yes, no := true, false
+	for _, tc := range []struct {
+		jobs, graph string
+		graphed     bool
+		want        *bool
+		node        string
+		text        string
+	}{
+		{"query-block-jobs-fleecing-11.1.json", "x-debug-query-block-graph-fleecing-11.1.json", true, &yes, "fleece", "fleecing on fleece"},
+		{"query-block-jobs-backup-7.2.json", "x-debug-query-block-graph-backup-7.2.json", true, &no, "", "no fleecing (guest writes wait for the backup target)"},
+		{"query-block-jobs-drive-backup-7.2.json", "x-debug-query-block-graph-drive-backup-7.2.json", true, &no, "", "no fleecing (guest writes wait for the backup target)"},
+		{"query-block-jobs-fleecing-11.1.json", "x-debug-query-block-graph-fleecing-11.1.json", false, nil, "", "fleecing unknown (no block graph)"},
+	} {
+		jobs := qmp.ParseBlockJobs(read(tc.jobs))
+		if len(jobs) != 1 {
+			t.Fatalf("%s: %+v", tc.jobs, jobs)
+		}
+		j := jobs[0]
+		if tc.graphed {
+			j.Fleecing, j.Graphed = qmp.JobFleecing(read(tc.graph))[j.ID], true
+		}
+		var w Watch
+		im := w.Observe(time.Unix(1, 0), qmp.BlockStats{}, &j)
+		switch {
+		case (im.Fleecing == nil) != (tc.want == nil) || im.Fleecing != nil && *im.Fleecing != *tc.want:
+			t.Errorf("%s graphed %v: fleecing %v, want %v", tc.graph, tc.graphed, im.Fleecing, tc.want)
+		case (im.FleecingNode == nil) != (tc.node == "") || im.FleecingNode != nil && *im.FleecingNode != tc.node:
+			t.Errorf("%s: fleecing node %v, want %q", tc.graph, im.FleecingNode, tc.node)
+		}
+		if got := im.FleecingText(); got != tc.text {
+			t.Errorf("%s graphed %v: %q, want %q", tc.graph, tc.graphed, got, tc.text)
+		}
 	}
 }

@@ -19,6 +19,11 @@ type BlockJob struct {
 	Len    int64  // bytes the job will process (an estimate)
 	Offset int64  // bytes done
 	Speed  int64  // the job's own rate limit, bytes/s; 0 for none
+	// Fleecing is the node of the fleecing image the job reads through
+	// (JobFleecing), "" for none; Graphed says whether the block graph was
+	// read for it (vm.Ask): without the graph Fleecing says nothing.
+	Fleecing string
+	Graphed  bool
 }
 
 // ParseBlockJobs reads query-block-jobs' return value.
@@ -37,6 +42,40 @@ func ParseBlockJobs(ret gjson.Result) []BlockJob {
 	return out
 }
 
+// jobGraph is x-debug-query-block-graph indexed by node id.
+type jobGraph struct {
+	nodes    map[int64]graphNode
+	parents  map[int64][]int64
+	children map[int64][]int64
+	files    map[int64][]int64 // parent -> its "file" children
+	mains    map[int64][]int64 // job -> its "main node"
+	targets  map[int64][]int64 // parent -> its "target" children
+}
+
+type graphNode struct{ name, typ string }
+
+func indexJobGraph(graph gjson.Result) jobGraph {
+	g := jobGraph{nodes: map[int64]graphNode{}, parents: map[int64][]int64{}, children: map[int64][]int64{},
+		files: map[int64][]int64{}, mains: map[int64][]int64{}, targets: map[int64][]int64{}}
+	for _, n := range graph.Get("nodes").Array() {
+		g.nodes[n.Get("id").Int()] = graphNode{n.Get("name").String(), n.Get("type").String()}
+	}
+	for _, e := range graph.Get("edges").Array() {
+		p, c := e.Get("parent").Int(), e.Get("child").Int()
+		g.parents[c] = append(g.parents[c], p)
+		g.children[p] = append(g.children[p], c)
+		switch e.Get("name").String() {
+		case "file":
+			g.files[p] = append(g.files[p], c)
+		case "main node":
+			g.mains[p] = append(g.mains[p], c)
+		case "target":
+			g.targets[p] = append(g.targets[p], c)
+		}
+	}
+	return g
+}
+
 // JobDisks maps each block job of x-debug-query-block-graph to the disks it
 // works on. A job's id says nothing reliable about its disk (blockdev-backup
 // takes any job-id, qemu-server names mirrors mirror-<id>), but the graph
@@ -52,26 +91,8 @@ func ParseBlockJobs(ret gjson.Result) []BlockJob {
 // maxGraphWork steps in all, the jobs not yet walked are left out (top
 // then places them by their names).
 func JobDisks(graph gjson.Result) map[string][]string {
-	type node struct{ name, typ string }
-	nodes := map[int64]node{}
-	for _, n := range graph.Get("nodes").Array() {
-		nodes[n.Get("id").Int()] = node{n.Get("name").String(), n.Get("type").String()}
-	}
-	parents := map[int64][]int64{}
-	children := map[int64][]int64{}
-	files := map[int64][]int64{} // parent -> its "file" children
-	mains := map[int64][]int64{} // job -> its "main node"
-	for _, e := range graph.Get("edges").Array() {
-		p, c := e.Get("parent").Int(), e.Get("child").Int()
-		parents[c] = append(parents[c], p)
-		children[p] = append(children[p], c)
-		switch e.Get("name").String() {
-		case "file":
-			files[p] = append(files[p], c)
-		case "main node":
-			mains[p] = append(mains[p], c)
-		}
-	}
+	g := indexJobGraph(graph)
+	nodes, parents, children, files, mains := g.nodes, g.parents, g.children, g.files, g.mains
 	out := map[string][]string{}
 	budget := maxGraphWork
 	for id, n := range nodes {
@@ -151,6 +172,55 @@ func JobDisks(graph gjson.Result) map[string][]string {
 		}
 		sort.Strings(ids)
 		out[n.name] = ids
+	}
+	return out
+}
+
+// JobFleecing maps each block job of x-debug-query-block-graph to the
+// fleecing image its source is read through: the "target" child of a node
+// with one below the job's main node along "file" children. That node is
+// the copy-before-write filter of a backup with fleecing (pve-qemu's "PVE
+// backup: add fleecing option", QEMU's image fleecing: the guest's writes
+// go through the filter, which first copies the old data to its target,
+// the fleecing image; the job reads a snapshot-access node over the
+// filter). A job without fleecing has its own copy-before-write filter as
+// its main node, whose target is the backup target, over the disk's nodes,
+// none with a target: "". Recorded on QEMU 11.1.3 and 7.2.22
+// (testdata/README.md). Each job's walk visits a node once; past
+// maxGraphWork steps in all, as in JobDisks, the jobs not yet walked are
+// left out (their fleecing unknown).
+func JobFleecing(graph gjson.Result) map[string]string {
+	g := indexJobGraph(graph)
+	out := map[string]string{}
+	budget := maxGraphWork
+	for id, n := range g.nodes {
+		if n.typ != "block-job" {
+			continue
+		}
+		seen := map[int64]bool{}
+		var down []int64
+		for _, m := range g.mains[id] {
+			seen[m] = true
+			down = append(down, g.files[m]...)
+		}
+		found := ""
+		for len(down) > 0 && found == "" {
+			if budget--; budget < 0 {
+				return out
+			}
+			cur := down[0]
+			down = down[1:]
+			if seen[cur] {
+				continue
+			}
+			seen[cur] = true
+			if t := g.targets[cur]; len(t) > 0 {
+				found = g.nodes[t[0]].name
+				break
+			}
+			down = append(down, g.files[cur]...)
+		}
+		out[n.name] = found
 	}
 	return out
 }

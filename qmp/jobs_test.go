@@ -149,3 +149,76 @@ func TestJobDisksBounded(t *testing.T) {
 		}
 	}
 }
+
+// A backup with fleecing reads through the copy-before-write filter below
+// the disk's node, whose target is the fleecing image; without fleecing
+// the job's own filter (its main node) is the only one with a target, and
+// that is the backup target: no fleecing.
+func TestJobFleecing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		graph gjson.Result
+		want  map[string]string
+	}{
+		{"fleecing, QEMU 11.1.3", fixture(t, "x-debug-query-block-graph-fleecing-11.1.json"), map[string]string{"backup-scsi1-fleece": "fleece"}},
+		{"blockdev-backup, QEMU 7.2.22", fixture(t, "x-debug-query-block-graph-backup-7.2.json"), map[string]string{"backup-scsi1-test": ""}},
+		{"drive-backup, QEMU 7.2.22", fixture(t, "x-debug-query-block-graph-drive-backup-7.2.json"), map[string]string{"drive-scsi1": ""}},
+		{"no jobs", gjson.Parse(`{"nodes": [{"id": 1, "type": "block-driver", "name": "cbw"}, {"id": 2, "type": "block-driver", "name": "fleece"}],
+			"edges": [{"parent": 1, "child": 2, "name": "target"}]}`), map[string]string{}},
+		// A target beside the walk (on a node the job's file chain does not
+		// reach) is no fleecing of this job; a loop of file edges ends.
+		{"target elsewhere, a loop", gjson.Parse(`{"nodes": [
+			{"id": 1, "type": "block-job", "name": "j"}, {"id": 2, "type": "block-driver", "name": "filter"},
+			{"id": 3, "type": "block-driver", "name": "a"}, {"id": 4, "type": "block-driver", "name": "b"},
+			{"id": 5, "type": "block-driver", "name": "other"}, {"id": 6, "type": "block-driver", "name": "img"}],
+			"edges": [{"parent": 1, "child": 2, "name": "main node"}, {"parent": 2, "child": 3, "name": "file"},
+			{"parent": 3, "child": 4, "name": "file"}, {"parent": 4, "child": 3, "name": "file"},
+			{"parent": 5, "child": 6, "name": "target"}, {"parent": 5, "child": 3, "name": "file"}]}`), map[string]string{"j": ""}},
+		// Two layers down, past a backing-less filter: found.
+		{"deeper", gjson.Parse(`{"nodes": [
+			{"id": 1, "type": "block-job", "name": "j"}, {"id": 2, "type": "block-driver", "name": "filter"},
+			{"id": 3, "type": "block-driver", "name": "snap"}, {"id": 4, "type": "block-driver", "name": "cbw"},
+			{"id": 5, "type": "block-driver", "name": "fl"}, {"id": 6, "type": "block-driver", "name": "backup-target"}],
+			"edges": [{"parent": 1, "child": 2, "name": "main node"}, {"parent": 2, "child": 6, "name": "target"},
+			{"parent": 2, "child": 3, "name": "file"}, {"parent": 3, "child": 4, "name": "file"}, {"parent": 4, "child": 5, "name": "target"}]}`), map[string]string{"j": "fl"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JobFleecing(tc.graph); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("JobFleecing = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The hostile graph of TestJobDisksBounded with each job's main node at the
+// top of the 4,000-node chain: each walk would go down all of it (16
+// million steps); cut at maxGraphWork, the jobs walked keep their answer,
+// the others are left out (unknown), not said to run without fleecing.
+func TestJobFleecingBounded(t *testing.T) {
+	const n = 4000
+	var nodes, edges []string
+	for i := 0; i < n; i++ {
+		nodes = append(nodes, fmt.Sprintf(`{"id": %d, "type": "block-driver", "name": "d%d"}`, i, i))
+		if i > 0 {
+			edges = append(edges, fmt.Sprintf(`{"parent": %d, "child": %d, "name": "file"}`, i, i-1))
+		}
+	}
+	for j := 0; j < n; j++ {
+		nodes = append(nodes, fmt.Sprintf(`{"id": %d, "type": "block-job", "name": "j%d"}`, n+j, j))
+		edges = append(edges, fmt.Sprintf(`{"parent": %d, "child": %d, "name": "main node"}`, n+j, n-1))
+	}
+	g := gjson.Parse(`{"nodes": [` + strings.Join(nodes, ",") + `], "edges": [` + strings.Join(edges, ",") + `]}`)
+	start := time.Now()
+	got := JobFleecing(g)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if len(got) == 0 || len(got) >= n {
+		t.Errorf("%d of %d jobs answered, want some but not all", len(got), n)
+	}
+	for job, f := range got {
+		if f != "" {
+			t.Errorf("%s: %q", job, f)
+		}
+	}
+}

@@ -580,6 +580,31 @@ func TestMonitorBlockJob(t *testing.T) {
 	if got := v.q.Seen()[before:]; !reflect.DeepEqual(got, []string{"query-blockstats", "query-block-jobs", "x-debug-query-block-graph", "qom-get"}) {
 		t.Errorf("commands with a job: %v", got)
 	}
+	if b := diskRows(s, 370)["scsi1"].Backup; b.Fleecing == nil || *b.Fleecing || b.FleecingNode != nil {
+		t.Errorf("blockdev-backup without fleecing: %+v", b)
+	}
+	// A backup with fleecing (recorded on QEMU 11.1.3, qmp/testdata): on
+	// scsi1 through the fleecing image's node, with the same commands.
+	for _, f := range []struct{ cmd, file string }{{"query-block-jobs", "query-block-jobs-fleecing-11.1.json"}, {"x-debug-query-block-graph", "x-debug-query-block-graph-fleecing-11.1.json"}} {
+		b, err := os.ReadFile("../qmp/testdata/" + f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.set(f.cmd, string(b))
+	}
+	before = len(v.q.Seen())
+	rows := diskRows(m.Sample(ctx), 370)
+	if b := rows["scsi1"].Backup; b == nil || b.Job != "backup-scsi1-fleece" || b.Fleecing == nil || !*b.Fleecing || b.FleecingNode == nil || *b.FleecingNode != "fleece" {
+		t.Errorf("backup with fleecing: %+v", b)
+	}
+	for id, d := range rows {
+		if id != "scsi1" && d.Backup != nil {
+			t.Errorf("%s has a backup impact %+v", id, d.Backup)
+		}
+	}
+	if got := v.q.Seen()[before:]; !reflect.DeepEqual(got, []string{"query-blockstats", "query-block-jobs", "x-debug-query-block-graph", "qom-get"}) {
+		t.Errorf("commands with a fleecing job: %v", got)
+	}
 	// Without the graph command: a job named after the disk's node.
 	v.set("x-debug-query-block-graph", qmptest.NotFound("x-debug-query-block-graph"))
 	v.set("query-block-jobs", `[{"device": "drive-virtio1", "type": "mirror", "status": "running"}, {"device": "stream-x", "type": "stream"}]`)
@@ -592,6 +617,11 @@ func TestMonitorBlockJob(t *testing.T) {
 	}
 	if !reflect.DeepEqual(jobs, map[string]string{"virtio1": "mirror"}) {
 		t.Errorf("jobs by name %v", jobs)
+	}
+	// A backup placed by its name: no graph, so fleecing is unknown.
+	v.set("query-block-jobs", `[{"device": "drive-scsi1", "type": "backup", "status": "running", "len": 10, "offset": 1}]`)
+	if b := diskRows(m.Sample(ctx), 370)["scsi1"].Backup; b == nil || b.Fleecing != nil || b.FleecingNode != nil {
+		t.Errorf("a backup placed by name: %+v", b)
 	}
 }
 

@@ -346,15 +346,17 @@ func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
 		return nil, nil
 	}
 	var disksOf map[string][]string
+	var fleecing map[string]string
 	var debug *gjson.Result
 	g, err := s.Exec("x-debug-query-block-graph", nil)
 	var qe *qmp.Error
 	if err == nil {
-		disksOf, debug = qmp.JobDisks(g), &g
+		disksOf, fleecing, debug = qmp.JobDisks(g), qmp.JobFleecing(g), &g
 	} else if !errors.As(err, &qe) {
 		return nil, err
 	}
 	for _, j := range jobs {
+		j.Fleecing, j.Graphed = fleecing[j.ID] // a job the bounded walk left out is not graphed
 		ds, ok := disksOf[j.ID]
 		if !ok {
 			ds = v.jobDisksByName(j.ID)

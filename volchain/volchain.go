@@ -21,6 +21,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -142,7 +143,6 @@ func Compare(volname string, live, config []string) []string {
 // (none: nil): QEMU's from the live graph (FetchLive), the config's from
 // its snapshot sections, each layer's use through qemu-img and sysfs.
 func Measure(ctx context.Context, n node.Node, v *vm.VM) []Chain {
-	r := n.Runner
 	var snaps qemuserver.Snapshots
 	var out []Chain
 	for _, d := range v.Disks {
@@ -170,9 +170,8 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM) []Chain {
 				paths = append(paths, b.Protocol.Filename)
 			}
 			for i, p := range paths {
-				l := Layer{Path: p, LV: filepath.Base(p), Snapshot: snapOf(volname, filepath.Base(p))}
-				measureLayer(ctx, n, r, v, &l, i == 0)
-				c.Live = append(c.Live, l)
+				l := liveLayer(ctx, n, v, volname, p, i == 0)
+				c.Live = append(c.Live, *l)
 				names = append(names, l.LV)
 			}
 			c.Depth = len(c.Live)
@@ -295,4 +294,85 @@ func (c *Chain) Describe() string {
 		parts = append(parts, s)
 	}
 	return fmt.Sprintf("volume chain, %d layers in QEMU: %s", c.Depth, strings.Join(parts, " <- "))
+}
+
+// Backing is the image chain QEMU runs a disk with when its image has a
+// backing file (a volume chain's snapshot layers, a linked clone's base
+// image, any qcow2 overlay), top layer to base (cache's backing_chain).
+// It comes from the block graph vm.FetchLive already read: no QMP command
+// of its own.
+type Backing struct {
+	Depth  int            `json:"depth"`
+	Layers []BackingLayer `json:"layers"`
+}
+
+// BackingLayer is one layer: its format node, the file (or device) under
+// it, and on a volume-chain storage its LV's use, as check's volume-chain
+// reads it (Measure: sysfs and qemu-img check); LV is null for a layer on
+// any other storage.
+type BackingLayer struct {
+	Node     string `json:"node"`
+	File     string `json:"file"`
+	Format   string `json:"format"`
+	Protocol string `json:"protocol"`
+	LV       *Layer `json:"lv"`
+}
+
+// Running is the backing chain of each of disks whose running image has
+// one (by disk id; a disk without one is not in it).
+func Running(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk) map[string]*Backing {
+	out := map[string]*Backing{}
+	for _, d := range disks {
+		if d.Live == nil || !d.Live.Inserted || len(d.Live.Backing) == 0 {
+			continue
+		}
+		volname, chained := "", false
+		if drv := d.Drive; drv != nil {
+			_, volname, _ = strings.Cut(drv.Volume, ":")
+			chained = IsChained(v.Storages[drv.StorageID()], volname)
+		}
+		layers := append([]qmp.DriveChain{{Format: d.Live.Format, Protocol: d.Live.Protocol}}, d.Live.Backing...)
+		b := &Backing{Depth: len(layers), Layers: []BackingLayer{}}
+		for i, c := range layers {
+			l := BackingLayer{Node: c.Format.Name, File: c.Protocol.Filename, Format: c.Format.Driver, Protocol: c.Protocol.Driver}
+			if chained {
+				l.LV = liveLayer(ctx, n, v, volname, c.Protocol.Filename, i == 0)
+			}
+			b.Layers = append(b.Layers, l)
+		}
+		out[d.ID] = b
+	}
+	return out
+}
+
+// liveLayer is the layer of volume volname QEMU runs from path, with its
+// LV's use (the current layer's with what it can still allocate).
+func liveLayer(ctx context.Context, n node.Node, v *vm.VM, volname, path string, current bool) *Layer {
+	l := &Layer{Path: path, LV: filepath.Base(path), Snapshot: snapOf(volname, filepath.Base(path))}
+	measureLayer(ctx, n, n.Runner, v, l, current)
+	return l
+}
+
+// Lines are the chain as cache prints it: a heading, then a line per
+// layer, top to base.
+func (b *Backing) Lines() []string {
+	out := []string{fmt.Sprintf("backing chain, %d layers, top to base:", b.Depth)}
+	for i, l := range b.Layers {
+		s := fmt.Sprintf("  %d. %s %s on %s (node %s)", i+1, l.Format, l.File, l.Protocol, l.Node)
+		if u := l.LV; u != nil {
+			if u.Snapshot != "" {
+				s += ", snapshot " + u.Snapshot
+			} else if i == 0 {
+				s += ", current layer"
+			}
+			switch {
+			case u.UsedPercent != nil:
+				s += fmt.Sprintf(": qcow2 reaches %s of its LV's %s (%.1f %%)", units.Bytes(*u.Qcow2EndBytes), units.Bytes(*u.LVSizeBytes), *u.UsedPercent)
+			case u.Error != "":
+				s += ": LV use unknown: " + u.Error
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }

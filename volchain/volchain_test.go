@@ -126,3 +126,25 @@ func TestLevel(t *testing.T) {
 		t.Errorf("%q", d)
 	}
 }
+
+// A chain's lines: the heading, then per layer its format, file, protocol
+// and node; a volume chain's layer with its snapshot (or "current layer")
+// and its LV's use, or why that is unknown; no LV part elsewhere.
+func TestBackingLines(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	f := func(v float64) *float64 { return &v }
+	b := Backing{Depth: 3, Layers: []BackingLayer{
+		{Node: "fa", File: "/dev/vg/vm-100-disk-0.qcow2", Format: "qcow2", Protocol: "host_device", LV: &Layer{LV: "vm-100-disk-0.qcow2", LVSizeBytes: i(8 << 20), Qcow2EndBytes: i(2 << 20), UsedPercent: f(25)}},
+		{Node: "#block1", File: "/dev/vg/snap_vm-100-disk-0_s1.qcow2", Format: "qcow2", Protocol: "host_device", LV: &Layer{Snapshot: "s1", Error: "no sysfs"}},
+		{Node: "#block2", File: "/var/lib/vz/images/900/base-900-disk-0.qcow2", Format: "qcow2", Protocol: "file"},
+	}}
+	want := []string{
+		"backing chain, 3 layers, top to base:",
+		"  1. qcow2 /dev/vg/vm-100-disk-0.qcow2 on host_device (node fa), current layer: qcow2 reaches 2.0 MiB of its LV's 8.0 MiB (25.0 %)",
+		"  2. qcow2 /dev/vg/snap_vm-100-disk-0_s1.qcow2 on host_device (node #block1), snapshot s1: LV use unknown: no sysfs",
+		"  3. qcow2 /var/lib/vz/images/900/base-900-disk-0.qcow2 on file (node #block2)",
+	}
+	if got := b.Lines(); !slices.Equal(got, want) {
+		t.Errorf("%q\nwant %q", got, want)
+	}
+}

@@ -73,40 +73,57 @@ func TestRecordCacheFixtures(t *testing.T) {
 				}
 				n.WriteConfig(380, conf+c.edit)
 			}
-			f := vmtest.Fixture{VMID: 380, QEMU: qemuName(t), Argv: vm.Argv, Replies: map[string]json.RawMessage{}}
-			b, _ := os.ReadFile(n.Paths.VMConfig(380))
-			f.Conf = string(b)
-			b, _ = os.ReadFile(n.Paths.StorageCfg())
-			f.StorageCfg = string(b)
-			err := qmp.Do(context.Background(), n.Paths.QMPSocket(380), 5*time.Second, func(s qmp.Session) error {
-				ask := func(cmd string, args map[string]any) gjson.Result {
-					var a any // a nil map would be sent as "arguments": null
-					if args != nil {
-						a = args
-					}
-					r, err := s.Exec(cmd, a)
-					if err != nil {
-						return gjson.Result{}
-					}
-					f.Replies[vmtest.Key(cmd, args)] = json.RawMessage(r.Raw)
-					return r
-				}
-				blocks := ask("query-block", nil)
-				ask("query-named-block-nodes", map[string]any{"flat": true})
-				ask("x-debug-query-block-graph", nil)
-				for _, b := range blocks.Array() {
-					q := b.Get("qdev").String()
-					id := qmp.QdevToDiskID(q)
-					ask("qom-get", map[string]any{"path": "/machine/peripheral/" + id, "property": "write-cache"})
-					ask("qom-get", map[string]any{"path": "throttle-drive-" + id, "property": "limits"})
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := recordFetchLive(t, n, vm)
 			out, _ := json.MarshalIndent(f, "", " ")
 			record(t, "cache", c.name+".json", string(out)+"\n")
 		})
 	}
+}
+
+// TestRecordCacheChainFixture records real-blockdev-chain.json: chainCacheVM
+// (a volume chain of three layers, a linked clone, a raw disk).
+func TestRecordCacheChainFixture(t *testing.T) {
+	n, vm := chainCacheVM(t)
+	f := recordFetchLive(t, n, vm)
+	out, _ := json.MarshalIndent(f, "", " ")
+	record(t, "cache", "real-blockdev-chain.json", string(out)+"\n")
+}
+
+// recordFetchLive is VM 380's fixture: config, storage.cfg, command line
+// and QEMU's replies to every command FetchLive sends.
+func recordFetchLive(t *testing.T, n *fakenode.Node, vm *fakenode.VM) vmtest.Fixture {
+	t.Helper()
+	f := vmtest.Fixture{VMID: 380, QEMU: qemuName(t), Argv: vm.Argv, Replies: map[string]json.RawMessage{}}
+	b, _ := os.ReadFile(n.Paths.VMConfig(380))
+	f.Conf = string(b)
+	b, _ = os.ReadFile(n.Paths.StorageCfg())
+	f.StorageCfg = string(b)
+	err := qmp.Do(context.Background(), n.Paths.QMPSocket(380), 5*time.Second, func(s qmp.Session) error {
+		ask := func(cmd string, args map[string]any) gjson.Result {
+			var a any // a nil map would be sent as "arguments": null
+			if args != nil {
+				a = args
+			}
+			r, err := s.Exec(cmd, a)
+			if err != nil {
+				return gjson.Result{}
+			}
+			f.Replies[vmtest.Key(cmd, args)] = json.RawMessage(r.Raw)
+			return r
+		}
+		blocks := ask("query-block", nil)
+		ask("query-named-block-nodes", map[string]any{"flat": true})
+		ask("x-debug-query-block-graph", nil)
+		for _, b := range blocks.Array() {
+			q := b.Get("qdev").String()
+			id := qmp.QdevToDiskID(q)
+			ask("qom-get", map[string]any{"path": "/machine/peripheral/" + id, "property": "write-cache"})
+			ask("qom-get", map[string]any{"path": "throttle-drive-" + id, "property": "limits"})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

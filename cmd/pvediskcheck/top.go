@@ -247,8 +247,8 @@ func topStalled(d top.Disk) string {
 }
 
 // topBackups adds a line per disk with a backup job running: its progress
-// and speed, and the guest's write latency during it against the minute
-// before it started.
+// and speed, the guest's write latency during it against the minute
+// before it started, and whether it runs with fleecing.
 func topBackups(b *strings.Builder, s top.Sample) {
 	for _, d := range s.Disks {
 		im := d.Backup
@@ -266,7 +266,7 @@ func topBackups(b *strings.Builder, s top.Sample) {
 		if im.BaselineWriteLatencyMs != nil {
 			base = fmt.Sprintf("%s ms in the %.0f s before it", units.Grouped(*im.BaselineWriteLatencyMs), im.BaselineS)
 		}
-		fmt.Fprintf(b, "\nbackup %s on %d/%s: %s at %s; guest writes %s ms during the job, %s", im.Job, d.VMID, d.Disk, progress, speed, topMs(im.WriteLatencyMs), base)
+		fmt.Fprintf(b, "\nbackup %s on %d/%s: %s at %s; guest writes %s ms during the job, %s; %s", im.Job, d.VMID, d.Disk, progress, speed, topMs(im.WriteLatencyMs), base, im.FleecingText())
 	}
 }
 

@@ -158,6 +158,10 @@ func backupScene(t *testing.T, fleecing bool) (*latency.Impact, float64, float64
 	if b.Job != "backup-scsi1-test" || b.BaselineWriteLatencyMs == nil || b.WriteLatencyMs == nil || b.BaselineS < 4 || b.ProgressPct == nil || b.SpeedBps == nil {
 		t.Fatalf("backup impact %+v", b)
 	}
+	// Fleecing as the graph shows it: the image's node "fleece", or none.
+	if b.Fleecing == nil || *b.Fleecing != fleecing || fleecing && (b.FleecingNode == nil || *b.FleecingNode != "fleece") || !fleecing && b.FleecingNode != nil {
+		t.Errorf("fleecing %v: backup impact says %v on %v", fleecing, b.Fleecing, b.FleecingNode)
+	}
 	t.Logf("fleecing %v: writes %.2f ms in the %.0f s before the job, %.1f ms during it; median interval p50 %.2f ms before, %.1f ms during; job %.1f %% at %.0f B/s",
 		fleecing, *b.BaselineWriteLatencyMs, b.BaselineS, *b.WriteLatencyMs, baseP50, jobP50, *b.ProgressPct, *b.SpeedBps)
 	// top has ended: the histograms it set are gone.

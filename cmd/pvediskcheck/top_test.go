@@ -320,7 +320,8 @@ func TestTopBlockJobAndBatchOutput(t *testing.T) {
 			}
 			// Text to a file: samples one after another, no escape sequence.
 			out, errs, code := runCLI(t, "--root", n.Root, "top", "370", "--count", "2", "--interval", "300ms")
-			if code != 0 || strings.Contains(out, "\x1b") || strings.Count(out, "VMID  NAME   DISK") != 2 || !strings.Contains(out, "backup") {
+			if code != 0 || strings.Contains(out, "\x1b") || strings.Count(out, "VMID  NAME   DISK") != 2 || !strings.Contains(out, "backup") ||
+				!strings.Contains(out, "; no fleecing (guest writes wait for the backup target)") || strings.Contains(out, "fleecing on") {
 				t.Errorf("exit %d %s\n%q", code, errs, out)
 			}
 		})

@@ -2,9 +2,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/volchain"
@@ -123,5 +126,106 @@ func TestCheckVolumeChainFills(t *testing.T) {
 	vm.MustQemuIO(t, "scsi0", "flush")
 	if fs = chainFindings(t, n, "101"); len(fs) != 2 || fs[1].Severity != check.Error || !strings.Contains(fs[1].Message, "(91.4 %)") {
 		t.Errorf("%+v", fs)
+	}
+}
+
+// chainCacheVM starts VM 380 with three disks: scsi0 a volume chain of
+// three qcow2 layers on loop devices standing in for thick LVs (s1, s2,
+// the current layer, made as LVMPlugin makes them), scsi1 a linked clone
+// on directory storage (a qcow2 backed by its base image, as qemu-server's
+// clone makes it: `-b ../900/base-900-disk-0.qcow2`), scsi2 a raw thin LV
+// without any backing file.
+func chainCacheVM(t testing.TB) (*fakenode.Node, *fakenode.VM) {
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	if err := n.WriteStorageCfg(n.ChainStorageCfg()); err != nil {
+		t.Fatal(err)
+	}
+	const vol = "vm-380-disk-0.qcow2"
+	if _, err := n.CreateChain(64<<20, "metadata", fakenode.ChainLayer{LV: volchain.LayerName(vol, "s1")}, fakenode.ChainLayer{LV: volchain.LayerName(vol, "s2")}, fakenode.ChainLayer{LV: vol}); err != nil {
+		t.Fatal(err)
+	}
+	n.MustVolume(t, "local", "900/base-900-disk-0.qcow2", 64<<20)
+	clone := n.MustVolume(t, "local", "380/vm-380-disk-1.qcow2", 64<<20)
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", "../900/base-900-disk-0.qcow2", clone, "64M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	n.MustVolume(t, "local-lvm", "vm-380-disk-2", 64<<20)
+	const main = "scsihw: virtio-scsi-single\nparent: s2\nscsi0: chain:" + vol + ",iothread=1,size=64M\nscsi1: local:900/base-900-disk-0.qcow2/380/vm-380-disk-1.qcow2,size=64M\nscsi2: local-lvm:vm-380-disk-2,size=64M\n"
+	const snaps = "\n[s1]\nscsi0: chain:" + vol + ",iothread=1,size=64M\nsnaptime: 1795985763\n\n[s2]\nparent: s1\nscsi0: chain:" + vol + ",iothread=1,size=64M\nsnaptime: 1795985863\n"
+	if err := n.WriteConfig(380, main+snaps); err != nil {
+		t.Fatal(err)
+	}
+	return n, n.MustStart(t, 380, fakenode.ArgvOptions{Blockdev: true})
+}
+
+// TestCacheBackingChain: real QEMU on qcow2 layers. cache shows, per disk
+// whose running image has a backing file, the chain top to base from
+// QEMU's graph: the volume chain's three layers with their snapshots and
+// each LV's use, the linked clone's overlay and base image (no LV); the
+// raw disk without a backing file shows nothing of it, in text or JSON.
+func TestCacheBackingChain(t *testing.T) {
+	n, vm := chainCacheVM(t)
+	vm.MustQemuIO(t, "scsi0", "write -P 0x5a 0 4M")
+	vm.MustQemuIO(t, "scsi0", "flush")
+	var view cache.View
+	if errs, code := runJSON(t, n, &view, "cache", "380"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	disks := map[string]cache.Disk{}
+	for _, d := range view.Disks {
+		disks[d.ID] = d
+	}
+	const vol = "vm-380-disk-0.qcow2"
+	ch := disks["scsi0"].Backing
+	if ch == nil || ch.Depth != 3 || len(ch.Layers) != 3 {
+		t.Fatalf("scsi0's chain %+v", ch)
+	}
+	for i, want := range []struct{ lv, snap string }{{vol, ""}, {volchain.LayerName(vol, "s2"), "s2"}, {volchain.LayerName(vol, "s1"), "s1"}} {
+		l := ch.Layers[i]
+		if l.Format != "qcow2" || l.Protocol != "host_device" || l.Node == "" || filepath.Base(l.File) != want.lv || l.LV == nil || l.LV.Snapshot != want.snap ||
+			l.LV.UsedPercent == nil || l.LV.LVSizeBytes == nil || *l.LV.Qcow2EndBytes <= 0 || l.LV.Error != "" {
+			t.Errorf("scsi0 layer %d: %+v lv %+v", i, l, l.LV)
+		}
+	}
+	if *ch.Layers[0].LV.Qcow2EndBytes < 4<<20 {
+		t.Errorf("the current layer holds the 4 MiB written: %d", *ch.Layers[0].LV.Qcow2EndBytes)
+	}
+	cl := disks["scsi1"].Backing
+	if cl == nil || cl.Depth != 2 || !strings.HasSuffix(cl.Layers[0].File, "/380/vm-380-disk-1.qcow2") || !strings.HasSuffix(cl.Layers[1].File, "/900/base-900-disk-0.qcow2") {
+		t.Fatalf("scsi1's chain %+v", cl)
+	}
+	for i, l := range cl.Layers {
+		if l.LV != nil || l.Format != "qcow2" || l.Protocol != "file" {
+			t.Errorf("linked clone layer %d: %+v", i, l)
+		}
+	}
+	if disks["scsi2"].Backing != nil {
+		t.Errorf("scsi2 has no backing file: %+v", disks["scsi2"].Backing)
+	}
+	raw, _, _ := runCLI(t, "--root", n.Root, "--json", "cache", "380")
+	if strings.Count(raw, `"backing_chain"`) != 2 {
+		t.Errorf("backing_chain on other disks than scsi0 and scsi1: %s", raw)
+	}
+	out, errs, code := runCLI(t, "--root", n.Root, "cache", "380")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	t.Logf("%s", out)
+	_, s0, _ := strings.Cut(out, "\nscsi0:\n")
+	s0, s1, _ := strings.Cut(s0, "\nscsi1:\n")
+	s1, s2, _ := strings.Cut(s1, "\nscsi2:\n")
+	for _, w := range []string{"\n  backing chain, 3 layers, top to base:\n    1. qcow2 /dev/" + n.ChainVG() + "/" + vol + " on host_device (node ",
+		", current layer: qcow2 reaches ", "\n    2. qcow2 /dev/" + n.ChainVG() + "/" + volchain.LayerName(vol, "s2") + " on host_device (node ", ", snapshot s2: qcow2 reaches ",
+		"\n    3. qcow2 /dev/" + n.ChainVG() + "/" + volchain.LayerName(vol, "s1"), ", snapshot s1: qcow2 reaches "} {
+		if !strings.Contains(s0, w) {
+			t.Errorf("scsi0's text lacks %q", w)
+		}
+	}
+	if !strings.Contains(s1, "\n  backing chain, 2 layers, top to base:\n    1. qcow2 ") || !strings.Contains(s1, "/900/base-900-disk-0.qcow2 on file (node ") || strings.Contains(s1, "LV") {
+		t.Errorf("scsi1's text: %s", s1)
+	}
+	if s2 == "" || strings.Contains(s2, "backing") || strings.Count(out, "backing chain") != 2 {
+		t.Errorf("scsi2 shows a chain: %q", s2)
 	}
 }
