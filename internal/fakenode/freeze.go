@@ -160,22 +160,7 @@ func StallVM(t testing.TB) (*Node, *VM, *Frozen) {
 		t.Fatal(err)
 	}
 	v := n.MustStart(t, 100, ArgvOptions{})
-	// SeaBIOS resets each virtio-scsi controller as it sets it up, up to
-	// ~300 ms after start here (trace: virtio_set_status 0, then
-	// scsi_bus_drained_begin on its bus), and QEMU drains the disks on that
-	// reset in the vCPU thread, which holds the BQL: a write blocked on the
-	// frozen filesystem then keeps the BQL held and QMP silent until the
-	// thaw (the vCPU thread waits in io_uring_enter on the main loop's ring
-	// on 11.1.3, in ppoll on 7.2; the main loop and call_rcu wait on one
-	// futex). Frozen right after start that happened in 3 runs of 12 on
-	// 7.2 and 6 of 13 on 11.1.3; after the firmware's boot-sector read,
-	// which comes once every controller is set up, in none of 12 on each.
-	for i := 0; v.ReadOps(t, "scsi0")+v.ReadOps(t, "scsi1") == 0; i++ {
-		if i == 500 {
-			t.Fatal("the firmware read no boot sector within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	v.WaitFirmware(t, "scsi0", "scsi1")
 	// aio_write: qemu-io accounts its asynchronous requests in the
 	// device's counters (block_acct_start/done), not its synchronous ones.
 	v.MustQemuIO(t, "scsi0", "aio_write -P 0x5a 0 64k")
@@ -184,6 +169,35 @@ func StallVM(t testing.TB) (*Node, *VM, *Frozen) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return n, v, fz
+}
+
+// WaitFirmware waits until the firmware has read a boot sector from one of
+// disks (rd_operations), which it does once every controller is set up.
+// SeaBIOS resets each virtio-scsi controller as it sets it up, up to
+// ~300 ms after start here (trace: virtio_set_status 0, then
+// scsi_bus_drained_begin on its bus), and QEMU drains the disks on that
+// reset in the vCPU thread, which holds the BQL: a write blocked on the
+// frozen filesystem then keeps the BQL held and QMP silent until the
+// thaw (the vCPU thread waits in io_uring_enter on the main loop's ring
+// on 11.1.3, in ppoll on 7.2; the main loop and call_rcu wait on one
+// futex). Frozen right after start that happened in 3 runs of 12 on
+// 7.2 and 6 of 13 on 11.1.3; after the firmware's boot-sector read,
+// which comes once every controller is set up, in none of 12 on each.
+func (vm *VM) WaitFirmware(t testing.TB, disks ...string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		var reads int64
+		for _, d := range disks {
+			reads += vm.ReadOps(t, d)
+		}
+		if reads > 0 {
+			return
+		}
+		if i == 500 {
+			t.Fatalf("the firmware read no boot sector of %v within 10 s", disks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // WriteOps is a disk's wr_operations now.
