@@ -24,7 +24,13 @@ const (
 
 func recorded(t testing.TB) (node.Node, map[string]qmp.BlockStats) {
 	t.Helper()
-	b, err := os.ReadFile("testdata/frozen-7.2/query-blockstats.json")
+	return recordedIn(t, "testdata/frozen-7.2")
+}
+
+// recordedIn is a recording's node (its proc tree) and blockstats by disk.
+func recordedIn(t testing.TB, dir string) (node.Node, map[string]qmp.BlockStats) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "query-blockstats.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +38,7 @@ func recorded(t testing.TB) (node.Node, map[string]qmp.BlockStats) {
 	for _, s := range qmp.ParseBlockstats(gjson.ParseBytes(b)) {
 		stats[s.ID] = s
 	}
-	proc, _ := filepath.Abs("testdata/frozen-7.2/proc")
+	proc, _ := filepath.Abs(filepath.Join(dir, "proc"))
 	return node.New(node.NewPaths(t.TempDir(), proc, t.TempDir()), 5*time.Second), stats
 }
 
@@ -75,6 +81,48 @@ func TestRecordedStall(t *testing.T) {
 		if v.Stalled || len(v.Evidence) != 0 {
 			t.Errorf("after 3 s: %+v", v)
 		}
+	}
+}
+
+// The QEMU 11.1.3 recording (testdata/README.md): QEMU 31968, whose main
+// loop serves scsi1; scsi0's iothread 31970.
+const (
+	rec11PID      = 31968
+	rec11IOThread = 31970
+)
+
+// TestRecordedStallQEMU11: on QEMU 11.1.3 the frozen disk served by the
+// main loop is stalled with the main loop's 8 io_uring workers as the
+// evidence, the idle iothread disk beside it is not; the same workers do
+// not count for a disk on an iothread (from QEMU 8.2 a request's worker is
+// named after the thread that issued it, and the main loop's are not the
+// iothread's).
+func TestRecordedStallQEMU11(t *testing.T) {
+	n, stats := recordedIn(t, "testdata/frozen-11.1")
+	disks := []Disk{
+		{ID: "scsi0", Storage: "local", ServingTID: rec11IOThread},
+		{ID: "scsi1", Storage: "frozen", ServingTID: rec11PID},
+	}
+	got := Detect(context.Background(), n, rec11PID, disks, stats, recAfter, 0)
+	if len(got) != 2 {
+		t.Fatalf("%d verdicts", len(got))
+	}
+	idle, stuck := got[0], got[1]
+	if want := "qemu: no request completed for 2.3 s (idle_time_ns); threads: no thread serving the disk is blocked"; idle.Stalled || idle.StalledSeconds != 0 || idle.Summary() != want {
+		t.Errorf("idle scsi0: %+v\nwant %s", idle, want)
+	}
+	if want := "qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-31968 and 7 more; wchan 8 in percpu_rwsem_wait)"; !stuck.Stalled || stuck.StalledSeconds != 2.3 || len(stuck.Blocked) != 8 || stuck.Summary() != want {
+		t.Fatalf("frozen scsi1: %+v\nwant %s", stuck, want)
+	}
+	for _, th := range stuck.Blocked {
+		if th.Comm != "iou-wrk-31968" || th.State != "D" || th.Wchan != "percpu_rwsem_wait" {
+			t.Errorf("blocked %+v", th)
+		}
+	}
+	onIOThread := disks[1]
+	onIOThread.ServingTID = rec11IOThread
+	if v := Detect(context.Background(), n, rec11PID, []Disk{onIOThread}, stats, recAfter, 0)[0]; v.Stalled || len(v.Blocked) != 0 {
+		t.Errorf("scsi1 on an iothread, the main loop's workers blocked: %+v", v)
 	}
 }
 
