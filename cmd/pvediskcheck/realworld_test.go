@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -397,4 +398,123 @@ func thinState(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// findingSet is check --json's findings of one VM as "severity code disk"
+// lines, sorted.
+func findingSet(vm gjson.Result) []string {
+	var out []string
+	for _, f := range vm.Get("findings").Array() {
+		out = append(out, f.Get("severity").String()+" "+f.Get("code").String()+" "+f.Get("disk").String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRealWorldBackupsAndStorageCfg runs every real config through the
+// newer paths of check: the backup configuration (vzdump.conf, jobs.cfg:
+// a job for all VMs with fleecing on local-lvm, one bound to this node
+// with vzdump.conf's fleecing on a storage storage.cfg lacks, one bound
+// to another node, one disabled) with and without the node's name in the
+// tree, and the same storage.cfg with CRLF line ends and with a BOM before
+// an extra first section. Asserted exactly: the backups check lists, the
+// one fleecing-storage finding, the notes of what cannot be told, and
+// that neither CRLF nor the BOM changes a finding (the BOM costs Proxmox
+// that first section only, said in a note naming line 1).
+func TestRealWorldBackupsAndStorageCfg(t *testing.T) {
+	cases := corpusCases(t)
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", doubles+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, _, _ := buildTree(t, c)
+			t.Setenv(fakenode.EnvRoot, root)
+			vmid := strconv.Itoa(c.vmid)
+			write := func(p, s string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(args ...string) (gjson.Result, string, int) {
+				t.Helper()
+				out, errs, code := runCLI(t, append([]string{"--root", root, "--json", "check"}, args...)...)
+				if code != exitOK && code != exitProblem {
+					t.Fatalf("check %v: exit %d (%s)", args, code, errs)
+				}
+				if strings.Contains(errs, "panic") || len(strings.Split(strings.TrimSpace(errs), "\n")) > 1 {
+					t.Errorf("check %v: stderr %q", args, errs)
+				}
+				return gjson.Get(out, "vms.0"), out, code
+			}
+			clean, _, _ := check(vmid)
+			base := findingSet(clean)
+			if clean.Get("backups").Exists() {
+				t.Fatalf("backups without jobs.cfg: %s", clean.Get("backups"))
+			}
+
+			write("etc/vzdump.conf", "# defaults\nfleecing: 1,storage=nowhere\n")
+			write("etc/pve/jobs.cfg", "vzdump: rw-all\n\tall 1\n\tfleecing 1,storage=local-lvm\n\tstorage backup\n\n"+
+				"vzdump: rw-here\n\tvmid "+vmid+"\n\tnode rwnode\n\n"+
+				"vzdump: rw-elsewhere\n\tvmid "+vmid+"\n\tnode othernode\n\tfleecing 1,storage=nowhere\n\n"+
+				"vzdump: rw-off\n\tvmid "+vmid+"\n\tenabled 0\n")
+			for _, named := range []bool{true, false} {
+				if named {
+					write("etc/hostname", "rwnode\n")
+				} else if err := os.Remove(filepath.Join(root, "etc/hostname")); err != nil {
+					t.Fatal(err)
+				}
+				for _, args := range [][]string{{vmid}, {"--all"}} {
+					vm, _, _ := check(args...)
+					var got []string
+					for _, b := range vm.Get("backups").Array() {
+						got = append(got, sf("%s %v %s %s %q", b.Get("job"), b.Get("fleecing").Bool(), b.Get("fleecing_storage"), b.Get("fleecing_from"), b.Get("fleecing_storage_unsuitable")))
+					}
+					want := []string{`rw-all true local-lvm job ""`}
+					wantFindings := base
+					var notes []string
+					for _, n := range vm.Get("notes").Array() {
+						if strings.HasPrefix(n.String(), "backup job ") {
+							notes = append(notes, n.String())
+						}
+					}
+					var wantNotes []string
+					if named {
+						want = append(want, `rw-here true nowhere vzdump.conf "storage nowhere is not in storage.cfg"`)
+						wantFindings = append(append([]string{}, base...), "warning fleecing-storage ")
+						sort.Strings(wantFindings)
+					} else {
+						for _, j := range []string{"rw-here runs on node rwnode", "rw-elsewhere runs on node othernode"} {
+							wantNotes = append(wantNotes, "backup job "+j+" only, and this node's name is unknown (no /etc/pve/local or /etc/hostname below the root): whether it backs this VM up is not checked")
+						}
+					}
+					if !slices.Equal(got, want) || !slices.Equal(findingSet(vm), wantFindings) || !slices.Equal(notes, wantNotes) {
+						t.Errorf("check %v (node named %v):\nbackups  %q\nwant     %q\nfindings %q\nwant     %q\nnotes    %q\nwant     %q", args, named, got, want, findingSet(vm), wantFindings, notes, wantNotes)
+					}
+				}
+			}
+			if err := os.Remove(filepath.Join(root, "etc/pve/jobs.cfg")); err != nil {
+				t.Fatal(err)
+			}
+
+			// storage.cfg with CRLF, then with a BOM before an extra first
+			// section: the same findings.
+			write("etc/pve/storage.cfg", strings.ReplaceAll(string(c.storageCfg), "\n", "\r\n"))
+			if vm, _, _ := check(vmid); !slices.Equal(findingSet(vm), base) {
+				t.Errorf("CRLF storage.cfg: %q, want %q", findingSet(vm), base)
+			}
+			write("etc/pve/storage.cfg", "\ufeffdir: bomdummy\n\tpath /nowhere\n\n"+string(c.storageCfg))
+			vm, _, _ := check(vmid)
+			bom := false
+			for _, n := range vm.Get("notes").Array() {
+				bom = bom || n.String() == filepath.Join(root, "etc/pve/storage.cfg")+` line 1: section "bomdummy" skipped: no storage type is called "\ufeffdir" (Proxmox: "unsupported type")`
+			}
+			if !slices.Equal(findingSet(vm), base) || !bom {
+				t.Errorf("storage.cfg after a BOM: %q (want %q), note of line 1 %v: %s", findingSet(vm), base, bom, vm.Get("notes"))
+			}
+		})
+	}
 }
