@@ -518,3 +518,101 @@ func TestRealWorldBackupsAndStorageCfg(t *testing.T) {
 		})
 	}
 }
+
+// fioTestRe is a real-world fio file's test, its name without the run.
+var fioTestRe = regexp.MustCompile(`^(arau-t\d-[a-z]+|brahiam-[a-z]+-\d+[MG])-`)
+
+// TestRealWorldFioCompare: fio compare on the real-world fio files, each
+// test's runs as one side (a directory) and the whole corpus as another,
+// every pair both ways. A vs B and B vs A compare the same jobs and
+// metrics with the same verdicts (the better side swapped) and exit the
+// same; a side holding several option sets of one job is compared only
+// with the same options (no "options differ" note, no two table rows
+// alike); fio summary names no group twice in a warning.
+func TestRealWorldFioCompare(t *testing.T) {
+	src := filepath.Join(corpus.Dir(t, corpus.RealWorld), "fio")
+	files, _ := filepath.Glob(filepath.Join(src, "*.json"))
+	tmp := t.TempDir()
+	sides := map[string]string{"all": src}
+	for _, f := range files {
+		m := fioTestRe.FindStringSubmatch(filepath.Base(f))
+		if m == nil {
+			t.Fatalf("%s: no test in its name", f)
+		}
+		sides[m[1]] = filepath.Join(tmp, m[1])
+		copyFile(t, f, filepath.Join(tmp, m[1], filepath.Base(f)))
+	}
+	if len(sides) != 16 {
+		t.Fatalf("%d sides", len(sides))
+	}
+	// A row's workload is A's: the key is the job, direction and metric
+	// (one set a side compares whatever options differ, said in a note).
+	type row struct{ key, verdict, better string }
+	compare := func(a, b string) ([]row, gjson.Result, int) {
+		out, errs, code := runCLI(t, "--json", "fio", "compare", sides[a], sides[b])
+		if code != exitOK && code != exitProblem || errs != "" {
+			t.Fatalf("%s vs %s: exit %d (%s)", a, b, code, errs)
+		}
+		var rows []row
+		for _, r := range gjson.Get(out, "comparisons").Array() {
+			rows = append(rows, row{r.Get("job").String() + " " + r.Get("direction").String() + " " + r.Get("metric").String(), r.Get("verdict").String(), r.Get("better").String()})
+		}
+		return rows, gjson.Get(out, "notes"), code
+	}
+	names := qemuserver.SortedKeys(sides)
+	pairs, compared := 0, 0
+	for i, a := range names {
+		for _, b := range names[i:] {
+			ab, notes, codeAB := compare(a, b)
+			ba, _, codeBA := compare(b, a)
+			pairs++
+			compared += len(ab)
+			if codeAB != codeBA || len(ab) != len(ba) {
+				t.Errorf("%s vs %s: exit %d, %d rows; swapped: exit %d, %d rows", a, b, codeAB, len(ab), codeBA, len(ba))
+				continue
+			}
+			swap := map[string]string{"A": "B", "B": "A", "": ""}
+			for k := range ab {
+				if ab[k].key != ba[k].key || ab[k].verdict != ba[k].verdict || ab[k].better != swap[ba[k].better] {
+					t.Errorf("%s vs %s row %d: %+v; swapped %+v", a, b, k, ab[k], ba[k])
+				}
+			}
+			if a == "all" || b == "all" {
+				for _, n := range notes.Array() {
+					if strings.HasPrefix(n.String(), "options differ") {
+						t.Errorf("%s vs %s: a side with several option sets paired different options: %s", a, b, n)
+					}
+				}
+			}
+			if a == b && (len(ab) == 0 || len(notes.Array()) != 0) {
+				t.Errorf("%s vs itself: %d rows, notes %s", a, len(ab), notes)
+			}
+		}
+	}
+	// The table: no two rows alike, each job named with its workload.
+	out, _, _ := runCLI(t, "fio", "compare", src, src)
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.HasPrefix(l, "test") && !strings.HasPrefix(l, "vol0") {
+			continue
+		}
+		k := strings.Join(f[:len(f)-8], " ") // JOB (WORKLOAD) I/O METRIC
+		if seen[k] {
+			t.Errorf("fio compare: two rows %q", k)
+		}
+		seen[k] = true
+	}
+	// fio summary: each group a warning applies to, once.
+	out, _, _ = runCLI(t, "fio", "summary", src)
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "      ") || l == "      all runs" {
+			continue
+		}
+		where := strings.Split(strings.TrimSpace(l), "), ")
+		if len(slices.Compact(slices.Sorted(slices.Values(where)))) != len(where) {
+			t.Errorf("fio summary names a group twice: %s", l)
+		}
+	}
+	t.Logf("%d sides, %d pairs both ways, %d rows compared", len(sides), pairs, compared)
+}
