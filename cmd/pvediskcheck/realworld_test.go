@@ -616,3 +616,100 @@ func TestRealWorldFioCompare(t *testing.T) {
 	}
 	t.Logf("%d sides, %d pairs both ways, %d rows compared", len(sides), pairs, compared)
 }
+
+// TestRealWorldCheckAll: check --all on one node holding every real config
+// of a setup (those whose VMIDs do not collide), with its storage.cfg: the
+// same findings, per VM, as check of that VM alone on its own tree; every
+// VM listed once; the exit code that of the worst of them.
+func TestRealWorldCheckAll(t *testing.T) {
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", doubles+string(os.PathListSeparator)+os.Getenv("PATH"))
+	type alone struct {
+		findings []string
+		code     int
+	}
+	nodes := map[string][]corpusCase{}
+	var order []string
+	for _, c := range corpusCases(t) {
+		node := "shapes" // qemuserver/testdata/shapes: one node, VMIDs 601 on
+		if i := strings.LastIndex(c.name, "-"); i > 0 && !strings.Contains(c.conf, "shapes") {
+			node = c.name[:i]
+		}
+		if nodes[node] == nil {
+			order = append(order, node)
+		}
+		nodes[node] = append(nodes[node], c)
+	}
+	vms := 0
+	for _, node := range order {
+		t.Run(node, func(t *testing.T) {
+			all := t.TempDir()
+			var volumes strings.Builder
+			want := map[string]alone{}
+			worst := exitOK
+			for _, c := range nodes[node] {
+				root, _, _ := buildTree(t, c)
+				t.Setenv(fakenode.EnvRoot, root)
+				out, errs, code := runCLI(t, "--root", root, "--json", "check", strconv.Itoa(c.vmid))
+				if code != exitOK && code != exitProblem {
+					t.Fatalf("%s: exit %d (%s)", c.name, code, errs)
+				}
+				if _, dup := want[strconv.Itoa(c.vmid)]; dup {
+					t.Fatalf("%s: VMID %d twice on %s", c.name, c.vmid, node)
+				}
+				want[strconv.Itoa(c.vmid)] = alone{findingSet(gjson.Get(out, "vms.0")), code}
+				worst = max(worst, code)
+				copyFile(t, c.conf, filepath.Join(all, "etc/pve/qemu-server", strconv.Itoa(c.vmid)+".conf"))
+				if err := os.WriteFile(filepath.Join(all, "etc/pve/storage.cfg"), c.storageCfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if c.cephConf != nil {
+					copyFile(t, filepath.Join(root, "etc/pve/ceph.conf"), filepath.Join(all, "etc/pve/ceph.conf"))
+				}
+				volumes.WriteString(thinState(t, root))
+				// Passthrough disks and file images: the node has them.
+				_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+					rel, _ := filepath.Rel(root, p)
+					if err == nil && fi.Mode().IsRegular() && !strings.HasPrefix(rel, "etc/") && !strings.HasPrefix(rel, "var/lib/lvm-thin/") {
+						sparse(t, filepath.Join(all, rel), fi.Size())
+					}
+					return nil
+				})
+			}
+			for _, d := range []string{"var/run/qemu-server", "var/lib/lvm-thin"} {
+				if err := os.MkdirAll(filepath.Join(all, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(all, "var/lib/lvm-thin/volumes"), []byte(volumes.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv(fakenode.EnvRoot, all)
+			out, errs, code := runCLI(t, "--root", all, "--json", "check", "--all")
+			if code != worst {
+				t.Errorf("check --all: exit %d (%s), want %d, the worst of the VMs alone", code, errs, worst)
+			}
+			got := map[string]bool{}
+			for _, vm := range gjson.Get(out, "vms").Array() {
+				id := vm.Get("vmid").String()
+				if got[id] {
+					t.Errorf("VM %s listed twice", id)
+				}
+				got[id] = true
+				if w, ok := want[id]; !ok {
+					t.Errorf("VM %s is no config of %s", id, node)
+				} else if !slices.Equal(findingSet(vm), w.findings) {
+					t.Errorf("VM %s: --all %q, alone %q", id, findingSet(vm), w.findings)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("check --all listed %d VMs, %d configs", len(got), len(want))
+			}
+			vms += len(got)
+		})
+	}
+	t.Logf("%d nodes, %d VMs", len(order), vms)
+}
