@@ -24,27 +24,6 @@ import (
 // shapes it lacks. Every command runs on every config, as a copied node
 // tree (--root) with the test doubles for lvs and pvesm.
 
-// technoStorageCfg declares the storages the techno-* configs use (they
-// came without a storage.cfg): two LVM-thin pools and a directory of ISOs.
-const technoStorageCfg = `dir: local
-	path /var/lib/vz
-	content iso,vztmpl,backup
-
-lvmthin: local-lvm
-	thinpool data
-	vgname pve
-	content rootdir,images
-
-lvmthin: nvme
-	thinpool data
-	vgname nvme
-	content rootdir,images
-
-dir: p2b
-	path /mnt/pve/p2b
-	content iso,images
-`
-
 type corpusCase struct {
 	name, conf string
 	vmid       int
@@ -89,7 +68,13 @@ func corpusCases(t *testing.T) []corpusCase {
 	}
 	add(filepath.Join(dir, "configs", "spongey-spongey-*.conf"), spongey, nil)
 	add(filepath.Join(dir, "configs", "spongey-Spongey-PC-*.conf"), append(append(append([]byte{}, spongey...), '\n'), extra...), nil)
-	add(filepath.Join(dir, "configs", "techno-*.conf"), []byte(technoStorageCfg), nil)
+	// The techno-* configs came without a storage.cfg: the storages they
+	// use, as check's golden test declares them (check/testdata/realworld).
+	techno, err := os.ReadFile(filepath.Join("..", "..", "check", "testdata", "realworld", "techno.storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(filepath.Join(dir, "configs", "techno-*.conf"), techno, nil)
 	if len(out) < 30 {
 		t.Fatalf("only %d real-world configs in %s", len(out), dir)
 	}
