@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,15 +40,22 @@ type Fleecing struct {
 }
 
 // ParseFleecing reads "[enabled=]<bool>[,storage=<id>]"; ok is false for
-// text Proxmox would refuse (an unknown key, a bad boolean).
+// text Proxmox would refuse (an unknown key, a bad boolean, a key given
+// twice: parse_property_string's "duplicate key").
 func ParseFleecing(s string) (Fleecing, bool) {
 	var f Fleecing
+	seen := map[string]bool{}
 	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
 		k, v, has := strings.Cut(part, "=")
 		if !has {
 			k, v = "enabled", part // enabled is the default key
 		}
-		switch strings.TrimSpace(k) {
+		k = strings.TrimSpace(k)
+		if seen[k] {
+			return f, false
+		}
+		seen[k] = true
+		switch k {
 		case "enabled":
 			b, ok := parseBool(v)
 			if !ok {
@@ -79,20 +87,26 @@ type Defaults struct {
 	Fleecing *Fleecing // nil when not set (vzdump's default: off)
 }
 
-// ParseVzdumpConf reads /etc/vzdump.conf's text.
+// ParseVzdumpConf reads /etc/vzdump.conf's text as
+// PVE::JSONSchema::parse_config does: "key: value" lines, the last of a
+// key given twice wins, and a value its schema refuses is then dropped
+// ("parse error in '/etc/vzdump.conf'"), so the default applies: an
+// earlier valid line does not come back.
 func ParseVzdumpConf(text string) Defaults {
 	var d Defaults
+	last, set := "", false
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.TrimSpace(k) == "fleecing" {
-			if f, ok := ParseFleecing(v); ok {
-				d.Fleecing = &f
-			}
+		if ok && k == "fleecing" {
+			last, set = v, true
 		}
+	}
+	if f, ok := ParseFleecing(last); set && ok {
+		d.Fleecing = &f
 	}
 	return d
 }
@@ -111,46 +125,43 @@ type Job struct {
 	Fleecing *Fleecing
 }
 
+// sectionHeaderRe and sectionPropRe are PVE::SectionConfig's section
+// header ("type: id") and property line (indented "key [value]").
+var (
+	sectionHeaderRe = regexp.MustCompile(`^(\S+):\s*(\S+)\s*$`)
+	sectionPropRe   = regexp.MustCompile(`^\s+(\S+)(\s+(.*\S))?\s*$`)
+	sectionComment  = regexp.MustCompile(`^\s*#`)
+)
+
 // ParseJobs reads the vzdump sections of jobs.cfg (other job types, and
-// their lines, are skipped).
+// their lines, are skipped) as PVE::SectionConfig::parse_config does: only
+// an empty line ends a section (with CRLF line ends a blank line is "\r",
+// so the section goes on and a header inside it is ignored), a line
+// inside a section that is no indented "key value" is ignored, a key given
+// twice keeps its first value ("duplicate attribute"), and a value its
+// format refuses is dropped ("unable to parse value"), so the key's
+// default applies (enabled stays 1).
 func ParseJobs(text string) []Job {
 	var out []Job
-	var cur *Job
-	for _, line := range strings.Split(text, "\n") {
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		m := sectionHeaderRe.FindStringSubmatch(lines[i])
+		if lines[i] == "" || sectionComment.MatchString(lines[i]) || m == nil {
+			continue // "ignore config line"
 		}
-		if line[0] != ' ' && line[0] != '\t' {
-			cur = nil
-			typ, id, ok := strings.Cut(line, ":")
-			if ok && strings.TrimSpace(typ) == "vzdump" {
-				out = append(out, Job{ID: strings.TrimSpace(id), Enabled: true})
-				cur = &out[len(out)-1]
+		var cur *Job
+		if m[1] == "vzdump" {
+			out = append(out, Job{ID: m[2], Enabled: true})
+			cur = &out[len(out)-1]
+		}
+		set := map[string]bool{}
+		for i+1 < len(lines) && lines[i+1] != "" {
+			i++
+			p := sectionPropRe.FindStringSubmatch(lines[i])
+			if cur == nil || p == nil || sectionComment.MatchString(lines[i]) || set[p[1]] {
+				continue
 			}
-			continue
-		}
-		if cur == nil {
-			continue
-		}
-		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
-		v = strings.TrimSpace(v)
-		switch k {
-		case "enabled":
-			cur.Enabled, _ = parseBool(v)
-		case "all":
-			cur.All, _ = parseBool(v)
-		case "vmid":
-			cur.VMIDs = ids(v)
-		case "exclude":
-			cur.Exclude = ids(v)
-		case "pool":
-			cur.Pool = v
-		case "node":
-			cur.Nodes = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
-		case "fleecing":
-			if f, ok := ParseFleecing(v); ok {
-				cur.Fleecing = &f
-			}
+			set[p[1]] = setJobKey(cur, p[1], p[3])
 		}
 	}
 	for i := range out {
@@ -161,32 +172,76 @@ func ParseJobs(text string) []Job {
 	return out
 }
 
-// ids reads a pve-vmid-list ("100,101 102").
-func ids(s string) []int {
-	var out []int
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' }) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+// setJobKey sets one property of a job; false when its value is one
+// Proxmox refuses (the key stays unset, at its default).
+func setJobKey(j *Job, k, v string) bool {
+	ok := true
+	switch k {
+	case "enabled":
+		var b bool
+		if b, ok = parseBool(v); ok {
+			j.Enabled = b
+		}
+	case "all":
+		var b bool
+		if b, ok = parseBool(v); ok {
+			j.All = b
+		}
+	case "vmid":
+		j.VMIDs, ok = ids(v)
+	case "exclude":
+		j.Exclude, ok = ids(v)
+	case "pool":
+		j.Pool = v
+	case "node":
+		j.Nodes = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
+	case "fleecing":
+		var f Fleecing
+		if f, ok = ParseFleecing(v); ok {
+			j.Fleecing = &f
 		}
 	}
-	return out
+	return ok
 }
 
-// Covers says whether the job backs up vmid on node; pool is true when
-// the job selects by pool, which this package cannot resolve.
-func (j Job) Covers(vmid int, node string) (covers, pool bool) {
-	if !j.Enabled || len(j.Nodes) > 0 && !slices.Contains(j.Nodes, node) {
-		return false, false
+// vmidRe is pve-vmid: 100 to 999999999, no sign, no leading zero.
+var vmidRe = regexp.MustCompile(`^[1-9][0-9]{2,8}$`)
+
+// ids reads a pve-vmid-list ("100,101 102"); ok is false when an entry
+// is no VMID (Proxmox then refuses the whole list).
+func ids(s string) ([]int, bool) {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || !vmidRe.MatchString(f) {
+			return nil, false
+		}
+		out = append(out, n)
 	}
+	return out, len(out) > 0
+}
+
+// Covers says whether the job backs up vmid on node; unknown says why
+// that cannot be told ("" when it can): a job that selects by pool (its
+// members are in user.cfg, not read here), or one that runs on some
+// nodes only while this node's name is unknown (node "").
+func (j Job) Covers(vmid int, node string) (covers bool, unknown string) {
+	if !j.Enabled || len(j.Nodes) > 0 && node != "" && !slices.Contains(j.Nodes, node) {
+		return false, ""
+	}
+	var would bool
 	switch {
 	case j.Pool != "":
-		return false, true
+		return false, "selects VMs by pool (user.cfg, not read)"
 	case slices.Contains(j.VMIDs, vmid):
-		return true, false
+		would = true
 	case j.All:
-		return !slices.Contains(j.Exclude, vmid), false
+		would = !slices.Contains(j.Exclude, vmid)
 	}
-	return false, false
+	if would && len(j.Nodes) > 0 && node == "" {
+		return false, "runs on node " + strings.Join(j.Nodes, ",") + " only, and this node's name is unknown (no /etc/pve/local or /etc/hostname below the root)"
+	}
+	return would, ""
 }
 
 // Backup is one job backing up a VM and the fleecing it runs with.
@@ -229,12 +284,13 @@ func Read(ctx context.Context, n node.Node) (Config, error) {
 }
 
 // ForVM lists the enabled jobs that back up vmid on node, each with the
-// fleecing it runs with, and the jobs that select by pool (not resolved).
-func (c Config) ForVM(vmid int, node string) (backups []Backup, byPool []string) {
+// fleecing it runs with, and the jobs of which that cannot be told, each
+// as "<job> <why>" (Covers).
+func (c Config) ForVM(vmid int, node string) (backups []Backup, unknown []string) {
 	for _, j := range c.Jobs {
-		covers, pool := j.Covers(vmid, node)
-		if pool {
-			byPool = append(byPool, j.ID)
+		covers, why := j.Covers(vmid, node)
+		if why != "" {
+			unknown = append(unknown, j.ID+" "+why)
 		}
 		if !covers {
 			continue
@@ -248,7 +304,7 @@ func (c Config) ForVM(vmid int, node string) (backups []Backup, byPool []string)
 		}
 		backups = append(backups, b)
 	}
-	return backups, byPool
+	return backups, unknown
 }
 
 // VMBackup is what check reports per VM (check --json: backups[]).

@@ -2,6 +2,7 @@ package backupcfg
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -95,7 +96,7 @@ func TestForVM(t *testing.T) {
 		"all-but": {Job: "all-but", Fleecing: Fleecing{true, "local"}, From: "vzdump.conf"},
 		"own":     {Job: "own", Fleecing: Fleecing{true, "local-lvm"}, From: "job"},
 	}
-	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(pool, []string{"bypool"}) {
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(pool, []string{"bypool selects VMs by pool (user.cfg, not read)"}) {
 		t.Errorf("VM 100 on pve1: %+v, pool %v", got, pool)
 	}
 	if b, _ := c.ForVM(101, "pve1"); len(b) != 1 || b[0].Job != "excl" {
@@ -134,5 +135,72 @@ func TestJudge(t *testing.T) {
 		if len(got) != 1 || got[0].Unsuitable != c.unsuit || got[0].Fleecing != c.f.Enabled {
 			t.Errorf("%+v: %+v", c.f, got)
 		}
+	}
+}
+
+// Hostile jobs.cfg and vzdump.conf, read as Proxmox reads them
+// (PVE::SectionConfig::parse_config, PVE::JSONSchema::parse_config): the
+// VM 100's jobs and their fleecing, or that it cannot be told. Before,
+// "enabled maybe" disabled a job Proxmox runs, a duplicate key kept its
+// last value (Proxmox: the first), a line after a blank one still
+// belonged to the job, "vmid 100,abc" backed up 100 (Proxmox refuses the
+// list), and a node-bound job was judged against the analyst's host name.
+func TestParseHostile(t *testing.T) {
+	for _, c := range []struct {
+		name, vzdump, jobs, node string
+		want                     []string // job fleecing-from enabled storage
+		unknown                  []string
+	}{
+		{"CRLF", "fleecing: 1,storage=fast\r\n", "vzdump: j\r\n\tvmid 100\r\n\tenabled 1\r\n", "pve1",
+			[]string{"j vzdump.conf true fast"}, nil},
+		{"CRLF: a blank line is \"\\r\", so the second header is inside the first job", "", "vzdump: a\r\n\tvmid 101\r\n\r\nvzdump: b\r\n\tvmid 100\r\n", "pve1", nil, nil},
+		{"a header right after a property is ignored", "", "vzdump: a\n\tvmid 101\nvzdump: b\n\tfleecing 1,storage=x\n\tall 1\n", "pve1",
+			[]string{"a job true x"}, nil},
+		{"whitespace-only line does not end the section", "", "vzdump: a\n\tvmid 100\n  \n\tfleecing 1,storage=x\n", "pve1",
+			[]string{"a job true x"}, nil},
+		{"comment inside a section", "", "vzdump: a\n# note\n\tvmid 100\n\t# fleecing 1,storage=x\n", "pve1",
+			[]string{"a default false "}, nil},
+		{"BOM before the header: no section Proxmox knows", "", "\ufeffvzdump: j\n\tvmid 100\n", "pve1", nil, nil},
+		{"bad enabled keeps the default (on)", "", "vzdump: j\n\tvmid 100\n\tenabled maybe\n", "pve1",
+			[]string{"j default false "}, nil},
+		{"duplicate enabled: the first wins", "", "vzdump: j\n\tvmid 100\n\tenabled 0\n\tenabled 1\n", "pve1", nil, nil},
+		{"duplicate fleecing: the first wins", "", "vzdump: j\n\tvmid 100\n\tfleecing 1,storage=a\n\tfleecing 0\n", "pve1",
+			[]string{"j job true a"}, nil},
+		{"a bad first value lets a second set it", "", "vzdump: j\n\tvmid 100\n\tfleecing 1,speed=2\n\tfleecing 1,storage=b\n", "pve1",
+			[]string{"j job true b"}, nil},
+		{"blank line ends the section", "", "vzdump: j\n\tvmid 100\n\n\tfleecing 1,storage=a\n", "pve1",
+			[]string{"j default false "}, nil},
+		{"a VMID list with garbage is refused whole", "", "vzdump: j\n\tvmid 100,abc\n", "pve1", nil, nil},
+		{"a VMID with a leading zero", "", "vzdump: j\n\tvmid 0100\n", "pve1", nil, nil},
+		{"huge VMID", "", "vzdump: j\n\tvmid 99999999999999999999999\n", "pve1", nil, nil},
+		{"header with two ids", "", "vzdump: j k\n\tvmid 100\n", "pve1", nil, nil},
+		{"unknown keys and a truncated line", "", "vzdump: j\n\tvmid 100\n\tfrobnicate 7\n\tfleec", "pve1",
+			[]string{"j default false "}, nil},
+		{"unicode job id", "", "vzdump: sauvegarde-é\n\tvmid 100\n", "pve1", []string{"sauvegarde-é default false "}, nil},
+		{"node-bound job, this node", "", "vzdump: j\n\tvmid 100\n\tnode pve1\n", "pve1", []string{"j default false "}, nil},
+		{"node-bound job, another node", "", "vzdump: j\n\tvmid 100\n\tnode pve2\n", "pve1", nil, nil},
+		{"node-bound job, this node's name unknown", "", "vzdump: j\n\tvmid 100\n\tnode pve2\n", "", nil,
+			[]string{"j runs on node pve2 only, and this node's name is unknown (no /etc/pve/local or /etc/hostname below the root)"}},
+		{"node-bound job not for this VM, name unknown", "", "vzdump: j\n\tvmid 101\n\tnode pve2\n", "", nil, nil},
+		{"vzdump.conf: the last line wins", "fleecing: 1,storage=a\nfleecing: 1,storage=b\n", "vzdump: j\n\tvmid 100\n", "pve1",
+			[]string{"j vzdump.conf true b"}, nil},
+		{"vzdump.conf: a bad last line drops the key", "fleecing: 1,storage=a\nfleecing: bogus\n", "vzdump: j\n\tvmid 100\n", "pve1",
+			[]string{"j default false "}, nil},
+		{"vzdump.conf: duplicate key inside the value", "fleecing: enabled=1,enabled=0,storage=a\n", "vzdump: j\n\tvmid 100\n", "pve1",
+			[]string{"j default false "}, nil},
+		{"vzdump.conf: BOM makes the first key unknown", "\ufefffleecing: 1,storage=a\n", "vzdump: j\n\tvmid 100\n", "pve1",
+			[]string{"j default false "}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Defaults: ParseVzdumpConf(c.vzdump), Jobs: ParseJobs(c.jobs)}
+			b, unknown := cfg.ForVM(100, c.node)
+			var got []string
+			for _, x := range b {
+				got = append(got, x.Job+" "+x.From+" "+strconv.FormatBool(x.Fleecing.Enabled)+" "+x.Fleecing.Storage)
+			}
+			if !reflect.DeepEqual(got, c.want) || !reflect.DeepEqual(unknown, c.unknown) {
+				t.Errorf("got %q unknown %q, want %q %q", got, unknown, c.want, c.unknown)
+			}
+		})
 	}
 }

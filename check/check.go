@@ -340,9 +340,9 @@ func judgeBackups(ctx context.Context, n node.Node, v *vm.VM, out *VMResult) {
 		out.NotChecked = append(out.NotChecked, CodeFleecingStorage)
 		return
 	}
-	backups, byPool := c.ForVM(v.VMID, n.Paths.NodeName())
-	for _, id := range byPool {
-		out.Notes = append(out.Notes, "backup job "+id+" selects VMs by pool (user.cfg, not read): whether it backs this VM up is not checked")
+	backups, unknown := c.ForVM(v.VMID, n.Paths.NodeName())
+	for _, why := range unknown {
+		out.Notes = append(out.Notes, "backup job "+why+": whether it backs this VM up is not checked")
 	}
 	out.Backups = backupcfg.Judge(backups, func(id string) (thin, discard, ok bool) {
 		st, ok := v.Storages[id]

@@ -192,7 +192,17 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	if p := r.drv.LimitProblems(); hasDriveOpts && len(p) > 0 {
 		why := ": Proxmox rejects the whole disk line (Drive.pm parse_drive) and starts the VM without the disk"
 		if qemuserver.LimitRefuser(p) == "QEMU" {
-			why = fmt.Sprintf(": qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: %q", qemuserver.QEMUMaxMsg)
+			msgs := qemuserver.LimitQEMUMessages(p)
+			why = ": qm set accepts the line, but QEMU refuses to start the VM: "
+			if slices.Contains(msgs, qemuserver.QEMUMaxMsg) {
+				why = ": qm set accepts the line (Drive.pm checks that pairing for mbps only), but QEMU refuses to start the VM: "
+			}
+			for i, m := range msgs {
+				if i > 0 {
+					why += "; "
+				}
+				why += strconv.Quote(m)
+			}
 		}
 		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+why, editLimits)
 	}

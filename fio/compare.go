@@ -115,31 +115,55 @@ func (c *Comparisons) AnyDifferent(metrics []string) bool {
 // Compare matches A's groups with B's by job and direction, and judges each
 // metric in metrics (all when empty). Labels and target file names are
 // expected to differ between the sides; other option differences are noted.
+// Where a side has several option sets of one job and direction (a
+// directory of runs that all name their job "test"), each set is matched
+// with the other side's set of the same options, the same on both sides
+// (A's and B's roles swapped give the same pairs); a set without one is
+// only on its side.
 func Compare(a, b []Group, metrics []string) *Comparisons {
 	out := &Comparisons{Rows: []Comparison{}, Notes: []string{}}
 	key := func(g *Group) string { return g.Job + " " + g.Dir }
-	bi := map[string][]*Group{}
-	for i := range b {
-		bi[key(&b[i])] = append(bi[key(&b[i])], &b[i])
+	index := func(gs []Group) map[string][]*Group {
+		m := map[string][]*Group{}
+		for i := range gs {
+			m[key(&gs[i])] = append(m[key(&gs[i])], &gs[i])
+		}
+		return m
 	}
-	seen := map[string]bool{}
+	ai, bi := index(a), index(b)
+	// name is the job as a note names it: with its workload where a side
+	// has several option sets of it.
+	name := func(g *Group) string {
+		if k := key(g); len(ai[k]) > 1 || len(bi[k]) > 1 {
+			return fmt.Sprintf("%s (%s, %s)", g.Job, g.Dir, g.Workload)
+		}
+		return fmt.Sprintf("%s (%s)", g.Job, g.Dir)
+	}
+	pairedB := map[*Group]bool{}
 	diffs := map[string][]string{} // option difference -> jobs that have it
 	var diffOrder []string
 	matched := 0
 	for i := range a {
 		ga := &a[i]
 		k := key(ga)
-		seen[k] = true
 		gbs := bi[k]
+		var gb *Group
 		switch {
-		case len(gbs) == 0:
-			out.Notes = append(out.Notes, fmt.Sprintf("%s (%s): only in A", ga.Job, ga.Dir))
-			continue
-		case len(gbs) > 1:
-			out.Notes = append(out.Notes, fmt.Sprintf("%s (%s): %d different option sets in B, not compared", ga.Job, ga.Dir, len(gbs)))
+		case len(ai[k]) == 1 && len(gbs) == 1:
+			gb = gbs[0]
+		default:
+			for _, c := range gbs {
+				if optionDiff(ga.Options, c.Options) == "" && !pairedB[c] {
+					gb = c
+					break
+				}
+			}
+		}
+		if gb == nil {
+			out.Notes = append(out.Notes, name(ga)+": only in A")
 			continue
 		}
-		gb := gbs[0]
+		pairedB[gb] = true
 		if d := optionDiff(ga.Options, gb.Options); d != "" {
 			if diffs[d] == nil {
 				diffOrder = append(diffOrder, d)
@@ -167,13 +191,13 @@ func Compare(a, b []Group, metrics []string) *Comparisons {
 		}
 	}
 	var onlyB []string
-	for k, gs := range bi {
-		if !seen[k] {
-			onlyB = append(onlyB, fmt.Sprintf("%s (%s): only in B", gs[0].Job, gs[0].Dir))
+	for i := range b {
+		if !pairedB[&b[i]] {
+			onlyB = append(onlyB, name(&b[i])+": only in B")
 		}
 	}
 	sort.Strings(onlyB)
-	out.Notes = append(out.Notes, onlyB...)
+	out.Notes = append(out.Notes, slices.Compact(onlyB)...)
 	return out
 }
 

@@ -172,7 +172,7 @@ func TestMetricByKey(t *testing.T) {
 func TestCompareEdges(t *testing.T) {
 	g := func(job, p99Of string, opts map[string]string, iops ...float64) Group {
 		p99 := NewStat(iops)
-		return Group{Job: job, Dir: "read", Options: opts, IOPS: NewStat(iops), BandwidthMiBps: NewStat(iops), P99Ns: &p99, P99Of: p99Of}
+		return Group{Job: job, Dir: "read", Workload: workload(opts), Options: opts, IOPS: NewStat(iops), BandwidthMiBps: NewStat(iops), P99Ns: &p99, P99Of: p99Of}
 	}
 	a := []Group{g("rr4k", "clat", map[string]string{"bs": "4k", "filename": "/a"}, 100, 110), g("sw1m", "clat", nil, 0, 0)}
 	b := []Group{
@@ -184,11 +184,12 @@ func TestCompareEdges(t *testing.T) {
 	for _, r := range cmp.Rows {
 		rows = append(rows, r.Job+" "+r.Metric)
 	}
-	// rr4k: no p99 row (clat vs lat); sw1m: two option sets in B, not compared.
-	if !slices.Equal(rows, []string{"rr4k iops", "rr4k bw"}) {
+	// rr4k: no p99 row (clat vs lat); sw1m: two option sets in B, the one
+	// of A's options compared, the other only in B.
+	if !slices.Equal(rows, []string{"rr4k iops", "rr4k bw", "sw1m iops", "sw1m bw", "sw1m p99"}) {
 		t.Errorf("rows %q", rows)
 	}
-	wantNotes := []string{"sw1m (read): 2 different option sets in B, not compared", "options differ in every job: iodepth=(unset) vs 8"}
+	wantNotes := []string{"options differ in rr4k: iodepth=(unset) vs 8", "sw1m (read, read 1M QD1): only in B"}
 	if !slices.Equal(cmp.Notes, wantNotes) {
 		t.Errorf("notes %q, want %q", cmp.Notes, wantNotes)
 	}
@@ -199,5 +200,52 @@ func TestCompareEdges(t *testing.T) {
 	cmp = Compare([]Group{g("z", "clat", nil, 0, 0)}, []Group{g("z", "clat", nil, 5, 6)}, []string{"iops", "p99"})
 	if len(cmp.Rows) != 2 || cmp.Rows[0].DiffPct != 0 || cmp.Rows[1].Of != "clat" || cmp.Rows[0].Of != "" || cmp.Rows[0].Better != "B" {
 		t.Errorf("%+v", cmp.Rows)
+	}
+}
+
+// TestCompareSeveralOptionSets: real directories where every run names its
+// job "test" (../shared/real-world/fio's brahiam-*: randread, read and
+// randrw at 100M, 500M and 1G). A set is compared only with the other
+// side's set of the same options, whichever side holds several: A with
+// nine sets against B with one compared randread with randrw ("different,
+// A better", exit 1) while B against A compared nothing.
+func TestCompareSeveralOptionSets(t *testing.T) {
+	g := func(rw, size string, iops ...float64) Group {
+		o := map[string]string{"rw": rw, "bs": "128k", "filesize": size, "filename": "./testfile"}
+		return Group{Job: "test", Dir: "read", Workload: workload(o) + " filesize=" + size, Options: o, IOPS: NewStat(iops), BandwidthMiBps: NewStat(iops)}
+	}
+	many := []Group{g("randread", "100M", 1407, 1409, 1447), g("read", "100M", 2190, 2209, 2220), g("randrw", "1G", 400, 585, 770)}
+	one := []Group{g("randrw", "1G", 700, 712, 725)}
+	for _, c := range []struct {
+		name  string
+		a, b  []Group
+		rows  []string
+		notes []string
+	}{
+		{"several in A", many, one, []string{"test randrw 128k QD1 filesize=1G iops", "test randrw 128k QD1 filesize=1G bw"},
+			[]string{"test (read, randread 128k QD1 filesize=100M): only in A", "test (read, read 128k QD1 filesize=100M): only in A"}},
+		{"several in B", one, many, []string{"test randrw 128k QD1 filesize=1G iops", "test randrw 128k QD1 filesize=1G bw"},
+			[]string{"test (read, randread 128k QD1 filesize=100M): only in B", "test (read, read 128k QD1 filesize=100M): only in B"}},
+		{"several on both sides", many, many, []string{
+			"test randread 128k QD1 filesize=100M iops", "test randread 128k QD1 filesize=100M bw",
+			"test read 128k QD1 filesize=100M iops", "test read 128k QD1 filesize=100M bw",
+			"test randrw 128k QD1 filesize=1G iops", "test randrw 128k QD1 filesize=1G bw"}, []string{}},
+		{"several in A, none the same in B", many[:2], one, nil, []string{
+			"test (read, randread 128k QD1 filesize=100M): only in A", "test (read, read 128k QD1 filesize=100M): only in A",
+			"test (read, randrw 128k QD1 filesize=1G): only in B"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmp := Compare(c.a, c.b, []string{"iops", "bw"})
+			var rows []string
+			for _, r := range cmp.Rows {
+				rows = append(rows, r.Job+" "+r.Workload+" "+r.Metric)
+				if r.Verdict == Different {
+					t.Errorf("%s: different, but only the same options are compared", r.Workload)
+				}
+			}
+			if !slices.Equal(rows, c.rows) || !slices.Equal(cmp.Notes, c.notes) {
+				t.Errorf("rows %q\nnotes %q\nwant %q\n     %q", rows, cmp.Notes, c.rows, c.notes)
+			}
+		})
 	}
 }

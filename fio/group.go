@@ -434,10 +434,17 @@ func workload(o map[string]string) string {
 	if n := o["numjobs"]; n != "" && n != "1" {
 		w = append(w, "x"+n)
 	}
-	for _, k := range []string{"fsync", "fdatasync", "rwmixread"} {
+	for _, k := range []string{"fsync", "fdatasync"} {
 		if v := o[k]; v != "" && v != "0" {
 			w = append(w, k+"="+v)
 		}
+	}
+	// rwmixread=0 is a mix of writes only, not "unset" (fio's default is
+	// 50); rwmixwrite alone says it as 100 minus itself.
+	if v := o["rwmixread"]; v != "" {
+		w = append(w, "rwmixread="+v)
+	} else if n, err := strconv.Atoi(o["rwmixwrite"]); err == nil && n >= 0 && n <= 100 {
+		w = append(w, "rwmixread="+strconv.Itoa(100-n))
 	}
 	return strings.Join(w, " ")
 }

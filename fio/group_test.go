@@ -633,3 +633,27 @@ func TestGroupOrder(t *testing.T) {
 		t.Errorf("order:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestWorkloadMix: the real-world arau-*-writes files are rw=randrw with
+// rwmixread=0 and rwmixwrite=100; their workload said "randrw 4k QD16"
+// (fio's default mix being 50/50) beside "... rwmixread=100" for the
+// reads.
+func TestWorkloadMix(t *testing.T) {
+	for _, c := range []struct {
+		opts map[string]string
+		want string
+	}{
+		{map[string]string{"rw": "randrw", "bs": "4k", "iodepth": "16", "rwmixread": "0", "rwmixwrite": "100"}, "randrw 4k QD16 rwmixread=0"},
+		{map[string]string{"rw": "randrw", "bs": "4k", "iodepth": "16", "rwmixread": "100"}, "randrw 4k QD16 rwmixread=100"},
+		{map[string]string{"rw": "randrw", "rwmixwrite": "30"}, "randrw 4k QD1 rwmixread=70"},
+		{map[string]string{"rw": "randrw", "rwmixwrite": "300"}, "randrw 4k QD1"},
+		{map[string]string{"rw": "randrw", "rwmixwrite": "x"}, "randrw 4k QD1"},
+		{map[string]string{"rw": "randrw"}, "randrw 4k QD1"},
+		{map[string]string{"rw": "randwrite", "fsync": "0", "fdatasync": "1"}, "randwrite 4k QD1 fdatasync=1"},
+		{nil, "options unknown"},
+	} {
+		if got := workload(c.opts); got != c.want {
+			t.Errorf("%v: %q, want %q", c.opts, got, c.want)
+		}
+	}
+}

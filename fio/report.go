@@ -37,7 +37,8 @@ type WarningUse struct {
 	Code, Message string
 	// Where is "all runs" (it applies to every run of more than one group),
 	// or the groups it applies to by name, with the direction when a job
-	// has both and "(2 of 3 runs)" when not all of a group's runs have it.
+	// has both, the workload when a job has several in one direction, and
+	// "(2 of 3 runs)" when not all of a group's runs have it.
 	Where string
 }
 
@@ -52,10 +53,12 @@ func (s *Summary) WarningUses() []WarningUse {
 	var entries []*entry
 	at := map[string]*entry{}
 	dirs := map[string]int{} // a job with both directions gets "(read)"/"(write)"
+	sets := map[string]int{} // a job with several workloads in a direction gets its workload
 	total := 0
 	for i := range s.Groups {
 		g := &s.Groups[i]
 		dirs[g.Name()]++
+		sets[g.Name()+keySep+g.Dir]++
 		total += g.Runs()
 	}
 	for i := range s.Groups {
@@ -86,7 +89,10 @@ func (s *Summary) WarningUses() []WarningUse {
 			if n == "" {
 				n = "-"
 			}
-			if dirs[g.Name()] > 1 {
+			switch {
+			case sets[g.Name()+keySep+g.Dir] > 1:
+				n += " (" + g.Dir + ", " + g.Workload + ")"
+			case dirs[g.Name()] > 1:
 				n += " (" + g.Dir + ")"
 			}
 			if len(en.files[g]) < g.Runs() {

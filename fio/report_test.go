@@ -35,6 +35,17 @@ func TestWarningUses(t *testing.T) {
 	if u := one.WarningUses(); len(u) != 1 || u[0].Where != "a/b" {
 		t.Errorf("one group: %+v", u)
 	}
+	// One job with several workloads in a direction (real-world brahiam-*:
+	// every run's job is "test"): each group named with its workload, not
+	// "fio/test (read)" three times over.
+	several := &Summary{Groups: []Group{
+		{Label: "fio", Job: "test", Dir: "read", Workload: "randread 128k QD1 filesize=100M", Files: []string{"1"}, Warnings: []Warning{w("1", WarnShortRuntime, "short")}},
+		{Label: "fio", Job: "test", Dir: "read", Workload: "read 128k QD1 filesize=100M", Files: []string{"2"}, Warnings: []Warning{w("2", WarnShortRuntime, "short")}},
+		{Label: "fio", Job: "test", Dir: "write", Workload: "randrw 128k QD1 filesize=100M", Files: []string{"3"}},
+	}}
+	if u := several.WarningUses(); len(u) != 1 || u[0].Where != "fio/test (read, randread 128k QD1 filesize=100M), fio/test (read, read 128k QD1 filesize=100M)" {
+		t.Errorf("several workloads: %+v", u)
+	}
 	if u := (&Summary{Groups: []Group{{Job: "x", Files: []string{"1"}}}}).WarningUses(); len(u) != 0 {
 		t.Errorf("no warnings: %+v", u)
 	}

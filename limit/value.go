@@ -245,7 +245,7 @@ func Validate(s Set) error {
 	if p := qemuserver.LimitProblems(s.Options()); len(p) > 0 {
 		who := "Proxmox rejects this"
 		if qemuserver.LimitRefuser(p) == "QEMU" {
-			who = "QEMU rejects this (" + qemuserver.QEMUMaxMsg + ")"
+			who = "QEMU rejects this (" + strings.Join(qemuserver.LimitQEMUMessages(p), "; ") + ")"
 		}
 		return exitcode.Usagef("limit: %s: %s (nothing was changed)", who, strings.Join(p, "; "))
 	}

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,5 +39,48 @@ func TestRefuse(t *testing.T) {
 		if _, err := r.Run(context.Background()); err == nil || err.Error() != "runner: empty command" {
 			t.Errorf("%T: empty command: %v", r, err)
 		}
+	}
+}
+
+// NodeName below a copied tree comes from that tree only: pmxcfs's
+// /etc/pve/local, else its /etc/hostname; without either it is unknown,
+// never the host name of the machine running the tool (which made thin
+// skip a storage "available on nodes pve1 only, this is <the analyst's
+// laptop>"). A hostile /etc/hostname (a BOM, CRLF, unicode, empty) is a
+// name only where it is a host name.
+func TestNodeName(t *testing.T) {
+	for _, c := range []struct {
+		name, hostname, local, want string
+	}{
+		{"nothing below the root", "", "", ""},
+		{"pmxcfs link", "", "nodes/pve2", "pve2"},
+		{"link wins over hostname", "other\n", "nodes/pve2", "pve2"},
+		{"hostname with domain", "pve3.example.com\n", "", "pve3"},
+		{"hostname CRLF", "pve3\r\n", "", "pve3"},
+		{"hostname with BOM", "\ufeffpve3\n", "", ""},
+		{"hostname unicode", "pvé\n", "", ""},
+		{"hostname empty", "\n", "", ""},
+		{"hostname of spaces inside", "pve 3\n", "", ""},
+		{"link to no host name", "", "nodes/-bad-", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(root, "etc/pve"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if c.hostname != "" {
+				if err := os.WriteFile(filepath.Join(root, "etc/hostname"), []byte(c.hostname), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.local != "" {
+				if err := os.Symlink(c.local, filepath.Join(root, "etc/pve/local")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := NewPaths(root, "", "").NodeName(); got != c.want {
+				t.Errorf("NodeName = %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -132,8 +132,10 @@ var nodeNameRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
 
 // NodeName is what Proxmox calls this node (PVE::INotify::nodename): the
 // target of /etc/pve/local (pmxcfs links it to nodes/<name>), else the host
-// name below the root (/etc/hostname), else this machine's host name, up
-// to its first dot.
+// name below the root (/etc/hostname), up to its first dot; else, on the
+// machine's own root (/) only, this machine's host name. Below another
+// root (a copied tree) the machine running the tool is not that node:
+// the name is then "" (unknown), as it is for a name that is no host name.
 func (p Paths) NodeName() string {
 	if t, err := os.Readlink(p.Join("/etc/pve/local")); err == nil && nodeNameRe.MatchString(filepath.Base(t)) {
 		return filepath.Base(t)
@@ -141,9 +143,12 @@ func (p Paths) NodeName() string {
 	h := ""
 	if b, err := (Node{Paths: p}).ReadFile(context.Background(), p.Join("/etc/hostname")); err == nil {
 		h = strings.TrimSpace(string(b))
-	} else {
+	} else if filepath.Clean(p.Root) == "/" {
 		h, _ = os.Hostname()
 	}
 	h, _, _ = strings.Cut(h, ".")
+	if !nodeNameRe.MatchString(h) {
+		return ""
+	}
 	return h
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,14 +60,37 @@ func (d *Drive) Limits() Limits {
 		if !ok {
 			continue
 		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f == 0 {
+		f, ok := limitNumber(v)
+		if !ok || f == 0 {
 			continue
 		}
-		l[k.QEMU] = int64(math.Trunc(f * k.Scale))
+		// Beyond int64 (QEMU refuses far less: LimitProblems) it stays
+		// the largest value, not a wrapped negative one.
+		l[k.QEMU] = math.MaxInt64
+		if q := math.Trunc(f * k.Scale); q < math.MaxInt64 {
+			l[k.QEMU] = int64(q)
+		}
 	}
 	return l
 }
+
+// limitNumber reads a limit option's number; one too large for a float64
+// ("1e400", which Proxmox's schema takes) is +Inf, not unreadable.
+func limitNumber(v string) (float64, bool) {
+	f, err := strconv.ParseFloat(v, 64)
+	if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && math.IsInf(f, 0) {
+		return f, true
+	}
+	return f, err == nil
+}
+
+// ThrottleValueMax is QEMU's THROTTLE_VALUE_MAX: no rate or burst of a
+// throttle above it (bytes/s or ops/s), QEMUThrottleRangeMsg its refusal
+// (throttle_is_valid, QEMU 7.2 to 11.1).
+const (
+	ThrottleValueMax     = 1_000_000_000_000_000
+	QEMUThrottleRangeMsg = "bps/iops/max values must be within [0, 1000000000000000]"
+)
 
 // ValidateLimit checks one limit value a user typed as what it is: mbps*
 // a non-negative number, iops* a non-negative integer, *_max_length an
@@ -117,7 +141,7 @@ func LimitRefuser(problems []string) string {
 		return ""
 	}
 	for _, p := range problems {
-		if !qemuOnlyLimitRe.MatchString(p) {
+		if !qemuOnlyLimitRe.MatchString(p) && !qemuRangeLimitRe.MatchString(p) {
 			return "Proxmox"
 		}
 	}
@@ -129,7 +153,27 @@ func LimitRefuser(problems []string) string {
 // throttling.iops-write-max=100 alone.
 const QEMUMaxMsg = "bps_max/iops_max require corresponding bps/iops values"
 
-var qemuOnlyLimitRe = regexp.MustCompile(`^iops(_rd|_wr)?_max requires iops(_rd|_wr)?$`)
+var (
+	qemuOnlyLimitRe  = regexp.MustCompile(`^iops(_rd|_wr)?_max requires iops(_rd|_wr)?$`)
+	qemuRangeLimitRe = regexp.MustCompile(`^\S+ is beyond what QEMU takes`)
+)
+
+// LimitQEMUMessages are QEMU's refusals of the limit problems Proxmox
+// lets through (LimitRefuser "QEMU"), each once.
+func LimitQEMUMessages(problems []string) []string {
+	var out []string
+	for _, p := range problems {
+		m := QEMUMaxMsg
+		if qemuRangeLimitRe.MatchString(p) {
+			m = QEMUThrottleRangeMsg
+		}
+		if !qemuOnlyLimitRe.MatchString(p) && m == QEMUMaxMsg || slices.Contains(out, m) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
 
 // LimitProblems checks a set of Proxmox limit options.
 func LimitProblems(opts map[string]string) []string {
@@ -138,10 +182,17 @@ func LimitProblems(opts map[string]string) []string {
 		if !ok {
 			return false
 		}
-		f, err := strconv.ParseFloat(v, 64)
-		return err == nil && f != 0
+		f, ok := limitNumber(v)
+		return ok && f != 0
 	}
 	var out []string
+	// A rate or burst above THROTTLE_VALUE_MAX: Proxmox's schema takes
+	// any number, qemu-server passes it on, QEMU refuses to start.
+	for _, k := range LimitKeys {
+		if f, ok := limitNumber(opts[k.Proxmox]); ok && !isLength(k.QEMU) && f*k.Scale > ThrottleValueMax {
+			out = append(out, fmt.Sprintf("%s is beyond what QEMU takes: %s (at most %d %s)", k.Proxmox, clip(opts[k.Proxmox]), ThrottleValueMax/int64(k.Scale), limitUnit(k)))
+		}
+	}
 	for _, r := range [][2]string{
 		{"mbps_max", "mbps"}, {"mbps_rd_max", "mbps_rd"}, {"mbps_wr_max", "mbps_wr"},
 		{"iops_max", "iops"}, {"iops_rd_max", "iops_rd"}, {"iops_wr_max", "iops_wr"},
@@ -179,6 +230,13 @@ func (l Limits) normal() Limits {
 
 // Normal drops zero values and default burst lengths.
 func (l Limits) Normal() Limits { return l.normal() }
+
+func limitUnit(k LimitKey) string {
+	if k.Scale == MiB {
+		return "MiB/s"
+	}
+	return "ops/s"
+}
 
 func isLength(k string) bool { return len(k) > 11 && k[len(k)-11:] == "-max-length" }
 

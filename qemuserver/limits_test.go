@@ -1,6 +1,7 @@
 package qemuserver
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -127,6 +128,52 @@ func TestLimitRefuser(t *testing.T) {
 		}
 		if got := LimitRefuser(LimitProblems(m)); got != want {
 			t.Errorf("%q: %q, want %q (%v)", opts, got, want, LimitProblems(m))
+		}
+	}
+}
+
+// TestLimitsHostile: limit values Proxmox's schema takes (any number for
+// mbps*, any integer for iops*) and QEMU does not. Before, mbps=1e400 was
+// "no limits in the config", mbps=99999999999999999999999 showed as
+// -8796093022208 MiB/s and iops_rd=99999999999999999999 as
+// -9223372036854775808 (wrapped), and neither was a problem.
+func TestLimitsHostile(t *testing.T) {
+	for _, c := range []struct {
+		opts     map[string]string
+		limits   Limits
+		problems []string
+		refuser  string
+		qemu     []string
+	}{
+		{map[string]string{"mbps": "1e400"}, Limits{"bps-total": math.MaxInt64},
+			[]string{`mbps is beyond what QEMU takes: "1e400" (at most 953674316 MiB/s)`}, "QEMU", []string{QEMUThrottleRangeMsg}},
+		{map[string]string{"mbps": "99999999999999999999999"}, Limits{"bps-total": math.MaxInt64},
+			[]string{`mbps is beyond what QEMU takes: "99999999999999999999999" (at most 953674316 MiB/s)`}, "QEMU", []string{QEMUThrottleRangeMsg}},
+		{map[string]string{"iops_rd": "99999999999999999999"}, Limits{"iops-read": math.MaxInt64},
+			[]string{`iops_rd is beyond what QEMU takes: "99999999999999999999" (at most 1000000000000000 ops/s)`}, "QEMU", []string{QEMUThrottleRangeMsg}},
+		// The edge: QEMU takes THROTTLE_VALUE_MAX itself, not one more.
+		{map[string]string{"iops_wr": "1000000000000000"}, Limits{"iops-write": 1000000000000000}, nil, "", nil},
+		{map[string]string{"iops_wr": "1000000000000001"}, Limits{"iops-write": 1000000000000001},
+			[]string{`iops_wr is beyond what QEMU takes: "1000000000000001" (at most 1000000000000000 ops/s)`}, "QEMU", []string{QEMUThrottleRangeMsg}},
+		{map[string]string{"mbps_wr": "953674316"}, Limits{"bps-write": 953674316 * MiB}, nil, "", nil},
+		{map[string]string{"mbps_wr": "953674317"}, Limits{"bps-write": 953674317 * MiB},
+			[]string{`mbps_wr is beyond what QEMU takes: "953674317" (at most 953674316 MiB/s)`}, "QEMU", []string{QEMUThrottleRangeMsg}},
+		// A burst length is seconds, not a rate: no range problem here.
+		{map[string]string{"iops": "10", "iops_max": "20", "iops_max_length": "99999999999999999999"}, Limits{"iops-total": 10, "iops-total-max": 20, "iops-total-max-length": math.MaxInt64}, nil, "", nil},
+		// Both kinds of QEMU refusal, each said once; a Proxmox refusal wins.
+		{map[string]string{"iops_max": "5", "iops_rd": "1e300", "iops_wr": "1e300"}, Limits{"iops-total-max": 5, "iops-read": math.MaxInt64, "iops-write": math.MaxInt64},
+			[]string{`iops_rd is beyond what QEMU takes: "1e300" (at most 1000000000000000 ops/s)`, `iops_wr is beyond what QEMU takes: "1e300" (at most 1000000000000000 ops/s)`, "iops_max requires iops"}, "QEMU", []string{QEMUThrottleRangeMsg, QEMUMaxMsg}},
+		{map[string]string{"mbps_max": "5", "mbps_rd": "1e400"}, Limits{"bps-total-max": 5 * MiB, "bps-read": math.MaxInt64},
+			[]string{`mbps_rd is beyond what QEMU takes: "1e400" (at most 953674316 MiB/s)`, "mbps_max requires mbps"}, "Proxmox", []string{QEMUThrottleRangeMsg}},
+		{map[string]string{"mbps": "abc", "iops": "-0"}, Limits{}, nil, "", nil},
+	} {
+		d := &Drive{Opts: c.opts}
+		if got := d.Limits(); !reflect.DeepEqual(got, c.limits) {
+			t.Errorf("%v: limits %v, want %v", c.opts, got, c.limits)
+		}
+		p := d.LimitProblems()
+		if !reflect.DeepEqual(p, c.problems) || LimitRefuser(p) != c.refuser || !reflect.DeepEqual(LimitQEMUMessages(p), c.qemu) {
+			t.Errorf("%v: problems %q (%q, %q), want %q (%q, %q)", c.opts, p, LimitRefuser(p), LimitQEMUMessages(p), c.problems, c.refuser, c.qemu)
 		}
 	}
 }

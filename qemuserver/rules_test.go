@@ -193,7 +193,7 @@ func TestModelEdges(t *testing.T) {
 	if v, _ := ResolveVolume(st, &Drive{Key: "scsi0", Volume: "/dev/sdb", Opts: map[string]string{}}, nil); v.Driver != "host_device" {
 		t.Errorf("nil isBlock: %+v", v)
 	}
-	if _, err := ParseStorages(strings.NewReader("dir: a\n\tpath /x\n\nbad header\n"), "s.cfg"); err == nil || !strings.Contains(err.Error(), "s.cfg line 4") {
+	if _, err := ParseStorages(strings.NewReader("bad header\n\ndir: a\n\tpath /x\n"), "s.cfg"); err == nil || !strings.Contains(err.Error(), "s.cfg line 1") {
 		t.Errorf("line number: %v", err)
 	}
 	// format= counts for a path only: a storage's volume has its plugin's.

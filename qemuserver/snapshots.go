@@ -3,6 +3,7 @@ package qemuserver
 import (
 	"bufio"
 	"bytes"
+	"regexp"
 	"strings"
 )
 
@@ -12,18 +13,26 @@ import (
 // the one before. [PENDING] and [special:...] sections are not snapshots.
 type Snapshots map[string]map[string]string
 
-// ParseSnapshots reads the snapshot sections of a VM config file.
+// snapNameRe is a snapshot section's name as parse_vm_config takes it
+// (pve-configid-like: a letter, then letters, digits, _ and -).
+var snapNameRe = regexp.MustCompile(`(?i)^[a-z][a-z0-9_\-]+$`)
+
+// ParseSnapshots reads the snapshot sections of a VM config file: lines
+// up to MaxLineBytes as ParseConfig reads them (a longer one ends the
+// reading there; ParseConfig refuses such a file), [PENDING] in any case
+// and [special:...] are no snapshots, nor is a section whose name is no
+// snapshot name.
 func ParseSnapshots(b []byte) Snapshots {
 	out := Snapshots{}
 	var cur map[string]string
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
 			name := line[1 : len(line)-1]
 			cur = nil
-			if name != "PENDING" && !strings.HasPrefix(name, "special:") && name != "" {
+			if !strings.EqualFold(name, "PENDING") && snapNameRe.MatchString(name) {
 				cur = map[string]string{}
 				out[name] = cur
 			}

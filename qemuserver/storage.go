@@ -24,7 +24,15 @@ type Storage struct {
 // Storages maps storage id to its definition.
 type Storages map[string]*Storage
 
-var storageHeaderRe = regexp.MustCompile(`^([a-z][a-z0-9]*):\s*(\S+)\s*$`)
+// storageHeaderRe is PVE::SectionConfig's section header ("type: id"),
+// storagePropRe its property line; storageTypeRe the names a storage
+// plugin registers, storageIDRe pve-storage-id (parse_storage_id).
+var (
+	storageHeaderRe = regexp.MustCompile(`^(\S+):\s*(\S+)\s*$`)
+	storagePropRe   = regexp.MustCompile(`^\s+(\S+)(\s+(.*\S))?\s*$`)
+	storageTypeRe   = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+	storageIDRe     = regexp.MustCompile(`(?i)^[a-z][a-z0-9\-_.]*[a-z0-9]$`)
+)
 
 // LoadStorages reads storage.cfg. A missing file yields an empty set. For
 // fixtures and test doubles: the tool reads a node's files through
@@ -40,45 +48,94 @@ func LoadStorages(p string) (Storages, error) {
 	return ParseStorages(bytes.NewReader(data), p)
 }
 
-// ParseStorages parses storage.cfg: a `type: id` header, indented
-// `key value` lines (or bare flags), a blank line between sections.
+// ParseStorages parses storage.cfg (ParseStoragesSkipped), without the
+// lines Proxmox skips.
 func ParseStorages(r io.Reader, name string) (Storages, error) {
+	st, _, err := ParseStoragesSkipped(r, name)
+	return st, err
+}
+
+// ParseStoragesSkipped parses storage.cfg as PVE::SectionConfig reads it
+// (pve-storage's parse_section_header): a `type: id` header (the type in
+// any case), indented `key value` lines (or bare flags), a blank line
+// between sections. What Proxmox skips with a warning is skipped here too
+// and said in skipped, naming the file and line: a line of no known
+// shape, a section whose type no plugin can have (a BOM before the first
+// header) or whose ID is no storage ID, a key given twice (Proxmox keeps
+// the first: "duplicate attribute"); a storage ID given twice is the later
+// section, silently, as in Proxmox. The error is for a file with no
+// section at all but lines Proxmox cannot read: no storage.cfg.
+func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) {
 	out := Storages{}
+	var skipped []string
+	var first error
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	var cur *Storage
+	inSection := false // a skipped section's lines are its own
 	n := 0
+	skip := func(format string, args ...any) {
+		skipped = append(skipped, fmt.Sprintf("%s line %d: ", name, n)+fmt.Sprintf(format, args...))
+	}
 	for sc.Scan() {
 		n++
 		line := sc.Text()
 		trim := strings.TrimSpace(line)
-		if trim == "" {
-			cur = nil
+		switch {
+		case trim == "":
+			cur, inSection = nil, false
 			continue
-		}
-		if strings.HasPrefix(trim, "#") {
+		case strings.HasPrefix(trim, "#"):
 			continue
-		}
-		if line[0] != ' ' && line[0] != '\t' {
-			m := storageHeaderRe.FindStringSubmatch(line)
-			if m == nil {
-				return nil, fmt.Errorf("%w: %s line %d: cannot parse %q", ErrParse, name, n, line)
+		case inSection:
+			p := storagePropRe.FindStringSubmatch(line)
+			switch {
+			case cur == nil:
+			case p == nil:
+				skip("%s is no property line of storage %s: Proxmox ignores it (\"ignore config line\")", clip(line), cur.ID)
+			case hasProp(cur, p[1]):
+				skip("%s given twice in storage %s: Proxmox keeps the first (\"duplicate attribute\")", clip(p[1]), cur.ID)
+			default:
+				cur.Props[p[1]] = p[3]
 			}
-			cur = &Storage{ID: m[2], Type: m[1], Props: map[string]string{}}
-			out[cur.ID] = cur
 			continue
 		}
-		if cur == nil {
-			return nil, fmt.Errorf("%w: %s line %d: property outside a section: %q", ErrParse, name, n, trim)
+		m := storageHeaderRe.FindStringSubmatch(line)
+		if m == nil {
+			if first == nil {
+				first = fmt.Errorf("%w: %s line %d: cannot parse %q", ErrParse, name, n, line)
+				if line[0] == ' ' || line[0] == '\t' {
+					first = fmt.Errorf("%w: %s line %d: property outside a section: %q", ErrParse, name, n, trim)
+				}
+			}
+			skip("%s is outside a section: Proxmox ignores it (\"ignore config line\")", clip(line))
+			continue
 		}
-		k, v, _ := strings.Cut(trim, " ")
-		k, _, _ = strings.Cut(k, "\t")
-		cur.Props[k] = strings.TrimSpace(v)
+		typ, id := strings.ToLower(m[1]), m[2]
+		inSection, cur = true, nil
+		switch {
+		case !storageTypeRe.MatchString(typ):
+			skip("section %s skipped: no storage type is called %s (Proxmox: \"unsupported type\")", clip(id), clip(m[1]))
+		case !storageIDRe.MatchString(id):
+			skip("section %s skipped: %s is no storage ID (Proxmox: \"skip section\")", clip(id), clip(id))
+		default: // an ID given twice: the later section, as in Proxmox
+
+			cur = &Storage{ID: id, Type: typ, Props: map[string]string{}}
+			out[id] = cur
+		}
 	}
 	if err := scanErr(sc.Err(), name, n+1); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	if len(out) == 0 && first != nil {
+		return nil, nil, first
+	}
+	return out, skipped, nil
+}
+
+func hasProp(s *Storage, k string) bool {
+	_, ok := s.Props[k]
+	return ok
 }
 
 // Bool returns a boolean property (bare flags count as true).

@@ -2,6 +2,8 @@ package qemuserver
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -283,5 +285,75 @@ func TestIsISO(t *testing.T) {
 		if got := st.IsISO(volid); got != want {
 			t.Errorf("IsISO(%q) = %v", volid, got)
 		}
+	}
+}
+
+// TestParseStoragesHostile: storage.cfg files as Proxmox would still read
+// them (PVE::SectionConfig skips what it cannot read with a warning and
+// keeps the rest), and the one answer for a file with nothing to read.
+// Before, a BOM, a stray indented line after a blank one or a header with
+// trailing words refused the whole file: check said config-invalid (an
+// error) for every VM of the node, cache and thin exited 2.
+func TestParseStoragesHostile(t *testing.T) {
+	const lvm = "lvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n"
+	for _, c := range []struct {
+		name, text string
+		ids        string // the storages read, "id=type prop=value ..." sorted
+		skipped    []string
+		err        string
+	}{
+		{"CRLF", "dir: local\r\n\tpath /var/lib/vz\r\n\r\n" + strings.ReplaceAll(lvm, "\n", "\r\n"),
+			"local=dir path=/var/lib/vz; local-lvm=lvmthin thinpool=data vgname=pve", nil, ""},
+		{"BOM before the first header: that section is Proxmox's \"unsupported type\"", "\ufeffdir: local\n\tpath /var/lib/vz\n\n" + lvm,
+			"local-lvm=lvmthin thinpool=data vgname=pve", []string{`s.cfg line 1: section "local" skipped: no storage type is called "\ufeffdir" (Proxmox: "unsupported type")`}, ""},
+		{"stray line after a blank one", lvm + "\n\tfrobnicate 7\n",
+			"local-lvm=lvmthin thinpool=data vgname=pve", []string{`s.cfg line 5: "\tfrobnicate 7" is outside a section: Proxmox ignores it ("ignore config line")`}, ""},
+		{"duplicate key: the first wins", lvm + "\tvgname other\n",
+			"local-lvm=lvmthin thinpool=data vgname=pve", []string{`s.cfg line 4: "vgname" given twice in storage local-lvm: Proxmox keeps the first ("duplicate attribute")`}, ""},
+		{"unknown keys are kept", lvm + "\tfrobnicate 7\n\tflag\n",
+			"local-lvm=lvmthin flag= frobnicate=7 thinpool=data vgname=pve", nil, ""},
+		{"header in upper case", "LVMThin: local-lvm\n\tthinpool data\n\tvgname pve\n", "local-lvm=lvmthin thinpool=data vgname=pve", nil, ""},
+		{"header with trailing words", "dir: local extra\n\tpath /x\n\n" + lvm, "local-lvm=lvmthin thinpool=data vgname=pve",
+			[]string{`s.cfg line 1: "dir: local extra" is outside a section: Proxmox ignores it ("ignore config line")`,
+				`s.cfg line 2: "\tpath /x" is outside a section: Proxmox ignores it ("ignore config line")`}, ""},
+		{"unicode storage ID", "lvmthin: lökal\n\tvgname pve\n\n" + lvm, "local-lvm=lvmthin thinpool=data vgname=pve",
+			[]string{`s.cfg line 1: section "lökal" skipped: "lökal" is no storage ID (Proxmox: "skip section")`}, ""},
+		{"one-letter storage ID", "dir: a\n\tpath /x\n\n" + lvm, "local-lvm=lvmthin thinpool=data vgname=pve",
+			[]string{`s.cfg line 1: section "a" skipped: "a" is no storage ID (Proxmox: "skip section")`}, ""},
+		{"a header without a blank line before it belongs to the section above", lvm + "dir: local\n\tpath /x\n",
+			"local-lvm=lvmthin path=/x thinpool=data vgname=pve", []string{`s.cfg line 4: "dir: local" is no property line of storage local-lvm: Proxmox ignores it ("ignore config line")`}, ""},
+		{"the same ID twice: the later section", lvm + "\nlvmthin: local-lvm\n\tthinpool other\n\tvgname pve\n",
+			"local-lvm=lvmthin thinpool=other vgname=pve", nil, ""},
+		{"huge value", lvm + "\tmaxfiles " + strings.Repeat("9", 100000) + "\n", "", nil, ""},
+		{"truncated last line", lvm + "\tcont", "local-lvm=lvmthin cont= thinpool=data vgname=pve", nil, ""},
+		{"comments anywhere", "# head\n" + lvm + "  # inside\n", "local-lvm=lvmthin thinpool=data vgname=pve", nil, ""},
+		{"nothing Proxmox can read", "this is not storage.cfg\n", "", nil, `parse error: s.cfg line 1: cannot parse "this is not storage.cfg"`},
+		{"only a property", "\tpath /x\n", "", nil, `parse error: s.cfg line 1: property outside a section: "path /x"`},
+		{"empty", "", "", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, skipped, err := ParseStoragesSkipped(strings.NewReader(c.text), "s.cfg")
+			if c.err != "" || err != nil {
+				if err == nil || err.Error() != c.err || st != nil {
+					t.Fatalf("err %v, want %q", err, c.err)
+				}
+				return
+			}
+			var ids []string
+			for _, id := range SortedKeys(st) {
+				e := id + "=" + st[id].Type
+				for _, k := range SortedKeys(st[id].Props) {
+					e += " " + k + "=" + st[id].Props[k]
+				}
+				ids = append(ids, e)
+			}
+			got := strings.Join(ids, "; ")
+			if c.name == "huge value" {
+				got, c.ids = fmt.Sprint(len(st["local-lvm"].Props["maxfiles"])), "100000"
+			}
+			if got != c.ids || !reflect.DeepEqual(skipped, c.skipped) {
+				t.Errorf("storages %q\nskipped %q\nwant %q\n     %q", got, skipped, c.ids, c.skipped)
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string
 	case err != nil:
 		return nil, exitcode.Wrap(exitcode.Unreachable, "thin", err)
 	}
-	st, err := qemuserver.ParseStorages(bytes.NewReader(b), cfg)
+	st, skipped, err := qemuserver.ParseStoragesSkipped(bytes.NewReader(b), cfg)
 	if err != nil {
 		return nil, exitcode.Wrap(exitcode.Usage, "thin", err)
 	}
@@ -89,7 +89,7 @@ func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string
 		}
 		want = append(want, s)
 	}
-	out := &Report{Pools: []Pool{}}
+	out := &Report{Pools: []Pool{}, Notes: skipped}
 	if len(names) == 0 {
 		here := p.NodeName()
 		for _, id := range qemuserver.SortedKeys(st) {

@@ -367,7 +367,7 @@ func TestMeasure(t *testing.T) {
 		{"not a pool", p, ok(), []string{"local"}, exitcode.Usage, "is of type dir"},
 		{"bad storage.cfg", tree(t, map[string]string{"etc/pve/storage.cfg": "garbage here\n"}), ok(), nil, exitcode.Usage, "cannot parse"},
 		{"lvs fails", p, &fakerun.Runner{Err: map[string]error{"lvs": errors.New("boom")}}, nil, exitcode.Unreachable, "boom"},
-		{"pool missing", tree(t, map[string]string{"etc/pve/storage.cfg": "lvmthin: t\n\tvgname pve\n\tthinpool gone\n"}), ok(), nil, exitcode.Unreachable, "pve/gone"},
+		{"pool missing", tree(t, map[string]string{"etc/pve/storage.cfg": "lvmthin: thin\n\tvgname pve\n\tthinpool gone\n"}), ok(), nil, exitcode.Unreachable, "pve/gone"},
 		{"zfs get fails", p, &fakerun.Runner{Out: map[string]string{"lvs": lvs}, Err: map[string]error{"zfs get rpool/data": errors.New("no zfs")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs get"},
 		{"zfs list fails", p, &fakerun.Runner{Out: map[string]string{"zfs get rpool/data": "used\t1\navailable\t1\n"}, Err: map[string]error{"zfs list rpool/data": errors.New("no list")}}, []string{"local-zfs"}, exitcode.Unreachable, "zfs list"},
 		{"zfs get garbage", p, &fakerun.Runner{Out: map[string]string{"zfs get rpool/data": "used 1\n"}}, []string{"local-zfs"}, exitcode.Unreachable, "cannot parse"},

@@ -157,9 +157,11 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 	// What Proxmox skips with a warning is said, and the rest is checked.
 	v.Notes = append(v.Notes, cfg.Skipped...)
 	v.lock = v.readLock(ctx, n)
-	if v.Storages, err = ReadStorages(ctx, n); err != nil {
+	var skipped []string
+	if v.Storages, skipped, err = ReadStorages(ctx, n); err != nil {
 		return nil, err
 	}
+	v.Notes = append(v.Notes, skipped...)
 	if b, err := n.ReadFile(ctx, p.Join("/etc/pve/ceph.conf")); err == nil {
 		if fsid, ok := qemuserver.ParseCephFSID(b); ok {
 			v.Storages.SetCephFSID(fsid)
@@ -188,16 +190,17 @@ func ReadConfig(ctx context.Context, n node.Node, path string, vmid int) (*qemus
 }
 
 // ReadStorages reads the node's storage.cfg; a missing file is an empty
-// set (a node without storages of its own).
-func ReadStorages(ctx context.Context, n node.Node) (qemuserver.Storages, error) {
+// set (a node without storages of its own). skipped names the lines
+// Proxmox skips with a warning (qemuserver.ParseStoragesSkipped).
+func ReadStorages(ctx context.Context, n node.Node) (st qemuserver.Storages, skipped []string, err error) {
 	b, err := n.ReadFile(ctx, n.Paths.StorageCfg())
 	if errors.Is(err, os.ErrNotExist) {
-		return qemuserver.Storages{}, nil
+		return qemuserver.Storages{}, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return qemuserver.ParseStorages(bytes.NewReader(b), n.Paths.StorageCfg())
+	return qemuserver.ParseStoragesSkipped(bytes.NewReader(b), n.Paths.StorageCfg())
 }
 
 // runningProcess does what qemu-server's check_running does: the pid from

@@ -334,7 +334,19 @@ func printWarningList(w io.Writer, ws []fio.Warning) {
 func compareTable(e *env, rep *fio.CompareReport, wide bool) {
 	fmt.Fprintf(e.out, "A = %s\nB = %s\n\n", rep.A, rep.B)
 	t := newTable(e.out, "JOB", "I/O", "METRIC", "A", "B", "B vs A", "VERDICT", "P (Welch)")
+	// A job compared for several option sets is named with its workload.
+	sets := map[string]map[string]bool{}
 	for _, r := range rep.Rows {
+		if sets[r.Job+" "+r.Dir] == nil {
+			sets[r.Job+" "+r.Dir] = map[string]bool{}
+		}
+		sets[r.Job+" "+r.Dir][r.Workload] = true
+	}
+	for _, r := range rep.Rows {
+		job := r.Job
+		if len(sets[r.Job+" "+r.Dir]) > 1 {
+			job += " (" + r.Workload + ")"
+		}
 		title, scale := r.Title(), 1.0
 		if r.Metric != "iops" && r.Metric != "bw" {
 			scale = 1000
@@ -348,7 +360,7 @@ func compareTable(e *env, rep *fio.CompareReport, wide bool) {
 			verdict += ", " + r.Better + " better"
 		}
 		ra, rb := r.A, r.B
-		t.row(r.Job, r.Dir, title, fmt.Sprintf("%s n=%d", cell(&ra, scale, wide), r.A.N),
+		t.row(job, r.Dir, title, fmt.Sprintf("%s n=%d", cell(&ra, scale, wide), r.A.N),
 			fmt.Sprintf("%s n=%d", cell(&rb, scale, wide), r.B.N), fmt.Sprintf("%+.1f%%", r.DiffPct), verdict, p)
 	}
 	t.flush()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,27 +23,6 @@ import (
 // VM configs that ran on real nodes; qemuserver/testdata/shapes adds the
 // shapes it lacks. Every command runs on every config, as a copied node
 // tree (--root) with the test doubles for lvs and pvesm.
-
-// technoStorageCfg declares the storages the techno-* configs use (they
-// came without a storage.cfg): two LVM-thin pools and a directory of ISOs.
-const technoStorageCfg = `dir: local
-	path /var/lib/vz
-	content iso,vztmpl,backup
-
-lvmthin: local-lvm
-	thinpool data
-	vgname pve
-	content rootdir,images
-
-lvmthin: nvme
-	thinpool data
-	vgname nvme
-	content rootdir,images
-
-dir: p2b
-	path /mnt/pve/p2b
-	content iso,images
-`
 
 type corpusCase struct {
 	name, conf string
@@ -88,7 +68,13 @@ func corpusCases(t *testing.T) []corpusCase {
 	}
 	add(filepath.Join(dir, "configs", "spongey-spongey-*.conf"), spongey, nil)
 	add(filepath.Join(dir, "configs", "spongey-Spongey-PC-*.conf"), append(append(append([]byte{}, spongey...), '\n'), extra...), nil)
-	add(filepath.Join(dir, "configs", "techno-*.conf"), []byte(technoStorageCfg), nil)
+	// The techno-* configs came without a storage.cfg: the storages they
+	// use, as check's golden test declares them (check/testdata/realworld).
+	techno, err := os.ReadFile(filepath.Join("..", "..", "check", "testdata", "realworld", "techno.storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(filepath.Join(dir, "configs", "techno-*.conf"), techno, nil)
 	if len(out) < 30 {
 		t.Fatalf("only %d real-world configs in %s", len(out), dir)
 	}
@@ -397,4 +383,318 @@ func thinState(t *testing.T, root string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// findingSet is check --json's findings of one VM as "severity code disk"
+// lines, sorted.
+func findingSet(vm gjson.Result) []string {
+	var out []string
+	for _, f := range vm.Get("findings").Array() {
+		out = append(out, f.Get("severity").String()+" "+f.Get("code").String()+" "+f.Get("disk").String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRealWorldBackupsAndStorageCfg runs every real config through the
+// newer paths of check: the backup configuration (vzdump.conf, jobs.cfg:
+// a job for all VMs with fleecing on local-lvm, one bound to this node
+// with vzdump.conf's fleecing on a storage storage.cfg lacks, one bound
+// to another node, one disabled) with and without the node's name in the
+// tree, and the same storage.cfg with CRLF line ends and with a BOM before
+// an extra first section. Asserted exactly: the backups check lists, the
+// one fleecing-storage finding, the notes of what cannot be told, and
+// that neither CRLF nor the BOM changes a finding (the BOM costs Proxmox
+// that first section only, said in a note naming line 1).
+func TestRealWorldBackupsAndStorageCfg(t *testing.T) {
+	cases := corpusCases(t)
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", doubles+string(os.PathListSeparator)+os.Getenv("PATH"))
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root, _, _ := buildTree(t, c)
+			t.Setenv(fakenode.EnvRoot, root)
+			vmid := strconv.Itoa(c.vmid)
+			write := func(p, s string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(args ...string) (gjson.Result, string, int) {
+				t.Helper()
+				out, errs, code := runCLI(t, append([]string{"--root", root, "--json", "check"}, args...)...)
+				if code != exitOK && code != exitProblem {
+					t.Fatalf("check %v: exit %d (%s)", args, code, errs)
+				}
+				if strings.Contains(errs, "panic") || len(strings.Split(strings.TrimSpace(errs), "\n")) > 1 {
+					t.Errorf("check %v: stderr %q", args, errs)
+				}
+				return gjson.Get(out, "vms.0"), out, code
+			}
+			clean, _, _ := check(vmid)
+			base := findingSet(clean)
+			if clean.Get("backups").Exists() {
+				t.Fatalf("backups without jobs.cfg: %s", clean.Get("backups"))
+			}
+
+			write("etc/vzdump.conf", "# defaults\nfleecing: 1,storage=nowhere\n")
+			write("etc/pve/jobs.cfg", "vzdump: rw-all\n\tall 1\n\tfleecing 1,storage=local-lvm\n\tstorage backup\n\n"+
+				"vzdump: rw-here\n\tvmid "+vmid+"\n\tnode rwnode\n\n"+
+				"vzdump: rw-elsewhere\n\tvmid "+vmid+"\n\tnode othernode\n\tfleecing 1,storage=nowhere\n\n"+
+				"vzdump: rw-off\n\tvmid "+vmid+"\n\tenabled 0\n")
+			for _, named := range []bool{true, false} {
+				if named {
+					write("etc/hostname", "rwnode\n")
+				} else if err := os.Remove(filepath.Join(root, "etc/hostname")); err != nil {
+					t.Fatal(err)
+				}
+				for _, args := range [][]string{{vmid}, {"--all"}} {
+					vm, _, _ := check(args...)
+					var got []string
+					for _, b := range vm.Get("backups").Array() {
+						got = append(got, sf("%s %v %s %s %q", b.Get("job"), b.Get("fleecing").Bool(), b.Get("fleecing_storage"), b.Get("fleecing_from"), b.Get("fleecing_storage_unsuitable")))
+					}
+					want := []string{`rw-all true local-lvm job ""`}
+					wantFindings := base
+					var notes []string
+					for _, n := range vm.Get("notes").Array() {
+						if strings.HasPrefix(n.String(), "backup job ") {
+							notes = append(notes, n.String())
+						}
+					}
+					var wantNotes []string
+					if named {
+						want = append(want, `rw-here true nowhere vzdump.conf "storage nowhere is not in storage.cfg"`)
+						wantFindings = append(append([]string{}, base...), "warning fleecing-storage ")
+						sort.Strings(wantFindings)
+					} else {
+						for _, j := range []string{"rw-here runs on node rwnode", "rw-elsewhere runs on node othernode"} {
+							wantNotes = append(wantNotes, "backup job "+j+" only, and this node's name is unknown (no /etc/pve/local or /etc/hostname below the root): whether it backs this VM up is not checked")
+						}
+					}
+					if !slices.Equal(got, want) || !slices.Equal(findingSet(vm), wantFindings) || !slices.Equal(notes, wantNotes) {
+						t.Errorf("check %v (node named %v):\nbackups  %q\nwant     %q\nfindings %q\nwant     %q\nnotes    %q\nwant     %q", args, named, got, want, findingSet(vm), wantFindings, notes, wantNotes)
+					}
+				}
+			}
+			if err := os.Remove(filepath.Join(root, "etc/pve/jobs.cfg")); err != nil {
+				t.Fatal(err)
+			}
+
+			// storage.cfg with CRLF, then with a BOM before an extra first
+			// section: the same findings.
+			write("etc/pve/storage.cfg", strings.ReplaceAll(string(c.storageCfg), "\n", "\r\n"))
+			if vm, _, _ := check(vmid); !slices.Equal(findingSet(vm), base) {
+				t.Errorf("CRLF storage.cfg: %q, want %q", findingSet(vm), base)
+			}
+			write("etc/pve/storage.cfg", "\ufeffdir: bomdummy\n\tpath /nowhere\n\n"+string(c.storageCfg))
+			vm, _, _ := check(vmid)
+			bom := false
+			for _, n := range vm.Get("notes").Array() {
+				bom = bom || n.String() == filepath.Join(root, "etc/pve/storage.cfg")+` line 1: section "bomdummy" skipped: no storage type is called "\ufeffdir" (Proxmox: "unsupported type")`
+			}
+			if !slices.Equal(findingSet(vm), base) || !bom {
+				t.Errorf("storage.cfg after a BOM: %q (want %q), note of line 1 %v: %s", findingSet(vm), base, bom, vm.Get("notes"))
+			}
+		})
+	}
+}
+
+// fioTestRe is a real-world fio file's test, its name without the run.
+var fioTestRe = regexp.MustCompile(`^(arau-t\d-[a-z]+|brahiam-[a-z]+-\d+[MG])-`)
+
+// TestRealWorldFioCompare: fio compare on the real-world fio files, each
+// test's runs as one side (a directory) and the whole corpus as another,
+// every pair both ways. A vs B and B vs A compare the same jobs and
+// metrics with the same verdicts (the better side swapped) and exit the
+// same; a side holding several option sets of one job is compared only
+// with the same options (no "options differ" note, no two table rows
+// alike); fio summary names no group twice in a warning.
+func TestRealWorldFioCompare(t *testing.T) {
+	src := filepath.Join(corpus.Dir(t, corpus.RealWorld), "fio")
+	files, _ := filepath.Glob(filepath.Join(src, "*.json"))
+	tmp := t.TempDir()
+	sides := map[string]string{"all": src}
+	for _, f := range files {
+		m := fioTestRe.FindStringSubmatch(filepath.Base(f))
+		if m == nil {
+			t.Fatalf("%s: no test in its name", f)
+		}
+		sides[m[1]] = filepath.Join(tmp, m[1])
+		copyFile(t, f, filepath.Join(tmp, m[1], filepath.Base(f)))
+	}
+	if len(sides) != 16 {
+		t.Fatalf("%d sides", len(sides))
+	}
+	// A row's workload is A's: the key is the job, direction and metric
+	// (one set a side compares whatever options differ, said in a note).
+	type row struct{ key, verdict, better string }
+	compare := func(a, b string) ([]row, gjson.Result, int) {
+		out, errs, code := runCLI(t, "--json", "fio", "compare", sides[a], sides[b])
+		if code != exitOK && code != exitProblem || errs != "" {
+			t.Fatalf("%s vs %s: exit %d (%s)", a, b, code, errs)
+		}
+		var rows []row
+		for _, r := range gjson.Get(out, "comparisons").Array() {
+			rows = append(rows, row{r.Get("job").String() + " " + r.Get("direction").String() + " " + r.Get("metric").String(), r.Get("verdict").String(), r.Get("better").String()})
+		}
+		return rows, gjson.Get(out, "notes"), code
+	}
+	names := qemuserver.SortedKeys(sides)
+	pairs, compared := 0, 0
+	for i, a := range names {
+		for _, b := range names[i:] {
+			ab, notes, codeAB := compare(a, b)
+			ba, _, codeBA := compare(b, a)
+			pairs++
+			compared += len(ab)
+			if codeAB != codeBA || len(ab) != len(ba) {
+				t.Errorf("%s vs %s: exit %d, %d rows; swapped: exit %d, %d rows", a, b, codeAB, len(ab), codeBA, len(ba))
+				continue
+			}
+			swap := map[string]string{"A": "B", "B": "A", "": ""}
+			for k := range ab {
+				if ab[k].key != ba[k].key || ab[k].verdict != ba[k].verdict || ab[k].better != swap[ba[k].better] {
+					t.Errorf("%s vs %s row %d: %+v; swapped %+v", a, b, k, ab[k], ba[k])
+				}
+			}
+			if a == "all" || b == "all" {
+				for _, n := range notes.Array() {
+					if strings.HasPrefix(n.String(), "options differ") {
+						t.Errorf("%s vs %s: a side with several option sets paired different options: %s", a, b, n)
+					}
+				}
+			}
+			if a == b && (len(ab) == 0 || len(notes.Array()) != 0) {
+				t.Errorf("%s vs itself: %d rows, notes %s", a, len(ab), notes)
+			}
+		}
+	}
+	// The table: no two rows alike, each job named with its workload.
+	out, _, _ := runCLI(t, "fio", "compare", src, src)
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.HasPrefix(l, "test") && !strings.HasPrefix(l, "vol0") {
+			continue
+		}
+		k := strings.Join(f[:len(f)-8], " ") // JOB (WORKLOAD) I/O METRIC
+		if seen[k] {
+			t.Errorf("fio compare: two rows %q", k)
+		}
+		seen[k] = true
+	}
+	// fio summary: each group a warning applies to, once.
+	out, _, _ = runCLI(t, "fio", "summary", src)
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "      ") || l == "      all runs" {
+			continue
+		}
+		where := strings.Split(strings.TrimSpace(l), "), ")
+		if len(slices.Compact(slices.Sorted(slices.Values(where)))) != len(where) {
+			t.Errorf("fio summary names a group twice: %s", l)
+		}
+	}
+	t.Logf("%d sides, %d pairs both ways, %d rows compared", len(sides), pairs, compared)
+}
+
+// TestRealWorldCheckAll: check --all on one node holding every real config
+// of a setup (those whose VMIDs do not collide), with its storage.cfg: the
+// same findings, per VM, as check of that VM alone on its own tree; every
+// VM listed once; the exit code that of the worst of them.
+func TestRealWorldCheckAll(t *testing.T) {
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", doubles+string(os.PathListSeparator)+os.Getenv("PATH"))
+	type alone struct {
+		findings []string
+		code     int
+	}
+	nodes := map[string][]corpusCase{}
+	var order []string
+	for _, c := range corpusCases(t) {
+		node := "shapes" // qemuserver/testdata/shapes: one node, VMIDs 601 on
+		if i := strings.LastIndex(c.name, "-"); i > 0 && !strings.Contains(c.conf, "shapes") {
+			node = c.name[:i]
+		}
+		if nodes[node] == nil {
+			order = append(order, node)
+		}
+		nodes[node] = append(nodes[node], c)
+	}
+	vms := 0
+	for _, node := range order {
+		t.Run(node, func(t *testing.T) {
+			all := t.TempDir()
+			var volumes strings.Builder
+			want := map[string]alone{}
+			worst := exitOK
+			for _, c := range nodes[node] {
+				root, _, _ := buildTree(t, c)
+				t.Setenv(fakenode.EnvRoot, root)
+				out, errs, code := runCLI(t, "--root", root, "--json", "check", strconv.Itoa(c.vmid))
+				if code != exitOK && code != exitProblem {
+					t.Fatalf("%s: exit %d (%s)", c.name, code, errs)
+				}
+				if _, dup := want[strconv.Itoa(c.vmid)]; dup {
+					t.Fatalf("%s: VMID %d twice on %s", c.name, c.vmid, node)
+				}
+				want[strconv.Itoa(c.vmid)] = alone{findingSet(gjson.Get(out, "vms.0")), code}
+				worst = max(worst, code)
+				copyFile(t, c.conf, filepath.Join(all, "etc/pve/qemu-server", strconv.Itoa(c.vmid)+".conf"))
+				if err := os.WriteFile(filepath.Join(all, "etc/pve/storage.cfg"), c.storageCfg, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if c.cephConf != nil {
+					copyFile(t, filepath.Join(root, "etc/pve/ceph.conf"), filepath.Join(all, "etc/pve/ceph.conf"))
+				}
+				volumes.WriteString(thinState(t, root))
+				// Passthrough disks and file images: the node has them.
+				_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+					rel, _ := filepath.Rel(root, p)
+					if err == nil && fi.Mode().IsRegular() && !strings.HasPrefix(rel, "etc/") && !strings.HasPrefix(rel, "var/lib/lvm-thin/") {
+						sparse(t, filepath.Join(all, rel), fi.Size())
+					}
+					return nil
+				})
+			}
+			for _, d := range []string{"var/run/qemu-server", "var/lib/lvm-thin"} {
+				if err := os.MkdirAll(filepath.Join(all, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(all, "var/lib/lvm-thin/volumes"), []byte(volumes.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv(fakenode.EnvRoot, all)
+			out, errs, code := runCLI(t, "--root", all, "--json", "check", "--all")
+			if code != worst {
+				t.Errorf("check --all: exit %d (%s), want %d, the worst of the VMs alone", code, errs, worst)
+			}
+			got := map[string]bool{}
+			for _, vm := range gjson.Get(out, "vms").Array() {
+				id := vm.Get("vmid").String()
+				if got[id] {
+					t.Errorf("VM %s listed twice", id)
+				}
+				got[id] = true
+				if w, ok := want[id]; !ok {
+					t.Errorf("VM %s is no config of %s", id, node)
+				} else if !slices.Equal(findingSet(vm), w.findings) {
+					t.Errorf("VM %s: --all %q, alone %q", id, findingSet(vm), w.findings)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("check --all listed %d VMs, %d configs", len(got), len(want))
+			}
+			vms += len(got)
+		})
+	}
+	t.Logf("%d nodes, %d VMs", len(order), vms)
 }
