@@ -78,6 +78,9 @@ const (
 	CodeZFSSyncAlways        Code = "zfs-sync-always"
 	CodeZFSBlocksizeInvalid  Code = "zfs-blocksize-invalid"
 	CodeDiskStalled          Code = "disk-stalled"
+	// CodeStorageUnavailable: a volume on a storage disabled or not
+	// available on this node; the next start fails.
+	CodeStorageUnavailable Code = "storage-unavailable"
 	// CodeFleecingStorage: a backup job backs the VM up with fleecing on a
 	// storage that goes against Proxmox's advice (not thin, no discard,
 	// none set, not in storage.cfg); package backupcfg decides.
@@ -88,7 +91,7 @@ const (
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -301,7 +304,7 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 			out.liveUnread(v, liveErr)
 		}
 	}
-	judge(ctx, v, pools, &out, askGuestOS(ctx, v, n.Timeout))
+	judge(ctx, v, n.Paths.NodeName(), pools, &out, askGuestOS(ctx, v, n.Timeout))
 	zfsRules(ctx, n.Runner, v, &out)
 	volumeChains(ctx, n, v, &out)
 	if o.StallAfter > 0 && v.Running && liveErr == nil {

@@ -25,9 +25,9 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
 // judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult, os *guestOS) {
+func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, out *VMResult, os *guestOS) {
 	j := newJudge(v)
-	j.os = os
+	j.os, j.here = os, here
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
 	}
@@ -54,10 +54,14 @@ func judge(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult, 
 			}
 			out.Disks = append(out.Disks, cd)
 		}
+		if f := j.storageUnavailable(d); f != nil {
+			out.add(*f)
+		}
 		for _, f := range j.disk(d) {
 			out.add(f)
 		}
 	}
+	out.Notes = append(out.Notes, j.notes...)
 	for _, f := range pendingRestart(v) {
 		out.add(f)
 	}
@@ -82,6 +86,10 @@ type judger struct {
 	// os is what the guest agent says the guest runs (nil: not asked, or
 	// no answer).
 	os *guestOS
+	// here is this node's name (node.Paths.NodeName), "" when unknown.
+	here string
+	// notes the disk rules add (what they could not decide).
+	notes []string
 }
 
 func newJudge(v *vm.VM) *judger {
@@ -304,6 +312,40 @@ func (r *diskRun) prepare() bool {
 	}
 	r.stor = v.Storages[r.drv.StorageID()]
 	return true
+}
+
+// storageUnavailable: vm_start activates every volume of the config
+// (pve-storage activate_volumes -> storage_check_enabled), so a volume on
+// a storage disabled or not available on this node stops the start with
+// pve-storage's message. Any drive kind with a volume (disk, EFI, TPM, an
+// ISO): each is activated. No qm set fixes it; the fix is the storage's or
+// a move of the volume.
+func (j *judger) storageUnavailable(d *vm.Disk) *Finding {
+	drv := d.Drive
+	if d.PendingDrive != nil {
+		drv = d.PendingDrive
+	}
+	if d.ParseError != nil || d.PendingDelete || drv == nil {
+		return nil
+	}
+	st := j.v.Storages[drv.StorageID()]
+	if st == nil {
+		return nil
+	}
+	why := st.Unavailable(j.here)
+	if why == "" {
+		if j.here == "" && st.Props["nodes"] != "" {
+			j.notes = append(j.notes, fmt.Sprintf("%s: storage %s is available on nodes %s only; this node's name is unknown (no /etc/pve/local or /etc/hostname below the root), so whether the next start finds it is not checked", d.ID, st.ID, st.Props["nodes"]))
+		}
+		return nil
+	}
+	fix := "pvesm set " + st.ID + " --disable 0"
+	if !st.Bool("disable") {
+		fix = "pvesm set " + st.ID + " --nodes " + st.Props["nodes"] + "," + j.here + " (when this node reaches the storage), or qm disk move " + strconv.Itoa(j.v.VMID) + " " + d.ID + " <a storage of this node>"
+	}
+	return &Finding{Severity: Error, Code: CodeStorageUnavailable, Disk: d.ID,
+		Message: fmt.Sprintf("storage %s is %s: the next start fails with %q (vm_start activates every volume)", st.ID, why, st.ProxmoxRefusal(j.here)),
+		Fix:     fix}
 }
 
 // iso: the drive's volume is ISO content (pve-storage vtype iso) and not

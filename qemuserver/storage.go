@@ -139,6 +139,40 @@ func hasProp(s *Storage, k string) bool {
 }
 
 // Bool returns a boolean property (bare flags count as true).
+// Unavailable says why Proxmox does not activate the storage on node
+// here: disabled, or restricted by its nodes list to other nodes
+// (pve-storage storage_check_enabled, which vm_start reaches through
+// activate_volumes, and pvesm status skips). "" when it is available; with
+// here "" (the node's name unknown) only disable is decided.
+func (s *Storage) Unavailable(here string) string {
+	if s.Bool("disable") {
+		return "disabled in storage.cfg"
+	}
+	nodes := s.Props["nodes"]
+	if nodes == "" || here == "" {
+		return ""
+	}
+	for _, n := range strings.FieldsFunc(nodes, func(r rune) bool { return r == ',' || r == ' ' || r == ';' || r == '\t' }) {
+		if n == here {
+			return ""
+		}
+	}
+	return fmt.Sprintf("available on nodes %s only, this is %s", nodes, here)
+}
+
+// ProxmoxRefusal is pve-storage's own message for an unavailable storage
+// (storage_check_enabled), what qm start prints; "" when available.
+func (s *Storage) ProxmoxRefusal(here string) string {
+	switch {
+	case s.Unavailable(here) == "":
+		return ""
+	case s.Bool("disable"):
+		return "storage '" + s.ID + "' is disabled"
+	default:
+		return "storage '" + s.ID + "' is not available on node '" + here + "'"
+	}
+}
+
 func (s *Storage) Bool(k string) bool {
 	v, ok := s.Props[k]
 	if !ok {

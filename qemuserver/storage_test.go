@@ -357,3 +357,40 @@ func TestParseStoragesHostile(t *testing.T) {
 		})
 	}
 }
+
+// Unavailable and ProxmoxRefusal decide, as pve-storage's
+// storage_check_enabled does, whether a storage is active on this node.
+func TestStorageUnavailable(t *testing.T) {
+	st := func(props ...string) *Storage {
+		s := &Storage{ID: "s", Type: "lvmthin", Props: map[string]string{}}
+		for i := 0; i+1 < len(props); i += 2 {
+			s.Props[props[i]] = props[i+1]
+		}
+		return s
+	}
+	for _, c := range []struct {
+		s          *Storage
+		here, want string
+		refusal    string
+	}{
+		{st(), "pve1", "", ""},
+		{st("nodes", "pve1,pve2"), "pve1", "", ""},
+		{st("nodes", "pve1,pve2"), "pve2", "", ""},
+		{st("nodes", "pve1 pve2"), "pve2", "", ""},
+		{st("nodes", "pve1;pve2"), "pve2", "", ""},
+		{st("nodes", "pve2"), "pve1", "available on nodes pve2 only, this is pve1", "storage 's' is not available on node 'pve1'"},
+		{st("nodes", "pve10"), "pve1", "available on nodes pve10 only, this is pve1", "storage 's' is not available on node 'pve1'"},
+		{st("nodes", "pve2"), "", "", ""},
+		{st("disable", ""), "pve1", "disabled in storage.cfg", "storage 's' is disabled"},
+		{st("disable", "1", "nodes", "pve2"), "pve1", "disabled in storage.cfg", "storage 's' is disabled"},
+		{st("disable", ""), "", "disabled in storage.cfg", "storage 's' is disabled"},
+		{st("disable", "0"), "pve1", "", ""},
+	} {
+		if got := c.s.Unavailable(c.here); got != c.want {
+			t.Errorf("%v on %q: %q, want %q", c.s.Props, c.here, got, c.want)
+		}
+		if got := c.s.ProxmoxRefusal(c.here); got != c.refusal {
+			t.Errorf("%v on %q: refusal %q, want %q", c.s.Props, c.here, got, c.refusal)
+		}
+	}
+}

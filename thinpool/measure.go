@@ -99,7 +99,7 @@ func measureWith(ctx context.Context, n node.Node, r node.Runner, names []string
 			}
 			// A storage another node owns, or one switched off, has no
 			// pool here to ask lvs or zfs about (pvesm status skips them).
-			if why := unavailable(s, here); why != "" {
+			if why := s.Unavailable(here); why != "" {
 				out.Notes = append(out.Notes, fmt.Sprintf("storage %s skipped: %s", id, why))
 				continue
 			}
@@ -233,20 +233,3 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 	return e.pool, e.err
 }
 
-// unavailable says why a storage has no pool on this node: disabled, or
-// restricted by its `nodes` list to other nodes. "" when it is here.
-func unavailable(s *qemuserver.Storage, here string) string {
-	if s.Bool("disable") {
-		return "disabled in storage.cfg"
-	}
-	nodes := s.Props["nodes"]
-	if nodes == "" || here == "" {
-		return ""
-	}
-	for _, n := range strings.FieldsFunc(nodes, func(r rune) bool { return r == ',' || r == ' ' || r == ';' }) {
-		if n == here {
-			return ""
-		}
-	}
-	return fmt.Sprintf("available on nodes %s only, this is %s", nodes, here)
-}

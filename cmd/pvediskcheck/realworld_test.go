@@ -396,6 +396,34 @@ func findingSet(vm gjson.Result) []string {
 	return out
 }
 
+// elsewhereDisks are the findings a node named here must add for the
+// VM's drives (disks, EFI, TPM, ISOs) on storages whose nodes list leaves
+// it out: the next start fails on them (storage-unavailable), read from
+// the input's own storage.cfg and config.
+func elsewhereDisks(t *testing.T, root string, vmid int, here string) []string {
+	t.Helper()
+	cfg, err := qemuserver.LoadConfig(filepath.Join(root, "etc/pve/qemu-server", strconv.Itoa(vmid)+".conf"), vmid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := qemuserver.LoadStorages(filepath.Join(root, "etc/pve/storage.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	next := cfg.Next()
+	for _, k := range qemuserver.DiskKeys(next) {
+		d, err := qemuserver.ParseDrive(k, next[k])
+		if err != nil || st[d.StorageID()] == nil || st[d.StorageID()].Bool("disable") {
+			continue
+		}
+		if nodes := st[d.StorageID()].Props["nodes"]; nodes != "" && !slices.Contains(strings.Split(nodes, ","), here) {
+			out = append(out, "error storage-unavailable "+k)
+		}
+	}
+	return out
+}
+
 // TestRealWorldBackupsAndStorageCfg runs every real config through the
 // newer paths of check: the backup configuration (vzdump.conf, jobs.cfg:
 // a job for all VMs with fleecing on local-lvm, one bound to this node
@@ -470,6 +498,7 @@ func TestRealWorldBackupsAndStorageCfg(t *testing.T) {
 					if named {
 						want = append(want, `rw-here true nowhere vzdump.conf "storage nowhere is not in storage.cfg"`)
 						wantFindings = append(append([]string{}, base...), "warning fleecing-storage ")
+						wantFindings = append(wantFindings, elsewhereDisks(t, root, c.vmid, "rwnode")...)
 						sort.Strings(wantFindings)
 					} else {
 						for _, j := range []string{"rw-here runs on node rwnode", "rw-elsewhere runs on node othernode"} {
