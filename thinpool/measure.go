@@ -232,4 +232,3 @@ func (c *Cache) Pool(ctx context.Context, s *qemuserver.Storage) (*Pool, error) 
 	})
 	return e.pool, e.err
 }
-
