@@ -13,6 +13,7 @@
 # (utime+stime from /proc/PID/stat at its exit) as % of one core. Default
 # flags: Lab 19's timing (20 s + 3 s ramp) on one job, two runs, a 64 MiB area.
 # Takes PAIRS x about 2 minutes; run it under nice -n 19 on a shared machine.
+# BIN=PATH times another build of the tool (an older commit's, say).
 # Clean-up as in demo.sh: the driver's own, then scratch-node-cleanup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "bench-overhead: needs root (loop devices and /dev/<vg> for the local-lvm stand-in), like make test" >&2
 	exit 2
 fi
-[ -x bin/pvediskcheck ] || { echo "bench-overhead: bin/pvediskcheck missing: run make build (make bench-overhead does)" >&2; exit 2; }
+bin=${BIN:-bin/pvediskcheck}
+[ -x "$bin" ] || { echo "bench-overhead: $bin missing: run make build (make bench-overhead does)" >&2; exit 2; }
 pairs=${1:-3}
 shift || true
 if [ $# -eq 0 ]; then
@@ -42,4 +44,4 @@ trap 'exit 130' INT TERM HUP
 
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 go build -o "$work/demo" ./internal/demo
-TMPDIR=$work "$work/demo" overhead -bin bin/pvediskcheck -dir "$node" -pairs "$pairs" "$@"
+TMPDIR=$work "$work/demo" overhead -bin "$bin" -dir "$node" -pairs "$pairs" "$@"
