@@ -13,7 +13,8 @@
 # (utime+stime from /proc/PID/stat at its exit) as % of one core. Default
 # flags: Lab 19's timing (20 s + 3 s ramp) on one job, two runs, a 64 MiB area.
 # Takes PAIRS x about 2 minutes; run it under nice -n 19 on a shared machine.
-# BIN=PATH times another build of the tool (an older commit's, say).
+# BIN=PATH times another build of the tool (an older commit's, say); V=1
+# prints each pair's tool output, stamped, and each fio run's time by hand.
 # Clean-up as in demo.sh: the driver's own, then scratch-node-cleanup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +45,4 @@ trap 'exit 130' INT TERM HUP
 
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 go build -o "$work/demo" ./internal/demo
-TMPDIR=$work "$work/demo" overhead -bin "$bin" -dir "$node" -pairs "$pairs" "$@"
+TMPDIR=$work "$work/demo" overhead -bin "$bin" -dir "$node" -pairs "$pairs" ${V:+-v} "$@"

@@ -42,21 +42,27 @@ type toolRun struct {
 	first               time.Duration // its first progress line: the checks before the first fio
 }
 
-// firstLine notes when the first progress line ("bench [1/N] ...") came.
-type firstLine struct {
+// stamped writes the tool's output to its log, each write stamped with
+// its time since the start, and notes when the first progress line
+// ("bench [1/N] ...") came.
+type stamped struct {
 	w     io.Writer
 	t0    time.Time
 	first time.Duration
 }
 
-func (f *firstLine) Write(b []byte) (int, error) {
+func (f *stamped) Write(b []byte) (int, error) {
+	at := time.Since(f.t0)
 	if f.first == 0 && bytes.Contains(b, []byte("bench [")) {
-		f.first = time.Since(f.t0)
+		f.first = at
 	}
-	return f.w.Write(b)
+	if _, err := fmt.Fprintf(f.w, "[+%.3f s] %s", at.Seconds(), b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
-func overhead(ctx context.Context, l *lab, bin string, pairs int, benchArgs []string, w io.Writer) error {
+func overhead(ctx context.Context, l *lab, bin string, pairs int, verbose bool, benchArgs []string, w io.Writer) error {
 	if len(benchArgs) == 0 || pairs < 1 {
 		return fmt.Errorf("overhead: name the disks and bench flags (e.g. scsi1 --destroy scsi1 --job rr4k), and -pairs 1 or more")
 	}
@@ -98,13 +104,21 @@ func overhead(ctx context.Context, l *lab, bin string, pairs int, benchArgs []st
 	fmt.Fprintf(w, "%-5s %10s %10s %7s %12s %14s %13s %13s\n", "pair", "tool wall", "by hand", "ratio", "tool CPU", "% of one core", "children CPU", "first fio at")
 	var ratios, cpus []float64
 	for i := 1; i <= pairs; i++ {
-		t, err := timeTool(ctx, bin, append(slices.Clone(args), "--out", filepath.Join(tmp, fmt.Sprintf("tool-%d", i))), env, filepath.Join(tmp, fmt.Sprintf("tool-%d.log", i)))
+		log := filepath.Join(tmp, fmt.Sprintf("tool-%d.log", i))
+		t, err := timeTool(ctx, bin, append(slices.Clone(args), "--out", filepath.Join(tmp, fmt.Sprintf("tool-%d", i))), env, log)
 		if err != nil {
 			return fmt.Errorf("pair %d, the tool: %w", i, err)
 		}
-		h, err := byHand(ctx, agent, runs, filepath.Join(tmp, fmt.Sprintf("hand-%d", i)))
+		h, each, err := byHand(ctx, agent, runs, filepath.Join(tmp, fmt.Sprintf("hand-%d", i)))
 		if err != nil {
 			return fmt.Errorf("pair %d, by hand: %w", i, err)
+		}
+		if verbose {
+			b, _ := os.ReadFile(log)
+			fmt.Fprintf(w, "pair %d, the tool's output:\n%s", i, b)
+			for j, r := range runs {
+				fmt.Fprintf(w, "  by hand %s: %.3f s\n", r.file, each[j].Seconds())
+			}
 		}
 		r := t.wall.Seconds() / h.Seconds()
 		cpu := 100 * t.own.Seconds() / t.wall.Seconds()
@@ -193,8 +207,8 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 	defer log.Close()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	t0 := time.Now()
-	stderr := &firstLine{w: log, t0: t0}
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, log, stderr
+	stderr := &stamped{w: log, t0: t0}
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, stderr, stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	if err := cmd.Start(); err != nil {
 		return toolRun{}, err
@@ -231,27 +245,31 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 }
 
 // byHand runs the plan's fio command lines one after another in the guest,
-// each to its end, and saves each one's JSON.
-func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string) (time.Duration, error) {
+// each to its end, and saves each one's JSON; it returns the whole time and
+// each run's.
+func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string) (time.Duration, []time.Duration, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	var each []time.Duration
 	t0 := time.Now()
 	for _, r := range runs {
+		t := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 		st, err := a.Run(rctx, r.argv[0], r.argv[1:], nil, handPoll)
 		cancel()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if !st.OK() {
-			return 0, fmt.Errorf("%s: exit %d signal %d: %s", r.file, st.ExitCode, st.Signal, tailLines(string(st.Stderr), 10))
+			return 0, nil, fmt.Errorf("%s: exit %d signal %d: %s", r.file, st.ExitCode, st.Signal, tailLines(string(st.Stderr), 10))
 		}
+		each = append(each, time.Since(t))
 		if err := os.WriteFile(filepath.Join(dir, r.file), st.Stdout, 0o644); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return time.Since(t0), nil
+	return time.Since(t0), each, nil
 }
 
 func median(v []float64) float64 {
