@@ -24,7 +24,7 @@ help:
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet + gofmt check"
 	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"
-	@echo "bench-overhead  time bench against the same fio runs by hand through the agent, and its CPU (real guest; PAIRS=3)"
+	@echo "bench-overhead  time bench against the same fio runs by hand through the agent, and its CPU (real guest; ROUNDS=3)"
 	@echo "qemu11   build (once) the cached Debian trixie chroot with QEMU 11.1.3 for the tests"
 	@echo "install  install into DESTDIR/PREFIX"
 	@echo "man      generate bin/man/pvediskcheck.8 from the --help text"
@@ -87,10 +87,10 @@ bench: deps build
 
 # bench-overhead: bench's wall time against the same fio command lines run by
 # hand through the guest agent, and its CPU, on the real guest (README
-# "Speed"; PAIRS x about 2 minutes, Lab 19's 20 s + 3 s ramp).
-PAIRS ?= 3
+# "Speed"; ROUNDS rounds of about 2.5 minutes, Lab 19's 20 s + 3 s ramp).
+ROUNDS ?= 3
 bench-overhead: deps build
-	@scripts/bench-overhead.sh $(PAIRS)
+	@scripts/bench-overhead.sh $(ROUNDS)
 
 fuzz:
 	@scripts/fuzz.sh

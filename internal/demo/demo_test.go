@@ -167,3 +167,19 @@ func TestPlanCommands(t *testing.T) {
 		t.Error("an unterminated quote accepted")
 	}
 }
+
+func TestFioDue(t *testing.T) {
+	for _, c := range []struct {
+		argv string
+		want time.Duration
+	}{
+		{"fio --name=rr4k --filename=/dev/sdb --time_based=1 --runtime=20 --ramp_time=3 --output-format=json", 23 * time.Second},
+		{"fio --name=rr4k --time_based=1 --runtime=2 --output-format=json", 2 * time.Second},
+		{"fio --name=fill --filename=/dev/sdb --size=32M --rw=write --output-format=json", 0},
+		{"fio --name=x --runtime=20 --ramp_time=3", 0}, // not time_based: may end before
+	} {
+		if got := fioDue(strings.Fields(c.argv)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.argv, got, c.want)
+		}
+	}
+}

@@ -3,11 +3,14 @@ package main
 // make bench-overhead (scripts/bench-overhead.sh): what `pvediskcheck bench`
 // adds to the wall time of the fio runs it makes, and its own CPU. VM 370
 // runs the end-to-end tier's guest (TCG, fio, qemu-ga); the plan's fio
-// command lines come from `bench --dry-run`; then, in turn, the tool runs
-// them (bench VMID DISK... as given) and they are run by hand as an admin's
-// small script would: each one guest-exec, then guest-exec-status every
-// 100 ms until it exits, its JSON kept (the project's agent client, one
-// exchange at a time). The ratio is per pair, tool over hand.
+// command lines come from `bench --dry-run`; then, in rounds, the tool runs
+// them (bench VMID DISK... as given) and they are run by hand twice, as an
+// admin's small script would: each one guest-exec, then guest-exec-status
+// every 100 ms until it exits ("poll"), or first a sleep for the run's ramp
+// and runtime ("sleep": 10 exchanges a second cost the one-vCPU TCG guest
+// enough to slow fio's start and end), its JSON kept (the project's agent
+// client, one exchange at a time). The ratio is per round, the tool over
+// the faster of the two.
 
 import (
 	"bytes"
@@ -28,7 +31,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
-// handPoll is the by-hand script's poll interval: it notices fio's end as
+// handPoll is the by-hand scripts' poll interval: they notice fio's end as
 // soon as the tool's fastest poll does, however long the run.
 const handPoll = 100 * time.Millisecond
 
@@ -62,9 +65,9 @@ func (f *stamped) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func overhead(ctx context.Context, l *lab, bin string, pairs int, verbose bool, benchArgs []string, w io.Writer) error {
-	if len(benchArgs) == 0 || pairs < 1 {
-		return fmt.Errorf("overhead: name the disks and bench flags (e.g. scsi1 --destroy scsi1 --job rr4k), and -pairs 1 or more")
+func overhead(ctx context.Context, l *lab, bin string, rounds int, verbose bool, benchArgs []string, w io.Writer) error {
+	if len(benchArgs) == 0 || rounds < 1 {
+		return fmt.Errorf("overhead: name the disks and bench flags (e.g. scsi1 --destroy scsi1 --job rr4k), and -rounds 1 or more")
 	}
 	bin, err := filepath.Abs(bin)
 	if err != nil {
@@ -100,33 +103,40 @@ func overhead(ctx context.Context, l *lab, bin string, pairs int, verbose bool, 
 	qemu, _ := fakenode.QEMUVersion(l.node.QEMU)
 	fmt.Fprintf(w, "VM %d, the test guest under TCG (QEMU %s), guest agent ready %.0f s after start\n", labVMID, qemu, l.startup.Seconds())
 	fmt.Fprintf(w, "tool:    pvediskcheck bench %d %s\n", labVMID, strings.Join(benchArgs, " "))
-	fmt.Fprintf(w, "by hand: its --dry-run's %d fio command lines, each guest-exec, then guest-exec-status every %s until it exits\n\n", len(runs), handPoll)
-	fmt.Fprintf(w, "%-5s %10s %10s %7s %12s %14s %13s %13s\n", "pair", "tool wall", "by hand", "ratio", "tool CPU", "% of one core", "children CPU", "first fio at")
+	fmt.Fprintf(w, "by hand: its --dry-run's %d fio command lines, each started with guest-exec, then guest-exec-status\n", len(runs))
+	fmt.Fprintf(w, "         poll:  every %s from the start until fio exits\n", handPoll)
+	fmt.Fprintf(w, "         sleep: first for the run's --ramp_time + --runtime, then every %s\n", handPoll)
+	fmt.Fprintf(w, "ratio: the tool's wall time over the faster of the two by hand in the same round\n\n")
+	fmt.Fprintf(w, "%-5s %10s %10s %10s %7s %10s %14s %13s %13s\n", "round", "tool wall", "poll", "sleep", "ratio", "tool CPU", "% of one core", "children CPU", "first fio at")
 	var ratios, cpus []float64
-	for i := 1; i <= pairs; i++ {
+	for i := 1; i <= rounds; i++ {
 		log := filepath.Join(tmp, fmt.Sprintf("tool-%d.log", i))
 		t, err := timeTool(ctx, bin, append(slices.Clone(args), "--out", filepath.Join(tmp, fmt.Sprintf("tool-%d", i))), env, log)
 		if err != nil {
-			return fmt.Errorf("pair %d, the tool: %w", i, err)
+			return fmt.Errorf("round %d, the tool: %w", i, err)
 		}
-		h, each, err := byHand(ctx, agent, runs, filepath.Join(tmp, fmt.Sprintf("hand-%d", i)))
-		if err != nil {
-			return fmt.Errorf("pair %d, by hand: %w", i, err)
+		var hands [2]time.Duration
+		var each [2][]time.Duration
+		for k, sleep := range []bool{false, true} {
+			if hands[k], each[k], err = byHand(ctx, agent, runs, filepath.Join(tmp, fmt.Sprintf("hand-%d-%d", i, k)), sleep); err != nil {
+				return fmt.Errorf("round %d, by hand: %w", i, err)
+			}
 		}
 		if verbose {
 			b, _ := os.ReadFile(log)
-			fmt.Fprintf(w, "pair %d, the tool's output:\n%s", i, b)
+			fmt.Fprintf(w, "round %d, the tool's output:\n%s", i, b)
 			for j, r := range runs {
-				fmt.Fprintf(w, "  by hand %s: %.3f s\n", r.file, each[j].Seconds())
+				fmt.Fprintf(w, "  by hand %s: poll %.3f s, sleep %.3f s\n", r.file, each[0][j].Seconds(), each[1][j].Seconds())
 			}
 		}
-		r := t.wall.Seconds() / h.Seconds()
+		r := t.wall.Seconds() / min(hands[0], hands[1]).Seconds()
 		cpu := 100 * t.own.Seconds() / t.wall.Seconds()
 		ratios, cpus = append(ratios, r), append(cpus, cpu)
-		fmt.Fprintf(w, "%-5d %8.2f s %8.2f s %7.3f %10.2f s %12.2f %% %11.2f s %11.2f s\n", i, t.wall.Seconds(), h.Seconds(), r, t.own.Seconds(), cpu, t.children.Seconds(), t.first.Seconds())
+		fmt.Fprintf(w, "%-5d %8.2f s %8.2f s %8.2f s %7.3f %8.2f s %12.2f %% %11.2f s %11.2f s\n", i, t.wall.Seconds(), hands[0].Seconds(), hands[1].Seconds(), r,
+			t.own.Seconds(), cpu, t.children.Seconds(), t.first.Seconds())
 	}
-	fmt.Fprintf(w, "\nmedian of %d pairs: ratio %.3f (min %.3f, max %.3f); tool CPU %.2f %% of one core (min %.2f, max %.2f)\n",
-		pairs, median(ratios), slices.Min(ratios), slices.Max(ratios), median(cpus), slices.Min(cpus), slices.Max(cpus))
+	fmt.Fprintf(w, "\nmedian of %d rounds: ratio %.3f (min %.3f, max %.3f); tool CPU %.2f %% of one core (min %.2f, max %.2f)\n",
+		rounds, median(ratios), slices.Min(ratios), slices.Max(ratios), median(cpus), slices.Min(cpus), slices.Max(cpus))
 	return nil
 }
 
@@ -246,8 +256,9 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 
 // byHand runs the plan's fio command lines one after another in the guest,
 // each to its end, and saves each one's JSON; it returns the whole time and
-// each run's.
-func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string) (time.Duration, []time.Duration, error) {
+// each run's. Each run is polled every handPoll from its start, or with
+// sleep only from its expected end (fioDue) on.
+func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string, sleep bool) (time.Duration, []time.Duration, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, nil, err
 	}
@@ -255,11 +266,13 @@ func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string) (time.
 	t0 := time.Now()
 	for _, r := range runs {
 		t := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-		st, err := a.Run(rctx, r.argv[0], r.argv[1:], nil, handPoll)
-		cancel()
+		first := time.Duration(0)
+		if sleep {
+			first = fioDue(r.argv)
+		}
+		st, err := handRun(ctx, a, r.argv, first)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, fmt.Errorf("%s: %w", r.file, err)
 		}
 		if !st.OK() {
 			return 0, nil, fmt.Errorf("%s: exit %d signal %d: %s", r.file, st.ExitCode, st.Signal, tailLines(string(st.Stderr), 10))
@@ -270,6 +283,51 @@ func byHand(ctx context.Context, a qmp.Agent, runs []planRun, dir string) (time.
 		}
 	}
 	return time.Since(t0), each, nil
+}
+
+// handRun starts argv, waits first, then polls every handPoll until it exits.
+func handRun(ctx context.Context, a qmp.Agent, argv []string, first time.Duration) (qmp.ExecStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	pid, err := a.Exec(ctx, argv[0], argv[1:], nil)
+	if err != nil {
+		return qmp.ExecStatus{}, err
+	}
+	wait := first
+	for {
+		select {
+		case <-ctx.Done():
+			return qmp.ExecStatus{}, ctx.Err()
+		case <-time.After(wait):
+		}
+		st, err := a.ExecStatus(ctx, pid)
+		if err != nil || st.Exited {
+			return st, err
+		}
+		wait = handPoll
+	}
+}
+
+// fioDue is a time_based fio run's expected length from its command line:
+// --ramp_time plus --runtime, in seconds; 0 for any other run.
+func fioDue(argv []string) time.Duration {
+	var d time.Duration
+	timed := false
+	for _, a := range argv {
+		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		n, err := strconv.Atoi(v)
+		switch {
+		case k == "time_based":
+			timed = true
+		case err != nil:
+		case k == "runtime", k == "ramp_time":
+			d += time.Duration(n) * time.Second
+		}
+	}
+	if !timed {
+		return 0
+	}
+	return d
 }
 
 func median(v []float64) float64 {
