@@ -191,8 +191,14 @@ func TestRunAgentStops(t *testing.T) {
 func TestPollDelay(t *testing.T) {
 	const s, ms = time.Second, time.Millisecond
 	for _, c := range []struct{ elapsed, due, want time.Duration }{
-		{0, 23 * s, s},                    // long before the end: one a second
-		{21 * s, 23 * s, s},               // 2 s before: still one a second
+		{0, 23 * s, s}, // the first poll: a fio that fails at once
+		{s, 23 * s, s}, // then as long again as the run took
+		{2 * s, 23 * s, 2 * s},
+		{4 * s, 23 * s, 4 * s},
+		{8 * s, 23 * s, 8 * s},
+		{16 * s, 23 * s, 7 * s}, // cut to land on the end
+		{21 * s, 23 * s, 2 * s},
+		{60 * s, 600 * s, PollRare},       // a long run: at most PollRare
 		{22*s + 500*ms, 23 * s, 500 * ms}, // the last wait lands on the end
 		{22*s + 950*ms, 23 * s, PollNear}, // never sooner than PollNear
 		{23 * s, 23 * s, PollNear},        // due: at short intervals
@@ -228,6 +234,8 @@ func TestRunFioPolls(t *testing.T) {
 		{name: "ends when due", due: due, runFor: due, waits: []time.Duration{s, s, s}},
 		{name: "ends 250 ms after due", due: due, runFor: due + 250*ms, waits: []time.Duration{s, s, s, PollNear, PollNear, PollNear}, maxLate: 50 * ms},
 		{name: "due in 2.5 s", due: 2500 * ms, runFor: 2600 * ms, waits: []time.Duration{s, s, 500 * ms, PollNear}},
+		// Lab 19's 20 s + 3 s ramp: 6 polls before due.
+		{name: "lab 19, ends 300 ms after due", due: 23 * s, runFor: 23*s + 300*ms, waits: []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 7 * s, PollNear, PollNear, PollNear}},
 		// 20 s over: within a tenth of the overrun (2 s), at far fewer
 		// exchanges than one every 100 ms (200 from due on): 3 before due,
 		// 11 at 100 ms, 24 growing to 1 s, then one a second.
@@ -245,9 +253,9 @@ func TestRunFioPolls(t *testing.T) {
 		var at time.Duration
 		for i, w := range waits {
 			at += w
-			// Before due the waits are PollEvery (or the rest to due);
-			// from due on they grow with the overrun, in [PollNear, PollEvery].
-			if w < PollNear || w > PollEvery {
+			// Before due the waits are in [PollNear, PollRare]; from due
+			// on they grow with the overrun, in [PollNear, PollEvery].
+			if w < PollNear || w > PollRare || at-w >= c.due && w > PollEvery {
 				t.Errorf("%s: wait %d is %s", c.name, i, w)
 			}
 		}
