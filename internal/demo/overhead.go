@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,12 +50,15 @@ type toolRun struct {
 // its time since the start, and notes when the first progress line
 // ("bench [1/N] ...") came.
 type stamped struct {
+	mu    sync.Mutex
 	w     io.Writer
 	t0    time.Time
 	first time.Duration
 }
 
 func (f *stamped) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	at := time.Since(f.t0)
 	if f.first == 0 && bytes.Contains(b, []byte("bench [")) {
 		f.first = at
@@ -223,6 +227,30 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 	if err := cmd.Start(); err != nil {
 		return toolRun{}, err
 	}
+	// The CPU as it went, for -v: a line in the log for each half second
+	// in which the tool used 20 ms or more.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		var last time.Duration
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+			if err != nil {
+				return
+			}
+			if own, _, ok := statCPU(b); ok && own-last >= 20*time.Millisecond {
+				fmt.Fprintf(stderr, "(harness: the tool used %s of CPU in the last 0.5 s)\n", own-last)
+				last = own
+			} else if ok {
+				last = own
+			}
+		}
+	}()
 	var info unix.Siginfo
 	for {
 		err = unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -237,7 +265,9 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 	}
 	stat, serr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
 	werr := cmd.Wait()
+	stderr.mu.Lock()
 	r.first = stderr.first
+	stderr.mu.Unlock()
 	if serr != nil {
 		return r, serr
 	}
@@ -245,13 +275,24 @@ func timeTool(ctx context.Context, bin string, args, env []string, logFile strin
 		b, _ := os.ReadFile(logFile)
 		return r, fmt.Errorf("%v:\n%s", werr, tailLines(string(b), 20))
 	}
+	var ok bool
+	if r.own, r.children, ok = statCPU(stat); !ok {
+		return r, fmt.Errorf("/proc/%d/stat: %q", cmd.Process.Pid, stat)
+	}
+	return r, nil
+}
+
+// statCPU reads a /proc/PID/stat: utime+stime, and cutime+cstime.
+func statCPU(stat []byte) (own, children time.Duration, ok bool) {
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 15 {
+		return 0, 0, false
+	}
 	tick := func(field int) time.Duration { // field: proc(5)'s number, from 1
 		n, _ := strconv.ParseInt(f[field-3], 10, 64)
 		return time.Duration(n) * time.Second / clockTicks
 	}
-	r.own, r.children = tick(14)+tick(15), tick(16)+tick(17)
-	return r, nil
+	return tick(14) + tick(15), tick(16) + tick(17), true
 }
 
 // byHand runs the plan's fio command lines one after another in the guest,
