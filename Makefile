@@ -10,7 +10,7 @@ BIN     := bin/pvediskcheck
 SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
 export SOURCE_DATE_EPOCH
 
-.PHONY: e2e bench all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
+.PHONY: e2e bench bench-overhead all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
 .PHONY: man completion vendor deb deb-test monitoring test-monitoring
 
 all: build
@@ -24,6 +24,7 @@ help:
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet + gofmt check"
 	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"
+	@echo "bench-overhead  time bench against the same fio runs by hand through the agent, and its CPU (real guest; ROUNDS=3)"
 	@echo "qemu11   build (once) the cached Debian trixie chroot with QEMU 11.1.3 for the tests"
 	@echo "install  install into DESTDIR/PREFIX"
 	@echo "man      generate bin/man/pvediskcheck.8 from the --help text"
@@ -83,6 +84,13 @@ e2e: deps build
 # bench prints the speed targets measured side by side in one run (README "Speed").
 bench: deps build
 	$(GO) test -tags integration -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
+
+# bench-overhead: bench's wall time against the same fio command lines run by
+# hand through the guest agent, and its CPU, on the real guest (README
+# "Speed"; ROUNDS rounds of about 2.5 minutes, Lab 19's 20 s + 3 s ramp).
+ROUNDS ?= 3
+bench-overhead: deps build
+	@scripts/bench-overhead.sh $(ROUNDS)
 
 fuzz:
 	@scripts/fuzz.sh

@@ -52,11 +52,46 @@ type guest struct {
 	pidArgv map[int][]string
 	killed  map[int]bool // fio pids the stop script was run for
 	execs   int
+	// With clock set, fio answers "running" until runFor has passed on
+	// it since its guest-exec, instead of for running polls.
+	clock   *stepClock
+	runFor  time.Duration
+	started map[int]time.Time
+}
+
+// stepClock is a Clock that never sleeps: After moves its time on by d at
+// once and records d.
+type stepClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	waits []time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.waits = append(c.waits, d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+func (c *stepClock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.waits...)
 }
 
 func newGuest(t *testing.T, g *guest) qmp.Agent {
 	a := qmptest.NewAgent(t)
-	g.polls, g.pidArgv, g.killed = map[int]int{}, map[int][]string{}, map[int]bool{}
+	g.polls, g.pidArgv, g.killed, g.started = map[int]int{}, map[int][]string{}, map[int]bool{}, map[int]time.Time{}
 	a.Handle = func(w net.Conn, cmd string, req gjson.Result) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -90,6 +125,9 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 			}
 			pid := 1000 + g.execs
 			g.pidArgv[pid] = argv
+			if g.clock != nil {
+				g.started[pid] = g.clock.Now()
+			}
 			if len(argv) > 4 && argv[2] == stopScript {
 				n, _ := strconv.Atoi(argv[4])
 				g.killed[n] = true
@@ -100,7 +138,9 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 			g.polls[pid]++
 			if g.killed[pid] {
 				reply = qmptest.Return(fixture(t, "fio-killed.status.json"))
-			} else if g.pidArgv[pid][0] == "fio" && g.polls[pid] <= g.running {
+			} else if g.pidArgv[pid][0] == "fio" && g.clock != nil && g.clock.Now().Sub(g.started[pid]) < g.runFor {
+				reply = qmptest.Return(fixture(t, "fio-running.status.json"))
+			} else if g.pidArgv[pid][0] == "fio" && g.clock == nil && g.polls[pid] <= g.running {
 				reply = qmptest.Return(fixture(t, "fio-running.status.json"))
 			} else {
 				reply = qmptest.Return(g.status(g.pidArgv[pid]))

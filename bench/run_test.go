@@ -65,7 +65,7 @@ func TestRunSavesEveryRunAndJudges(t *testing.T) {
 	m := method(t, "rr4k", "sync")
 	dir := filepath.Join(t.TempDir(), "out")
 	var progress []string
-	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, PollEvery: 10 * time.Millisecond,
+	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, Clock: &stepClock{},
 		Observer: fixedObserver{Observation{FlushOps: p(300), DirtyGrowthBytes: p(0), CachedBytes: p(0)}},
 		OnProgress: func(p Progress) {
 			if !p.Done {
@@ -135,7 +135,7 @@ func TestRunInterrupted(t *testing.T) {
 	a := newGuest(t, g)
 	m := method(t, "rr4k")
 	ctx, cancel := context.WithCancel(context.Background())
-	out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), PollEvery: 10 * time.Millisecond,
+	out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{},
 		OnProgress: func(p Progress) {
 			if !p.Done {
 				time.AfterFunc(50*time.Millisecond, cancel)
@@ -171,7 +171,7 @@ func TestRunAgentStops(t *testing.T) {
 	a.Timeout = 300 * time.Millisecond
 	m := method(t, "rr4k")
 	dir := t.TempDir()
-	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, PollEvery: 10 * time.Millisecond})
+	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Unreachable || len(out.Done) != 2 || len(out.Missing) != 2 {
 		t.Fatalf("%v, done %d, missing %d", out.Err, len(out.Done), len(out.Missing))
 	}
@@ -185,5 +185,108 @@ func TestRunAgentStops(t *testing.T) {
 	r := Summarise(m, twoDisks(), out, 0)
 	if r.Complete || strings.Join(r.Missing, " ") != "scsi1-rr4k-2.json virtio1-rr4k-2.json" || len(r.Disks[0].Jobs) != 1 {
 		t.Errorf("%+v", r)
+	}
+}
+
+func TestPollDelay(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	for _, c := range []struct{ elapsed, due, want time.Duration }{
+		{0, 23 * s, s}, // the first poll: a fio that fails at once
+		{s, 23 * s, s}, // then as long again as the run took
+		{2 * s, 23 * s, 2 * s},
+		{4 * s, 23 * s, 4 * s},
+		{8 * s, 23 * s, 8 * s},
+		{16 * s, 23 * s, 7 * s}, // cut to land on the end
+		{21 * s, 23 * s, 2 * s},
+		{60 * s, 600 * s, PollRare},       // a long run: at most PollRare
+		{22*s + 500*ms, 23 * s, 500 * ms}, // the last wait lands on the end
+		{22*s + 950*ms, 23 * s, PollNear}, // never sooner than PollNear
+		{23 * s, 23 * s, PollNear},        // due: at short intervals
+		{23*s + 500*ms, 23 * s, PollNear},
+		{24 * s, 23 * s, PollNear}, // 1 s over: a tenth is 100 ms
+		{25 * s, 23 * s, 200 * ms}, // 2 s over: a tenth of the overrun
+		{33 * s, 23 * s, s},        // 10 s over: back to one a second
+		{83 * s, 23 * s, s},        // never later than PollEvery
+		{0, 0, PollNear},           // the fill: its end is not known
+		{5 * s, 0, 500 * ms},
+		{30 * s, 0, s},
+	} {
+		if got := pollDelay(c.elapsed, c.due); got != c.want {
+			t.Errorf("pollDelay(%s, due %s) = %s, want %s", c.elapsed, c.due, got, c.want)
+		}
+	}
+}
+
+// TestRunFioPolls steps one fio run through the fake agent on a clock that
+// never sleeps: the polls before the run is due, the end noticed, and how
+// many exchanges it took.
+func TestRunFioPolls(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	due := 3 * s // 2 s + 1 s ramp
+	for _, c := range []struct {
+		name           string
+		due, runFor    time.Duration
+		waits          []time.Duration // nil: checked by the bounds below
+		maxLate        time.Duration
+		minPol, maxPol int
+	}{
+		{name: "ends early", due: due, runFor: 500 * ms, waits: []time.Duration{s}, maxLate: 500 * ms},
+		{name: "ends when due", due: due, runFor: due, waits: []time.Duration{s, s, s}},
+		{name: "ends 250 ms after due", due: due, runFor: due + 250*ms, waits: []time.Duration{s, s, s, PollNear, PollNear, PollNear}, maxLate: 50 * ms},
+		{name: "due in 2.5 s", due: 2500 * ms, runFor: 2600 * ms, waits: []time.Duration{s, s, 500 * ms, PollNear}},
+		// Lab 19's 20 s + 3 s ramp: 6 polls before due.
+		{name: "lab 19, ends 300 ms after due", due: 23 * s, runFor: 23*s + 300*ms, waits: []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 7 * s, PollNear, PollNear, PollNear}},
+		// 20 s over: within a tenth of the overrun (2 s), at far fewer
+		// exchanges than one every 100 ms (200 from due on): 3 before due,
+		// 11 at 100 ms, 24 growing to 1 s, then one a second.
+		{name: "overruns by 20 s", due: due, runFor: due + 20*s, maxLate: 2 * s, minPol: 45, maxPol: 50},
+		{name: "fill, 2 s", due: 0, runFor: 2 * s, maxLate: 200 * ms, minPol: 18, maxPol: 18},
+		{name: "fill, 60 s", due: 0, runFor: 60 * s, maxLate: s, minPol: 80, maxPol: 90},
+	} {
+		clock := &stepClock{}
+		g := &guest{status: fioStatus(t), clock: clock, runFor: c.runFor}
+		st, err := runFio(context.Background(), newGuest(t, g), []string{"fio", "--name=rr4k"}, c.due, clock)
+		if err != nil || !st.Exited {
+			t.Fatalf("%s: %v %+v", c.name, err, st)
+		}
+		waits := clock.Waits()
+		var at time.Duration
+		for i, w := range waits {
+			at += w
+			// Before due the waits are in [PollNear, PollRare]; from due
+			// on they grow with the overrun, in [PollNear, PollEvery].
+			if w < PollNear || w > PollRare || at-w >= c.due && w > PollEvery {
+				t.Errorf("%s: wait %d is %s", c.name, i, w)
+			}
+		}
+		if c.waits != nil && !slices.Equal(waits, c.waits) {
+			t.Errorf("%s: waits %v, want %v", c.name, waits, c.waits)
+		}
+		if late := at - c.runFor; late < 0 || late > c.maxLate {
+			t.Errorf("%s: the end noticed %s after it, want at most %s (waits %v)", c.name, late, c.maxLate, waits)
+		}
+		// One exchange per wait, one after another.
+		if polls := g.polls[1001]; polls != len(waits) {
+			t.Errorf("%s: %d polls for %d waits", c.name, polls, len(waits))
+		}
+		if c.waits == nil && (len(waits) < c.minPol || len(waits) > c.maxPol) {
+			t.Errorf("%s: %d polls, want %d to %d (waits %v)", c.name, len(waits), c.minPol, c.maxPol, waits)
+		}
+	}
+}
+
+// TestRunPollsFromThePlan: Run gives each run its plan's ramp + runtime
+// as its due time.
+func TestRunPollsFromThePlan(t *testing.T) {
+	clock := &stepClock{}
+	g := &guest{status: fioStatus(t), clock: clock, runFor: 3*time.Second + 150*time.Millisecond}
+	m := method(t, "rr4k")
+	out := Run(context.Background(), newGuest(t, g), m, twoDisks()[:1], Options{VMID: 370, Out: t.TempDir(), Clock: clock})
+	if out.Err != nil || len(out.Done) != 2 {
+		t.Fatalf("%v, %d done", out.Err, len(out.Done))
+	}
+	one := []time.Duration{time.Second, time.Second, time.Second, PollNear, PollNear}
+	if want := append(slices.Clone(one), one...); !slices.Equal(clock.Waits(), want) {
+		t.Errorf("waits %v, want %v", clock.Waits(), want)
 	}
 }

@@ -141,3 +141,45 @@ func TestDemoRuns(t *testing.T) {
 	// prints its own total, and this log shows it in failures.
 	t.Logf("the demo's commands took %v (make demo's budget is 60 s)", took)
 }
+
+func TestPlanCommands(t *testing.T) {
+	// bench --dry-run's output (README's example, TestBenchGuestE2E), with
+	// a file-mode line whose mount point needs quoting.
+	out := "VM 370: fio-3.33 in the guest; plan (dry run: nothing written, nothing run):\n" +
+		"  scsi1: raw /dev/sdb\n" +
+		"results: bench-370-20261201-130838/\n\n" +
+		"scsi1-fill.json\tfio --name=fill --filename=/dev/sdb --direct=1 --ioengine=libaio --size=32M --rw=write --bs=1M --iodepth=16 --output-format=json\n" +
+		"scsi1-rr4k-1.json\tfio --name=rr4k '--filename=/mnt/it'\\''s/.pvediskcheck-bench.fio' --direct=1 --time_based=1 --runtime=2 --ramp_time=1 --output-format=json\n"
+	runs, err := planCommands(out)
+	if err != nil || len(runs) != 2 || runs[0].file != "scsi1-fill.json" || runs[1].file != "scsi1-rr4k-1.json" {
+		t.Fatalf("%v %+v", err, runs)
+	}
+	if got := strings.Join(runs[0].argv, "|"); got != "fio|--name=fill|--filename=/dev/sdb|--direct=1|--ioengine=libaio|--size=32M|--rw=write|--bs=1M|--iodepth=16|--output-format=json" {
+		t.Errorf("fill argv %s", got)
+	}
+	if runs[1].argv[2] != "--filename=/mnt/it's/.pvediskcheck-bench.fio" || len(runs[1].argv) != 8 {
+		t.Errorf("quoted argv %q", runs[1].argv)
+	}
+	if _, err := planCommands("VM 370: plan\n"); err == nil {
+		t.Error("a plan without command lines accepted")
+	}
+	if _, err := shellWords("fio '--filename=/dev/sdb"); err == nil {
+		t.Error("an unterminated quote accepted")
+	}
+}
+
+func TestFioDue(t *testing.T) {
+	for _, c := range []struct {
+		argv string
+		want time.Duration
+	}{
+		{"fio --name=rr4k --filename=/dev/sdb --time_based=1 --runtime=20 --ramp_time=3 --output-format=json", 23 * time.Second},
+		{"fio --name=rr4k --time_based=1 --runtime=2 --output-format=json", 2 * time.Second},
+		{"fio --name=fill --filename=/dev/sdb --size=32M --rw=write --output-format=json", 0},
+		{"fio --name=x --runtime=20 --ramp_time=3", 0}, // not time_based: may end before
+	} {
+		if got := fioDue(strings.Fields(c.argv)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.argv, got, c.want)
+		}
+	}
+}

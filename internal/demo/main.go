@@ -8,6 +8,8 @@
 //	demo run -bin bin/pvediskcheck [-dir DIR]
 //	demo serve [-dir DIR]       prints the node root, runs until stdin closes or a signal
 //	demo check-cache <FILE      checks `pvediskcheck cache 370 --json` for that VM
+//	demo overhead -bin bin/pvediskcheck [-rounds N] DISK BENCH-FLAGS...
+//	                            boots the test guest and times bench against the same fio runs by hand
 //
 // It needs root (loop devices) and QEMU, as the tests do.
 package main
@@ -29,7 +31,10 @@ func main() {
 
 const usage = `usage: demo run -bin PATH [-dir DIR]   start VM 370 and run pvediskcheck's commands against it
        demo serve [-dir DIR]           start VM 370, print the node root, run until stdin closes
-       demo check-cache <FILE          check 'pvediskcheck cache 370 --json' output`
+       demo check-cache <FILE          check 'pvediskcheck cache 370 --json' output
+       demo overhead -bin PATH [-dir DIR] [-rounds N] [-v] DISK... BENCH-FLAGS...
+                                       boot VM 370 with the test guest, time 'bench 370 DISK... BENCH-FLAGS'
+                                       against its --dry-run's fio command lines run by hand through the agent`
 
 func run(args []string) int {
 	if len(args) == 0 {
@@ -39,6 +44,8 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("demo "+args[0], flag.ContinueOnError)
 	bin := fs.String("bin", "bin/pvediskcheck", "the pvediskcheck binary to demonstrate")
 	dir := fs.String("dir", "", "where to lay out the node (default: a new temporary directory, removed at the end)")
+	rounds := fs.Int("rounds", 3, "overhead: timed rounds (the tool, then by hand twice)")
+	verbose := fs.Bool("v", false, "overhead: print each round's tool output, stamped, and each fio run's time by hand")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -49,9 +56,11 @@ func run(args []string) int {
 
 	switch args[0] {
 	case "run":
-		return withNode(ctx, *dir, func(l *lab) error { return demo(ctx, l, *bin, os.Stdout, os.Stderr) })
+		return withNode(ctx, *dir, false, func(l *lab) error { return demo(ctx, l, *bin, os.Stdout, os.Stderr) })
 	case "serve":
-		return withNode(ctx, *dir, func(l *lab) error { return serve(ctx, l) })
+		return withNode(ctx, *dir, false, func(l *lab) error { return serve(ctx, l) })
+	case "overhead":
+		return withNode(ctx, *dir, true, func(l *lab) error { return overhead(ctx, l, *bin, *rounds, *verbose, fs.Args(), os.Stdout) })
 	case "check-cache":
 		if err := checkCacheJSON(os.Stdin); err != nil {
 			fmt.Fprintln(os.Stderr, "demo: cache --json:", err)
@@ -66,7 +75,7 @@ func run(args []string) int {
 
 // withNode starts the lab, runs fn, and always cleans up: QEMU stopped, loop
 // devices detached, /dev/<vg> removed, and the directory when it made it.
-func withNode(ctx context.Context, dir string, fn func(*lab) error) (code int) {
+func withNode(ctx context.Context, dir string, guest bool, fn func(*lab) error) (code int) {
 	made := false
 	if dir == "" {
 		d, err := os.MkdirTemp("", "pvediskcheck-demo-")
@@ -76,7 +85,7 @@ func withNode(ctx context.Context, dir string, fn func(*lab) error) (code int) {
 		}
 		dir, made = d, true
 	}
-	l := &lab{}
+	l := &lab{guest: guest}
 	defer func() {
 		l.close()
 		if made {

@@ -55,14 +55,21 @@ var (
 // and is skipped elsewhere, with the script's own message.
 func GuestImage(t testing.TB) (kernel, initrd string) {
 	t.Helper()
-	imageOnce.Do(func() { imageKernel, imageRD, imageErr = buildGuest() })
-	if imageErr != nil {
+	kernel, initrd, err := Image()
+	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("guest image: %v", imageErr)
+			t.Fatalf("guest image: %v", err)
 		}
-		t.Skipf("guest image not available (run scripts/build-guest.sh as root; CI=true makes this a failure): %v", imageErr)
+		t.Skipf("guest image not available (run scripts/build-guest.sh as root; CI=true makes this a failure): %v", err)
 	}
-	return imageKernel, imageRD
+	return kernel, initrd
+}
+
+// Image is GuestImage for a program (make bench-overhead's driver): the
+// kernel and initramfs, or why they could not be built.
+func Image() (kernel, initrd string, err error) {
+	imageOnce.Do(func() { imageKernel, imageRD, imageErr = buildGuest() })
+	return imageKernel, imageRD, imageErr
 }
 
 func buildGuest() (kernel, initrd string, err error) {
