@@ -1,0 +1,55 @@
+package latency
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+)
+
+// A VM forgotten (its process gone) has no notes, no cumulative
+// histogram, and Release does not try to clear its histograms; a VM not
+// forgotten keeps all three.
+func TestTrackerForget(t *testing.T) {
+	f := newFakeHist(t, "none", false)
+	tr := NewTracker()
+	cur := f.ensure(t, tr, 1000, "scsi1")["scsi1"]
+	tr.Forget(371) // another VM: nothing of 370's goes
+	if n := tr.Notes(); len(n) != 1 || n[0].VMID != 370 {
+		t.Fatalf("notes %+v", n)
+	}
+	if _, ok := tr.Cumulative(370, 1000, "scsi1", Write, &cur); !ok {
+		t.Error("VM 370 lost its histogram when 371 was forgotten")
+	}
+	tr.Forget(370)
+	if n := tr.Notes(); len(n) != 0 {
+		t.Errorf("notes of a forgotten VM: %+v", n)
+	}
+	if _, ok := tr.Cumulative(370, 1000, "scsi1", Write, &qmp.BlockStats{WrLatency: cur.WrLatency}); ok {
+		t.Error("a cumulative histogram of a forgotten VM")
+	}
+	if err := tr.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.Sets()); n != 1 {
+		t.Errorf("%d sets, want only the first: nothing cleared on a VM that is gone", n)
+	}
+}
+
+// Of picks the kind's three percentiles, nothing for another kind.
+func TestPercentilesOf(t *testing.T) {
+	v := func(f float64) *float64 { return &f }
+	p := Percentiles{ReadP50Ms: v(1), ReadP95Ms: v(2), ReadP99Ms: v(3), WriteP50Ms: v(4), WriteP95Ms: v(5), WriteP99Ms: v(6), FlushP50Ms: v(7), FlushP95Ms: v(8), FlushP99Ms: v(9)}
+	for k, want := range map[Kind][3]float64{Read: {1, 2, 3}, Write: {4, 5, 6}, Flush: {7, 8, 9}} {
+		p50, p95, p99 := p.Of(k)
+		if p50 == nil || p95 == nil || p99 == nil || [3]float64{*p50, *p95, *p99} != want {
+			t.Errorf("%s: %v %v %v, want %v", k, p50, p95, p99, want)
+		}
+	}
+	if a, b, c := p.Of(Kind("discard")); a != nil || b != nil || c != nil {
+		t.Error("an unknown kind has percentiles")
+	}
+	if a, _, _ := (Percentiles{}).Of(Write); a != nil {
+		t.Error("unknown percentiles are not nil")
+	}
+}
