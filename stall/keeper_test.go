@@ -2,10 +2,15 @@ package stall
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
 // --stall-after: a second is the least taken, a usage error below it.
@@ -57,5 +62,110 @@ func TestKeeperForget(t *testing.T) {
 	k.Sample(ctx, n, t0.Add(2*KeepFor+time.Second), 100, "scsi1", map[string]int{"i": 4}, true)
 	if captures != 2 {
 		t.Errorf("%d captures, want the forgotten disk's new stall captured", captures)
+	}
+}
+
+// loop16Stat is a /sys/block/loop16/stat line read on this machine (kernel
+// 6.18) while a write was outstanding: 1 request in flight (ninth field).
+const loop16Stat = "    9222        0    77713      308      529      750   856419      649        1      816      986        0        0        0        0       36       28\n"
+
+// A disk idle past After whose node device has a request in flight is
+// stalled even when the threads cannot be read (no such process here); a
+// second look that still finds it outstanding says so; a device whose
+// stat cannot be read is no evidence; a disk without a device is judged
+// on its threads alone.
+func TestDetectDeviceConfirmed(t *testing.T) {
+	root := t.TempDir()
+	n := node.New(node.NewPaths(root, filepath.Join(root, "proc"), filepath.Join(root, "sys")), time.Second)
+	p := filepath.Join(n.Paths.Sys, "class", "block", "loop16", "stat")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(loop16Stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idle := qmp.BlockStats{IdleTimeNs: int64(time.Minute), HasIdleTime: true}
+	stats := map[string]qmp.BlockStats{"scsi0": idle, "scsi1": idle, "scsi2": idle}
+	disks := []Disk{{ID: "scsi0", ServingTID: 4242, Dev: "loop16"}, {ID: "scsi1", ServingTID: 4242, Dev: "loop99"}, {ID: "scsi2", ServingTID: 4242}}
+	got := Detect(context.Background(), n, 4242, disks, stats, DefaultAfter, time.Millisecond)
+	if len(got) != 3 {
+		t.Fatalf("%d verdicts", len(got))
+	}
+	v := got[0]
+	if !v.Stalled || v.InFlight == nil || *v.InFlight != 1 || v.StalledSeconds != 60 {
+		t.Errorf("scsi0: %+v", v)
+	}
+	if last := v.Evidence[len(v.Evidence)-1]; last != (Evidence{SourceThreads, "still outstanding 1ms later"}) {
+		t.Errorf("scsi0 evidence %+v", v.Evidence)
+	}
+	for _, v := range got[1:] {
+		if v.Stalled || v.InFlight != nil {
+			t.Errorf("%s: %+v", v.Disk, v)
+		}
+		for _, e := range v.Evidence {
+			if strings.Contains(e.Says, "outstanding") {
+				t.Errorf("%s: a second look for a disk not stalled: %+v", v.Disk, v.Evidence)
+			}
+		}
+	}
+}
+
+// What a capture cannot read it says, and keeps the rest: a query QEMU
+// does not have and a throttle group it does not answer for are left out
+// and named, the stall still judged from the rest; a QEMU gone leaves
+// only the node's side (and no stall without QEMU's counters); a process
+// gone leaves no threads to copy.
+func TestCaptureNotRead(t *testing.T) {
+	ctx := context.Background()
+	n, _ := captureNode(t, 2, "query-block-jobs", "qom-get")
+	c, err := Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr := strings.Join(c.NotRead, "\n")
+	for _, want := range []string{"query-block-jobs: ", "The command query-block-jobs has not been found", "throttle group of scsi1: ", "The command qom-get has not been found"} {
+		if !strings.Contains(nr, want) {
+			t.Errorf("not read lacks %q:\n%s", want, nr)
+		}
+	}
+	if strings.Contains(nr, "throttle group of scsi0") || strings.Contains(nr, "QMP: ") {
+		t.Errorf("not read names more than asked for:\n%s", nr)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "query-block-jobs.json")); !os.IsNotExist(err) {
+		t.Errorf("query-block-jobs.json written: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "query-blockstats.json")); err != nil {
+		t.Error(err)
+	}
+	if len(c.Verdicts) != 1 || !c.Verdicts[0].Stalled {
+		t.Errorf("verdicts %+v", c.Verdicts)
+	}
+
+	n, q := captureNode(t, 2)
+	q.Kill()
+	c, err = Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nr := strings.Join(c.NotRead, "\n"); !strings.HasPrefix(nr, "QMP: ") || strings.Contains(nr, "query-block") {
+		t.Errorf("QEMU gone: not read:\n%s", nr)
+	}
+	if len(c.Verdicts) != 1 || c.Verdicts[0].Stalled {
+		t.Errorf("QEMU gone: verdicts %+v", c.Verdicts)
+	}
+
+	n, _ = captureNode(t, 2)
+	if err := os.RemoveAll(filepath.Join(n.Paths.ProcPid(2452), "task")); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nr := strings.Join(c.NotRead, "\n"); !strings.Contains(nr, "threads: open "+filepath.Join(n.Paths.ProcPid(2452), "task")+": no such file or directory") {
+		t.Errorf("threads gone: not read:\n%s", nr)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "threads")); !os.IsNotExist(err) {
+		t.Errorf("threads copied: %v", err)
 	}
 }
