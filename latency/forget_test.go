@@ -2,6 +2,8 @@ package latency
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -51,5 +53,39 @@ func TestPercentilesOf(t *testing.T) {
 	}
 	if a, _, _ := (Percentiles{}).Of(Write); a != nil {
 		t.Error("unknown percentiles are not nil")
+	}
+}
+
+// Notes are in VMID order, then disk order, however the VMs were met.
+func TestTrackerNotesOrder(t *testing.T) {
+	f := newFakeHist(t, "none", false)
+	tr := NewTracker()
+	for _, c := range []struct {
+		vmid  int
+		disks []string
+	}{{371, []string{"scsi1", "scsi0"}}, {370, []string{"scsi1"}}, {369, []string{"scsi0"}}} {
+		if err := f.exch(context.Background(), func(s qmp.Session) error {
+			ret, err := s.Exec("query-blockstats", nil)
+			if err != nil {
+				return err
+			}
+			stats := map[string]qmp.BlockStats{}
+			for _, b := range qmp.ParseBlockstats(ret) {
+				stats[b.ID] = b
+			}
+			return tr.Ensure(s, c.vmid, 1000+c.vmid, f.exch, c.disks, stats)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		f.state = "none" // each VM's QEMU has no histogram yet
+		f.mu.Unlock()
+	}
+	var got []string
+	for _, n := range tr.Notes() {
+		got = append(got, strconv.Itoa(n.VMID)+" "+n.Disk)
+	}
+	if want := "369 scsi0, 370 scsi1, 371 scsi0, 371 scsi1"; strings.Join(got, ", ") != want {
+		t.Errorf("notes %q, want %s", got, want)
 	}
 }
