@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,52 @@ func TestCaptureNotRead(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.Dir, "threads")); !os.IsNotExist(err) {
 		t.Errorf("threads copied: %v", err)
+	}
+}
+
+// The capture's bound holds MaxCapture bytes exactly; the byte past it is
+// refused once, said once.
+func TestCaptureBound(t *testing.T) {
+	w := &writer{dir: t.TempDir()}
+	w.file("a", make([]byte, MaxCapture))
+	w.file("b", []byte{1})
+	w.file("c", []byte{1})
+	if w.files != 1 || w.bytes != MaxCapture || len(w.missing) != 1 || !strings.Contains(w.missing[0], "reached its bound") || !strings.HasSuffix(w.missing[0], " at b") {
+		t.Errorf("%d files, %d bytes, not read %q", w.files, w.bytes, w.missing)
+	}
+}
+
+// Capture without After judges at DefaultAfter: the recorded disk, idle
+// 2.3 s, is no stall then; a capture of the whole VM is named without
+// disks; a VM on no thin pool has no thinpool.json.
+func TestCaptureDefaults(t *testing.T) {
+	n, _ := captureNode(t, 2)
+	out := t.TempDir()
+	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Verdicts) != 2 {
+		t.Fatalf("verdicts %+v", c.Verdicts)
+	}
+	for _, v := range c.Verdicts {
+		if v.Stalled {
+			t.Errorf("%s stalled at the default %s: %+v", v.Disk, DefaultAfter, v)
+		}
+	}
+	if !regexp.MustCompile(`^stall-100-\d{8}T\d{6}\.\d{3}Z$`).MatchString(filepath.Base(c.Dir)) {
+		t.Errorf("dir %s", c.Dir)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "thinpool.json")); !os.IsNotExist(err) {
+		t.Errorf("thinpool.json without a thin pool: %v", err)
+	}
+}
+
+// One blocked thread is named alone ("and 0 more" is not said).
+func TestJudgeOneThread(t *testing.T) {
+	v := Judge(Disk{ID: "scsi1", ServingTID: 20}, qmp.BlockStats{IdleTimeNs: int64(time.Minute), HasIdleTime: true},
+		Look{Blocked: []Thread{{TID: 50, Comm: "iou-wrk-20", State: "D", Wchan: "percpu_rwsem_wait"}}}, DefaultAfter)
+	if want := "qemu: no request completed for 60 s (idle_time_ns); threads: 1 thread(s) serving the disk in state D (iou-wrk-20; wchan 1 in percpu_rwsem_wait)"; v.Summary() != want {
+		t.Errorf("%s\nwant %s", v.Summary(), want)
 	}
 }
