@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -87,5 +88,29 @@ func TestTrackerNotesOrder(t *testing.T) {
 	}
 	if want := "369 scsi0, 370 scsi1, 371 scsi0, 371 scsi1"; strings.Join(got, ", ") != want {
 		t.Errorf("notes %q, want %s", got, want)
+	}
+}
+
+// Samples without a write since the last (the counters unchanged) keep the
+// history: the baseline still spans the writes before them. Counters that
+// go back (QEMU restarted) start it afresh.
+func TestWatchIdleSamplesKeepBaseline(t *testing.T) {
+	t0 := time.Unix(1764590000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var w Watch
+	w.Observe(at(0), qmp.BlockStats{WrOps: 100, WrTotalTimeNs: 1e9}, nil)
+	w.Observe(at(10), qmp.BlockStats{WrOps: 200, WrTotalTimeNs: 2e9}, nil)
+	w.Observe(at(20), qmp.BlockStats{WrOps: 200, WrTotalTimeNs: 2e9}, nil) // idle
+	im := w.Observe(at(30), qmp.BlockStats{WrOps: 200, WrTotalTimeNs: 2e9}, &qmp.BlockJob{ID: "j", Type: "backup"})
+	if im == nil || im.BaselineWriteLatencyMs == nil || *im.BaselineWriteLatencyMs != 10 || im.BaselineS != 20 {
+		t.Errorf("baseline %+v", im)
+	}
+	w = Watch{}
+	w.Observe(at(0), qmp.BlockStats{WrOps: 100, WrTotalTimeNs: 1e9}, nil)
+	w.Observe(at(10), qmp.BlockStats{WrOps: 200, WrTotalTimeNs: 2e9}, nil)
+	w.Observe(at(20), qmp.BlockStats{WrOps: 200, WrTotalTimeNs: 1e9}, nil) // write time went back
+	im = w.Observe(at(30), qmp.BlockStats{WrOps: 300, WrTotalTimeNs: 2e9}, &qmp.BlockJob{ID: "j", Type: "backup"})
+	if im == nil || im.BaselineWriteLatencyMs != nil || im.BaselineS != 0 {
+		t.Errorf("after the counters went back: %+v", im)
 	}
 }
