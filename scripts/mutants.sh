@@ -1,9 +1,9 @@
 #!/bin/sh
 # Mutation testing (gremlins) of the packages that hold the product's
-# decisions: every capability package, qemuserver and fio. Each must reach
-# a test efficacy of at least 85 % and a mutator coverage of at least 80 %
-# with its own unit tests (no root, no QEMU). gremlins tests a copy of the
-# module, so the corpora beside the checkout are passed by environment.
+# decisions: every capability package, qemuserver, fio and fioreport. Each
+# must reach a test efficacy of at least 85 % and a mutator coverage of at
+# least 80 % with its own unit tests (no root, no QEMU). gremlins tests a
+# copy of the module, so the corpora beside the checkout are passed by environment.
 # A mutant's test run may take 10 times the unmutated run (gremlins'
 # default timed out most mutants of packages whose tests take a fraction
 # of a second, such as latency: their build alone takes longer).
