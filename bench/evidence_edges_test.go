@@ -1,0 +1,48 @@
+package bench
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// The edges of the allocation share and of the total limits (reads and
+// writes added up), and the evidence's text with and without its runs.
+func TestJudgeEdgesMore(t *testing.T) {
+	var rr4k Job
+	for _, j := range LabJobSet() {
+		if j.Name == "rr4k" {
+			rr4k = j
+		}
+	}
+	none := qemuserver.CacheOf("none")
+	const area = 100 << 20 // 95 % of it is a whole number of bytes
+	share := int64(AllocatedShare * area)
+	for _, c := range []struct {
+		name string
+		f    DiskFacts
+		o    Observation
+		m    Measured
+		want []Kind
+	}{
+		{"thin, exactly the share allocated", DiskFacts{Cache: none, AreaBytes: area, Thin: true}, Observation{AllocatedBytes: p(share)}, Measured{}, nil},
+		{"thin, a byte under the share", DiskFacts{Cache: none, AreaBytes: area, Thin: true}, Observation{AllocatedBytes: p(share - 1)}, Measured{}, []Kind{NeverWritten}},
+		{"reads and writes add up to the total iops limit", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-total": 1000}}, Observation{}, Measured{ReadIOPS: 600, WriteIOPS: 300}, []Kind{LimitBound}},
+		{"the reads alone are under it", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"iops-total": 1000}}, Observation{}, Measured{ReadIOPS: 600, WriteIOPS: 200}, nil},
+		{"reads and writes add up to the total bandwidth limit", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"bps-total": 10 << 20}}, Observation{}, Measured{ReadBytes: 6 << 20, WriteBytes: 3 << 20}, []Kind{LimitBound}},
+		{"under the total bandwidth limit", DiskFacts{Cache: none, AreaBytes: area, Limits: qemuserver.Limits{"bps-total": 10 << 20}}, Observation{}, Measured{ReadBytes: 6 << 20, WriteBytes: 2 << 20}, nil},
+	} {
+		if got := kinds(Judge(rr4k, c.f, c.o, c.m)); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	e := Evidence{Kind: LimitBound, Message: "900 IOPS against the running limit iops-total=1000"}
+	if got := e.Text(); got != "limit-bound: 900 IOPS against the running limit iops-total=1000" {
+		t.Errorf("%q", got)
+	}
+	e.Runs = []int{1, 3}
+	if got := e.Text(); got != "limit-bound: 900 IOPS against the running limit iops-total=1000 (run 1, 3)" {
+		t.Errorf("%q", got)
+	}
+}
