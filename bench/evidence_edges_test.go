@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -43,6 +44,33 @@ func TestJudgeEdgesMore(t *testing.T) {
 	}
 	e.Runs = []int{1, 3}
 	if got := e.Text(); got != "limit-bound: 900 IOPS against the running limit iops-total=1000 (run 1, 3)" {
+		t.Errorf("%q", got)
+	}
+}
+
+// A job name goes into file names (<disk>-<job>-<run>.json): letters,
+// digits and _.+ only, the ends of each range included.
+func TestJobNameChars(t *testing.T) {
+	for _, ok := range []string{"az", "AZ", "09", "rr4k_a.b+c"} {
+		if !jobName(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"`", "{", "@", "[", "/", ":", "-", "a b", "a-b"} {
+		if jobName(bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The settings line says the running limits, or that there are none.
+func TestSettingsTextLimits(t *testing.T) {
+	s := Settings{Controller: "virtio-scsi-single", Device: "scsi-hd", Cache: "none", AIO: "io_uring"}
+	if got := s.Text(); !strings.Contains(got, "no limits") || strings.Contains(got, "limits iops") {
+		t.Errorf("%q", got)
+	}
+	s.Limits = qemuserver.Limits{"iops-write": 200}
+	if got := s.Text(); strings.Contains(got, "no limits") || !strings.Contains(got, "limits iops-write=200") {
 		t.Errorf("%q", got)
 	}
 }

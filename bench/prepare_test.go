@@ -230,6 +230,13 @@ func TestPrepareRefuses(t *testing.T) {
 		t.Errorf("%+v %v", disks, err)
 	}
 
+	// The test file and a tenth more must fit in the filesystem's free
+	// space (total less used, guest-get-fsinfo: 223451136 B at /mnt/x).
+	l = newLab370(t, "")
+	if _, _, err := Prepare(context.Background(), l.node, l.v, l.sel("scsi1"), Method{SizeBytes: 203150000}, Request{}); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "/mnt/x has 213 MiB free") {
+		t.Errorf("too big a test file: %v", err)
+	}
+
 	// QEMU gone: unreachable, the agent never asked.
 	l = newLab370(t, "")
 	l.qemu.Kill()
