@@ -1,10 +1,16 @@
 package bench
 
 import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
@@ -72,5 +78,40 @@ func TestSettingsTextLimits(t *testing.T) {
 	s.Limits = qemuserver.Limits{"iops-write": 200}
 	if got := s.Text(); strings.Contains(got, "no limits") || !strings.Contains(got, "limits iops-write=200") {
 		t.Errorf("%q", got)
+	}
+}
+
+// A run's rates for the limit rule, from Lab 37's recorded rr4k run
+// (iodepth 32 for 20 s: 1.6 requests a second can still sit in QEMU's
+// throttle when fio stops); no result, no rates.
+func TestMeasuredFromRun(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "fio", "testdata", "lab", "lab37", "io_uring-rr4k-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fio.Parse("io_uring-rr4k-1.json", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := measured(res)
+	if math.Abs(m.InFlightIOPS-1.6) > 1e-9 || m.ReadIOPS != res.Jobs[0].Read.IOPS || m.ReadIOPS < 27460 || m.ReadIOPS >= 27461 || m.WriteIOPS != 0 ||
+		math.Abs(m.ReadBytes-112512204.8) > 1 || m.WriteBytes != 0 {
+		t.Errorf("%+v", m)
+	}
+	if m := measured(nil); m != (Measured{}) {
+		t.Errorf("nil: %+v", m)
+	}
+}
+
+// The test file and a tenth more fit exactly; a byte less does not.
+func TestPlaceFreeSpaceEdge(t *testing.T) {
+	const size = 100 << 20
+	for free, ok := range map[int64]bool{size + size/10: true, size + size/10 - 1: false} {
+		p := Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/mnt/x"}}, FreeBytes: map[string]int64{"/mnt/x": free}}
+		g := &guest{status: func([]string) string { return "" }}
+		_, err := Place(context.Background(), newGuest(t, g), p, size)
+		if (err == nil) != ok {
+			t.Errorf("free %d for %d: %v", free, size, err)
+		}
 	}
 }

@@ -126,10 +126,12 @@ func (l *lab370) prepare(t *testing.T, req Request, ids ...string) ([]Disk, *Nod
 // lvm-thin disks (no zvol).
 func TestPrepare(t *testing.T) {
 	l := newLab370(t, "")
-	// VM 371 runs with a disk on local-lvm and one on another pool; VM 372
+	// VM 371 runs with a disk on local-lvm and one on another pool, VM 374
+	// on the other pool alone; VM 372
 	// is stopped (a pid file left behind, no process); 373's pid file is
 	// not a VM's; 370 itself is no neighbour.
 	startVM(t, l.n, 371, 5000, "scsihw: virtio-scsi-single\nscsi0: local-lvm:vm-371-disk-0,iothread=1,size=8G\nscsi1: other:vm-371-disk-1,iothread=1,size=8G\n")
+	startVM(t, l.n, 374, 5002, "scsihw: virtio-scsi-single\nscsi0: other:vm-374-disk-0,iothread=1,size=8G\n") // on another storage alone
 	l.n.Write(t, l.n.Paths.VMConfig(372), "scsi0: local-lvm:vm-372-disk-0,size=8G\n")
 	l.n.Write(t, l.n.Paths.PidFile(372), "5001\n")
 	l.n.Write(t, filepath.Join(l.n.Paths.RunDir(), "qmeventd.pid"), "1\n")
