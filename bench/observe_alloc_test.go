@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -89,5 +91,38 @@ func TestNodeObserverAllocation(t *testing.T) {
 	}
 	if got.FlushOps != nil || !strings.HasPrefix(got.FlushWhy, "query-blockstats failed: ") || len(got.FlushWhy) <= len("query-blockstats failed: ") {
 		t.Errorf("QMP gone: %v %q", got.FlushOps, got.FlushWhy)
+	}
+}
+
+// A neighbour's bytes moved during the step: its counters at the end
+// against those at the start (top's recorded lab370 pair: scsi1 wrote
+// 20 MiB between them).
+func TestNodeObserverNeighbourMoved(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "top", "testdata", "lab370-blockdev", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a, b := read("query-blockstats-a.json"), read("query-blockstats-b.json")
+	calls := 0
+	nq := qmptest.NewQEMU(t, func(cmd string, _ gjson.Result) string {
+		if cmd != "query-blockstats" {
+			return qmptest.NotFound(cmd)
+		}
+		calls++
+		if calls == 1 {
+			return qmptest.Return(a)
+		}
+		return qmptest.Return(b)
+	})
+	q := qmptest.NewQEMU(t, qmptest.Replies(map[string]string{"query-blockstats": blockstats72(t)}))
+	o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: runningVM(t, 370, q),
+		Facts:      map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}},
+		Neighbours: map[string][]NeighbourVM{"scsi1": {{VMID: 371, VM: runningVM(t, 371, nq), Disks: []string{"scsi1"}}}}}
+	got := o.Start(context.Background(), Step{Disk: "scsi1", Job: LabJobSet()[0], Run: 1})()
+	if len(got.Neighbours) != 1 || got.Neighbours[0].VMID != 371 || got.Neighbours[0].Bytes != 107216896-86245376 || got.NeighbourWhy != "" {
+		t.Errorf("neighbours %+v %q", got.Neighbours, got.NeighbourWhy)
 	}
 }
