@@ -114,3 +114,16 @@ func TestWatchIdleSamplesKeepBaseline(t *testing.T) {
 		t.Errorf("after the counters went back: %+v", im)
 	}
 }
+
+// A backup job whose offset did not move between two samples runs at
+// 0 B/s (said as 0, not unknown).
+func TestWatchJobStandsStill(t *testing.T) {
+	var w Watch
+	t0 := time.Unix(1764590000, 0)
+	job := &qmp.BlockJob{ID: "j", Type: "backup", Len: 1000, Offset: 300}
+	w.Observe(t0, qmp.BlockStats{WrOps: 5, WrTotalTimeNs: 5e6}, job)
+	im := w.Observe(t0.Add(10*time.Second), qmp.BlockStats{WrOps: 5, WrTotalTimeNs: 5e6}, job)
+	if im == nil || im.SpeedBps == nil || *im.SpeedBps != 0 {
+		t.Errorf("%+v", im)
+	}
+}
