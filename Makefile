@@ -20,7 +20,7 @@ help:
 	@echo "test     install test dependencies when missing, then run every test"
 	@echo "test-unit  the unit tests outside cmd/ and internal/, as user nobody without QEMU (none may skip)"
 	@echo "fuzz     run every fuzz target for FUZZTIME each (default 30s); make test runs their seeds"
-	@echo "mutants  mutation testing (gremlins) of the capability packages, qemuserver and fio"
+	@echo "mutants  mutation testing (gremlins) of the capability packages, qemuserver, fio and fioreport"
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet + gofmt check"
 	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"

@@ -151,3 +151,31 @@ func TestForVMEdges(t *testing.T) {
 }
 
 func diff(d *vm.Disk) []string { return qemuserver.Diff(*d.Configured, *d.Running) }
+
+// QEMU exits between the caller's exchange and this one: every disk with
+// a running count to read says why it has none and keeps the config's and
+// command line's; a disk without virtqueues (scsi0 on an emulated LSI
+// controller, whose queues= qemu-server ignores) has nothing to read and
+// no reason.
+func TestForVMQMPGone(t *testing.T) {
+	lsi := []string{"/usr/bin/kvm", "-id", "100", "-pidfile", "/var/run/qemu-server/100.pid", "-smp", "2",
+		"-device", "lsi,id=scsihw0,bus=pci.0,addr=0x5",
+		"-drive", "file=/dev/pve/vm-100-disk-0,if=none,id=drive-scsi0,format=raw,cache=none,aio=io_uring,detect-zeroes=on",
+		"-device", "scsi-hd,bus=scsihw0.0,scsi-id=0,drive=drive-scsi0,id=scsi0",
+		"-drive", "file=/dev/pve/vm-100-disk-1,if=none,id=drive-virtio0,format=raw,cache=none,aio=io_uring,detect-zeroes=on",
+		"-device", "virtio-blk-pci,drive=drive-virtio0,id=virtio0,bus=pci.0,addr=0xa,num-queues=2",
+	}
+	v, q := load(t, "scsihw: lsi\nscsi0: local-lvm:vm-100-disk-0,queues=4\nvirtio0: local-lvm:vm-100-disk-1\n", lsi, qemu72)
+	q.Kill()
+	got := ForVM(context.Background(), v, v.Disks, 2*time.Second, true)
+	s0, v0 := got["scsi0"], got["virtio0"]
+	if s0 == nil || s0.Object != "" || s0.Unread != "" || s0.Running != nil || *s0.Configured != 4 || s0.Applied {
+		t.Errorf("scsi0 %+v", s0)
+	}
+	if v0 == nil || v0.Running != nil || !strings.HasPrefix(v0.Unread, "QMP: ") || len(v0.Unread) <= len("QMP: ") || *v0.CommandLine != 2 {
+		t.Errorf("virtio0 %+v", v0)
+	}
+	if !strings.HasPrefix(v0.Line(), "queues: running unknown (QMP: ") || !strings.HasSuffix(v0.Line(), "), command line 2, config not set") {
+		t.Errorf("%q", v0.Line())
+	}
+}

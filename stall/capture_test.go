@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,10 @@ import (
 // iothread 2455, whose 8 io_uring workers are blocked) and of the idle
 // scsi0 for the others, the recorded threads plus one iothread per
 // further disk (copies of the recorded idle iothread's files).
-func captureNode(t testing.TB, disks int) (node.Node, *qmptest.QEMU) {
+//
+// QEMU answers each command of refuse as a QEMU without it does
+// (CommandNotFound).
+func captureNode(t testing.TB, disks int, refuse ...string) (node.Node, *qmptest.QEMU) {
 	t.Helper()
 	root := t.TempDir()
 	n := node.New(node.NewPaths(root, filepath.Join(root, "proc"), filepath.Join(root, "sys")), 5*time.Second)
@@ -87,14 +91,20 @@ func captureNode(t testing.TB, disks int) (node.Node, *qmptest.QEMU) {
 		write(filepath.Join(n.Paths.ProcPid(pid), "task", tid, "stat"), strings.Replace(string(idle), "2454", tid, 1))
 		write(filepath.Join(n.Paths.ProcPid(pid), "task", tid, "wchan"), "0")
 	}
-	q := qmptest.NewQEMU(t, qmptest.Replies(map[string]string{
+	replies := qmptest.Replies(map[string]string{
 		"query-blockstats": "[" + strings.Join(bs, ",") + "]",
 		"query-block":      "[" + strings.Join(qb, ",") + "]",
 		"query-block-jobs": read("query-block-jobs.json").Raw,
 		"query-iothreads":  "[" + strings.Join(iots, ",") + "]",
 		"query-cpus-fast":  read("query-cpus-fast.json").Raw,
 		"qom-get":          `{"bps-write": 0}`,
-	}))
+	})
+	q := qmptest.NewQEMU(t, func(cmd string, args gjson.Result) string {
+		if slices.Contains(refuse, cmd) {
+			return qmptest.NotFound(cmd)
+		}
+		return replies(cmd, args)
+	})
 	if err := os.Symlink(q.Sock(), n.Paths.QMPSocket(100)); err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,14 @@ package zfs
 import (
 	"context"
 	"errors"
-	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
+	"github.com/pvediskcheck/pvediskcheck/node"
 )
 
 func fixture(t *testing.T, name string) string {
@@ -85,6 +88,14 @@ func TestParseRefuses(t *testing.T) {
 			t.Errorf("%s: err %v, want ErrParse", name, err)
 		}
 	}
+	// A refreservation of 0 is how -p prints a sparse zvol's (libzfs
+	// zfs_prop_get, literal); "none" is how it prints without -p: both are 0.
+	for _, v := range []string{"0", "none"} {
+		got, err := Parse([]byte("pool/test\trefreservation\t" + v + "\n"))
+		if err != nil || got["pool/test"].RefreservationBytes == nil || *got["pool/test"].RefreservationBytes != 0 {
+			t.Errorf("refreservation %s: got %+v, %v; want 0", v, got["pool/test"], err)
+		}
+	}
 	// "-" is a property the dataset does not have: no number, no error.
 	got, err := Parse([]byte("rpool/data\tvolsize\t-\n"))
 	if err != nil || got["rpool/data"].VolsizeBytes != nil {
@@ -131,6 +142,13 @@ func TestReadOneCallAndUnknown(t *testing.T) {
 	}
 }
 
+// SyncFix is the command the cache view and check print for sync=disabled.
+func TestSyncFix(t *testing.T) {
+	if got, want := SyncFix("rpool/data/vm-100-disk-5"), "zfs set sync=standard rpool/data/vm-100-disk-5"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
+
 func TestSummary(t *testing.T) {
 	got, _ := Parse([]byte(fixture(t, "get-sync-always.txt")))
 	if s, want := got["tank/vol"].Summary(), "zvol tank/vol: volblocksize 128 KiB, sync always, compression lz4, primarycache all, logbias latency, refreservation none, volsize 200 GiB"; s != want {
@@ -141,7 +159,7 @@ func TestSummary(t *testing.T) {
 // pve-storage 9.1.4 verify_zfs_blocksize: the values its own error text
 // names, the edges of its range and of its syntax.
 func TestCheckBlocksize(t *testing.T) {
-	for _, ok := range []string{"", "4k", "8k", "16k", "64k", "1m", "512", "16M", "16384", "128K", "16384k"} {
+	for _, ok := range []string{"", "4k", "8k", "16k", "64k", "1m", "512", "16M", "16384", "128K", "16384k", "1024", "2097152", "16777216", "1024K"} {
 		if err := CheckBlocksize(ok); err != nil {
 			t.Errorf("%q: %v, want accepted", ok, err)
 		}
@@ -149,6 +167,15 @@ func TestCheckBlocksize(t *testing.T) {
 	for _, bad := range []string{"256", "511", "32m", "16385k", "3k", "12k", "0", "08k", "4kb", "4 k", "k", "-4k", "4g", "1.5m", "99999999999999999999k"} {
 		if err := CheckBlocksize(bad); err == nil || !strings.Contains(err.Error(), "pve-storage refuses it") {
 			t.Errorf("%q: %v, want refused", bad, err)
+		}
+	}
+	// Which of the two rules refuses: the syntax, or the size of a number.
+	for v, why := range map[string]string{
+		"96k": "not a power of 2", "9": "not a power of 2", "1090k": "not a power of 2", "16777217": "not a power of 2",
+		"08k": "not a positive number", "0": "not a positive number", "4kb": "not a positive number", "1.5m": "not a positive number", "/4k": "not a positive number", ":4k": "not a positive number",
+	} {
+		if err := CheckBlocksize(v); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%q: %v, want %q", v, err, why)
 		}
 	}
 }
@@ -171,5 +198,26 @@ func TestParseArcstats(t *testing.T) {
 	}
 	if _, err := ParseArcstats([]byte("name type data\nhits 4 1\n")); !errors.Is(err, ErrParse) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// ReadARC reads arcstats below the node's procfs; a node without the ZFS
+// module (no such file) is an error, not a zero ARC.
+func TestReadARC(t *testing.T) {
+	root := t.TempDir()
+	p := node.NewPaths(root, filepath.Join(root, "proc"), filepath.Join(root, "sys"))
+	n := node.New(p, 0)
+	if _, err := ReadARC(context.Background(), n); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no zfs module: err %v, want not exist", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(ArcstatsPath(p.Proc)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ArcstatsPath(p.Proc), []byte(fixture(t, "arcstats-openzfs2.txt")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ReadARC(context.Background(), n)
+	if err != nil || a.Hits != 174896434 || a.MaxBytes != 33676691456 {
+		t.Errorf("%+v %v", a, err)
 	}
 }
