@@ -81,6 +81,8 @@ const (
 	// CodeStorageUnavailable: a volume on a storage disabled or not
 	// available on this node; the next start fails.
 	CodeStorageUnavailable Code = "storage-unavailable"
+	// CodeQueuesInvalid: a queues= over QEMU's maximum; the next start fails.
+	CodeQueuesInvalid Code = "queues-invalid"
 	// CodeFleecingStorage: a backup job backs the VM up with fleecing on a
 	// storage that goes against Proxmox's advice (not thin, no discard,
 	// none set, not in storage.cfg); package backupcfg decides.
@@ -91,7 +93,7 @@ const (
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {

@@ -160,6 +160,7 @@ const (
 	editAIO                 // drop aio=io_uring where it is still a hazard, aio=native where still without O_DIRECT
 	editSCSIHW              // scsihw virtio-scsi-single (a VM option)
 	editMove                // move an emulated-controller disk to SCSI
+	editQueues              // drop a queues= QEMU refuses
 )
 
 // diskRun is one disk under judgement: its findings and the edits that fix
@@ -213,6 +214,14 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 			}
 		}
 		r.add(Error, CodeLimitInvalid, strings.Join(p, "; ")+why, editLimits)
+	}
+	// qemu-server passes queues= to the disk's own controller only under
+	// scsihw virtio-scsi-single (QemuServer.pm config_to_command), where
+	// QEMU refuses what is over its maximum and the VM does not start.
+	if q, ok := r.drv.Opts["queues"]; ok && r.drv.Bus == "scsi" && j.scsihw == "virtio-scsi-single" {
+		if why := qemuserver.QueuesRefusal(q); why != "" {
+			r.add(Error, CodeQueuesInvalid, fmt.Sprintf("queues=%s: qm set accepts it (Proxmox checks only the minimum of 2), but QEMU refuses to start the VM: %q (at most %d queues; without queues= QEMU picks its default, one per vCPU from machine type 5.2)", q, why, qemuserver.MaxSCSIQueues), editQueues)
+		}
 	}
 	if kind != qemuserver.KindDisk && kind != qemuserver.KindCDROM {
 		return r.finish()
@@ -482,6 +491,9 @@ func (r *diskRun) fix() ([]string, string) {
 	}
 	if r.edits[editDiscard] {
 		f.Opts["discard"] = "on"
+	}
+	if r.edits[editQueues] {
+		delete(f.Opts, "queues")
 	}
 	if r.edits[editAIO] {
 		direct := qemuserver.UsesCacheDirect(f, r.stor)

@@ -222,6 +222,18 @@ func ruleCases() []ruleCase {
 		{name: "ssd on VirtIO Block alone", conf: "virtio0: " + lvmVol + ",discard=on,ssd=1\n",
 			want: []string{"warning ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
 		{name: "ssd on VirtIO Block with another error", conf: "virtio0: " + lvmVol + ",ssd=1,bogus=1\n", want: []string{"error config-invalid virtio0"}},
+		// queues= over QEMU's maximum (measured: 1022 starts, 1023 does not)
+		{name: "queues at QEMU's maximum", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on,iothread=1,queues=1022\n", want: none},
+		{name: "queues over QEMU's maximum", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on,iothread=1,queues=1023\n",
+			want:  []string{"error queues-invalid scsi0"},
+			fixes: map[string]string{"queues-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on,iothread=1"},
+			msgs:  map[string]string{"queues-invalid scsi0": `QEMU refuses to start the VM: "Invalid number of queues (= 1023), must be a positive integer less than 1022."`}},
+		{name: "queues past uint32", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on,queues=99999999999999999999\n",
+			want: []string{"error queues-invalid scsi0"}, msgs: map[string]string{"queues-invalid scsi0": `"Parameter 'num_queues' expects uint32_t"`}},
+		{name: "queues over the maximum, and discard off: one fix", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",queues=4096\n",
+			want:  []string{"error queues-invalid scsi0", "warning discard-ignored-on-thin scsi0"},
+			fixes: map[string]string{"queues-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on"}},
+		{name: "queues is not passed without virtio-scsi-single", conf: "scsihw: virtio-scsi-pci\nscsi0: " + lvmVol + ",discard=on,queues=4096\n", want: none},
 		// [PENDING] on a stopped VM: the next start's drive is judged
 		{name: "delete: in [PENDING]", conf: "scsi0: " + lvmVol + ",discard=on\nscsi1: local-lvm:vm-100-disk-1,cache=unsafe\n[PENDING]\ndelete: scsi1\n", want: none},
 		{name: "a [PENDING] change is judged", conf: "scsi0: " + lvmVol + ",discard=on\n[PENDING]\nscsi0: " + lvmVol + ",cache=unsafe,discard=on\n",

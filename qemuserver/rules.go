@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
@@ -115,6 +116,29 @@ func CacheFlags(mode string) (direct, noFlush bool, writeCache string) {
 
 // QueuesName prints a command line's queue count: "default" (QEMU's: one
 // per vCPU) where none is set.
+// MaxSCSIQueues is the most request queues QEMU gives a virtio-scsi
+// controller (hw/scsi/virtio-scsi.c: VIRTIO_QUEUE_MAX minus the control
+// and event queues); measured: num_queues=1022 starts, 1023 is refused, on
+// QEMU 7.2 and 11.1.3.
+const MaxSCSIQueues = 1022
+
+// QueuesRefusal is QEMU's own refusal of a drive's queues= as qemu-server
+// passes it (num_queues on the disk's virtio-scsi-single controller: the
+// schema checks only its minimum of 2), "" when QEMU takes it. Measured
+// on QEMU 7.2 and 11.1.3.
+func QueuesRefusal(v string) string {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return "Parameter 'num_queues' expects uint32_t"
+	}
+	// UINT32_MAX is QEMU's "auto" (VIRTIO_SCSI_AUTO_NUM_QUEUES): one per
+	// vCPU, taken (measured on both versions).
+	if n > MaxSCSIQueues && n != math.MaxUint32 {
+		return fmt.Sprintf("Invalid number of queues (= %d), must be a positive integer less than %d.", n, MaxSCSIQueues)
+	}
+	return ""
+}
+
 func QueuesName(n int) string {
 	if n == 0 {
 		return "default"

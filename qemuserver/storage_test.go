@@ -394,3 +394,21 @@ func TestStorageUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// QueuesRefusal: QEMU's own refusals of num_queues (measured on 7.2 and
+// 11.1.3: 1022 starts, 1023 and a value past uint32 do not; UINT32_MAX
+// is QEMU's auto and starts).
+func TestQueuesRefusal(t *testing.T) {
+	for v, want := range map[string]string{
+		"2": "", "16": "", "1022": "",
+		"1023":                 "Invalid number of queues (= 1023), must be a positive integer less than 1022.",
+		"4294967294":           "Invalid number of queues (= 4294967294), must be a positive integer less than 1022.",
+		"4294967295":           "", // QEMU's auto: one queue per vCPU
+		"4294967296":           "Parameter 'num_queues' expects uint32_t",
+		"99999999999999999999": "Parameter 'num_queues' expects uint32_t",
+	} {
+		if got := QueuesRefusal(v); got != want {
+			t.Errorf("queues=%s: %q, want %q", v, got, want)
+		}
+	}
+}
