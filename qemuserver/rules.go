@@ -127,8 +127,11 @@ const MaxSCSIQueues = 1022
 // schema checks only its minimum of 2), "" when QEMU takes it. Measured
 // on QEMU 7.2 and 11.1.3.
 func QueuesRefusal(v string) string {
-	n, err := strconv.ParseUint(v, 10, 32)
+	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
+		return "Parameter 'num_queues' expects integer" // past uint64
+	}
+	if n > math.MaxUint32 {
 		return "Parameter 'num_queues' expects uint32_t"
 	}
 	// UINT32_MAX is QEMU's "auto" (VIRTIO_SCSI_AUTO_NUM_QUEUES): one per

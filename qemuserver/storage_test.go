@@ -405,7 +405,8 @@ func TestQueuesRefusal(t *testing.T) {
 		"4294967294":           "Invalid number of queues (= 4294967294), must be a positive integer less than 1022.",
 		"4294967295":           "", // QEMU's auto: one queue per vCPU
 		"4294967296":           "Parameter 'num_queues' expects uint32_t",
-		"99999999999999999999": "Parameter 'num_queues' expects uint32_t",
+		"18446744073709551615": "Parameter 'num_queues' expects uint32_t",
+		"99999999999999999999": "Parameter 'num_queues' expects integer",
 	} {
 		if got := QueuesRefusal(v); got != want {
 			t.Errorf("queues=%s: %q, want %q", v, got, want)
