@@ -77,13 +77,10 @@ func overhead(ctx context.Context, l *lab, bin string, rounds int, verbose bool,
 	if err != nil {
 		return err
 	}
-	doubles, err := fakenode.BuildDoubles()
+	env, err := l.toolEnv()
 	if err != nil {
 		return err
 	}
-	env := append(os.Environ(),
-		"PATH="+doubles+string(os.PathListSeparator)+os.Getenv("PATH"),
-		fakenode.EnvRoot+"="+l.node.Root)
 	tmp, err := os.MkdirTemp("", "pvediskcheck-overhead-")
 	if err != nil {
 		return err

@@ -55,15 +55,10 @@ func demo(ctx context.Context, l *lab, bin string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	// lvs, qm and pvesm are the harness' doubles, reporting the loop-backed
-	// volumes' real allocation (there is no device-mapper or Proxmox here).
-	doubles, err := fakenode.BuildDoubles()
+	env, err := l.toolEnv()
 	if err != nil {
 		return err
 	}
-	env := append(os.Environ(),
-		"PATH="+doubles+string(os.PathListSeparator)+os.Getenv("PATH"),
-		fakenode.EnvRoot+"="+l.node.Root)
 
 	qemu, _ := fakenode.QEMUVersion(l.node.QEMU)
 	fmt.Fprintf(stdout, "pvediskcheck demo: Lab 37's VM 370 on a scratch Proxmox VE node (QEMU %s, no guest OS), started in %.2f s\n", qemu, l.startup.Seconds())
@@ -161,4 +156,18 @@ func parseCommands(help []byte) map[string]bool {
 		}
 	}
 	return have
+}
+
+// toolEnv is the environment the tool runs in against the lab: lvs, qm and
+// pvesm are the harness' doubles, reporting the loop-backed volumes' real
+// allocation (there is no device-mapper or Proxmox here), below the lab's
+// root.
+func (l *lab) toolEnv() ([]string, error) {
+	doubles, err := fakenode.BuildDoubles()
+	if err != nil {
+		return nil, err
+	}
+	return append(os.Environ(),
+		"PATH="+doubles+string(os.PathListSeparator)+os.Getenv("PATH"),
+		fakenode.EnvRoot+"="+l.node.Root), nil
 }
