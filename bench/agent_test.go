@@ -47,11 +47,13 @@ type guest struct {
 	fsinfo  string
 	disks   string
 	silent  func(n int, argv []string) bool // guest-exec number n (from 1) is not answered
-	argvs   [][]string
-	polls   map[int]int
-	pidArgv map[int][]string
-	killed  map[int]bool // fio pids the stop script was run for
-	execs   int
+	// syncSilent leaves sync number n (from 1) unanswered.
+	syncSilent func(n int) bool
+	argvs      [][]string
+	polls      map[int]int
+	pidArgv    map[int][]string
+	killed     map[int]bool // fio pids the stop script was run for
+	execs      int
 	// With clock set, fio answers "running" until runFor has passed on
 	// it since its guest-exec, instead of for running polls.
 	clock   *stepClock
@@ -91,6 +93,7 @@ func (c *stepClock) Waits() []time.Duration {
 
 func newGuest(t *testing.T, g *guest) qmp.Agent {
 	a := qmptest.NewAgent(t)
+	a.SyncSilent = g.syncSilent
 	g.polls, g.pidArgv, g.killed, g.started = map[int]int{}, map[int][]string{}, map[int]bool{}, map[int]time.Time{}
 	a.Handle = func(w net.Conn, cmd string, req gjson.Result) {
 		g.mu.Lock()

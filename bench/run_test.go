@@ -290,3 +290,44 @@ func TestRunPollsFromThePlan(t *testing.T) {
 		t.Errorf("waits %v, want %v", clock.Waits(), want)
 	}
 }
+
+// TestRunFioMissedSyncs: a busy guest's agent that misses syncs (the
+// command after them never sent) is asked again, up to SilentTries in a
+// row; one more and the run is given up, naming the pid.
+func TestRunFioMissedSyncs(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		silent func(n int) bool // sync 1 is fio's guest-exec, then the polls
+		err    string           // "" for a run that completes
+		polls  int              // guest-exec-status answered (a missed poll's wait counts on the clock)
+		execs  int
+		runFor time.Duration // 3 s unless set
+	}{
+		{name: "none missed", silent: func(int) bool { return false }, polls: 3, execs: 1},
+		{name: "the start's sync missed", silent: func(n int) bool { return n == 1 }, polls: 3, execs: 1},
+		{name: "start missed SilentTries-1 times", silent: func(n int) bool { return n < SilentTries }, polls: 3, execs: 1},
+		{name: "start missed SilentTries times", silent: func(n int) bool { return n <= SilentTries }, err: "did not answer", execs: 0},
+		{name: "one poll missed", silent: func(n int) bool { return n == 3 }, polls: 2, execs: 1},
+		{name: "SilentTries-1 polls in a row missed", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries-1 }, polls: 2, execs: 1},
+		{name: "missed polls apart do not add up", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries-1 || n >= 9 && n < 9+SilentTries-1 }, polls: -1, execs: 1, runFor: time.Minute},
+		{name: "SilentTries polls in a row missed", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries }, err: "the guest agent left 6 polls in a row unanswered", polls: 1, execs: 1},
+	} {
+		clock := &stepClock{}
+		if c.runFor == 0 {
+			c.runFor = 3 * time.Second
+		}
+		g := &guest{status: fioStatus(t), clock: clock, runFor: c.runFor, syncSilent: c.silent}
+		a := newGuest(t, g)
+		a.Timeout = 50 * time.Millisecond
+		st, err := runFio(context.Background(), a, []string{"fio", "--name=rr4k"}, 3*time.Second, clock)
+		switch {
+		case c.err == "" && (err != nil || !st.OK()):
+			t.Errorf("%s: %v %+v", c.name, err, st)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.err)
+		}
+		if g.execs != c.execs || g.polls[1001] != c.polls && c.execs == 1 && c.polls >= 0 {
+			t.Errorf("%s: %d fio started, %d polls answered (want %d, %d)", c.name, g.execs, g.polls[1001], c.execs, c.polls)
+		}
+	}
+}

@@ -78,6 +78,11 @@ func (e *AgentTimeoutError) Error() string {
 
 func (e *AgentTimeoutError) Unwrap() error { return os.ErrDeadlineExceeded }
 
+// Unsent reports a timeout on the sync that precedes every command: the
+// command itself was never sent, so it had no effect and asking again is
+// safe.
+func (e *AgentTimeoutError) Unsent() bool { return e.Command == qgaSyncCommand }
+
 // Timeout reports true, as net.Error timeouts do.
 func (e *AgentTimeoutError) Timeout() bool { return true }
 
