@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
@@ -87,6 +88,11 @@ type Observation struct {
 	// step (query-blockstats of each); nil with NeighbourWhy when not read.
 	Neighbours   []Neighbour
 	NeighbourWhy string
+	// Latency is QEMU's latency percentiles of the disk's requests during
+	// the step, from the histogram between its first and last sample
+	// (--histogram: NodeObserver.Latency); nil with LatencyWhy otherwise.
+	Latency    *latency.Percentiles
+	LatencyWhy string
 }
 
 // Neighbour is another VM's I/O on the storage during one step.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -35,7 +36,29 @@ type NodeObserver struct {
 	Neighbours map[string][]NeighbourVM
 	// NeighbourWhy, when set, says why other VMs could not be listed.
 	NeighbourWhy string
+	// Latency, when set (--histogram), keeps QEMU latency histograms on
+	// the benchmarked disks: set in a disk's first step's first sample
+	// where none is (latency.Tracker.Ensure), read at each step's end;
+	// ReleaseLatency clears those it set.
+	Latency *latency.Tracker
 }
+
+// TrackLatency makes the observer set and read latency histograms.
+func (n *NodeObserver) TrackLatency() { n.Latency = latency.NewTracker() }
+
+// ReleaseLatency clears the histograms the observer set (on a context of
+// its own: the run's may have ended) and says what was done per disk.
+func (n *NodeObserver) ReleaseLatency(ctx context.Context) ([]latency.Note, error) {
+	if n.Latency == nil {
+		return nil, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*observeTimeout)
+	defer cancel()
+	return n.Latency.Notes(), n.Latency.Release(rctx)
+}
+
+// observeTimeout bounds each QMP exchange of the observer.
+const observeTimeout = 2 * time.Second
 
 // NeighbourVM is another running VM of the node and its disks on one
 // storage.
@@ -82,7 +105,14 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 	}
 	nbs := n.Neighbours[s.Disk]
 	nb0 := neighbourStats(ctx, nbs)
-	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: 2 * time.Second}
+	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: observeTimeout}
+	if n.Latency != nil {
+		bs.Prepare = func(qs qmp.Session, stats map[string]qmp.BlockStats) error {
+			return n.Latency.Ensure(qs, n.VM.VMID, n.VM.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
+				return n.VM.Exchange(ctx, observeTimeout, fn)
+			}, []string{s.Disk}, stats)
+		}
+	}
 	flush0, errFlush := bs.Take(ctx)
 	mem0, errMem := n.Host.Memory()
 	if errMem != nil {
@@ -160,8 +190,25 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			d := b.FlushOps - a.FlushOps
 			o.FlushOps = &d
 		}
+		if n.Latency != nil {
+			if p := latency.IntervalOf(a, b); o.FlushWhy == "" && p.Any() {
+				o.Latency = &p
+			} else {
+				o.LatencyWhy = latencyWhy(o.FlushWhy)
+			}
+		}
 		return o
 	}
+}
+
+// latencyWhy says why a step has no percentiles: its samples failed
+// (flushWhy), or no request completed in a histogram during it (QEMU
+// refused one, or one found set lacks the request's kind: the notes say).
+func latencyWhy(flushWhy string) string {
+	if flushWhy != "" {
+		return flushWhy
+	}
+	return "no request completed in a latency histogram during the step"
 }
 
 func errorsOf(a, b error) error {

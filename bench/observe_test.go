@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -13,6 +16,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -82,11 +86,110 @@ func TestNodeObserver(t *testing.T) {
 	if got.AllocatedBytes != nil || got.AllocatedWhy != "" {
 		t.Errorf("allocation read on thick storage: %+v", got)
 	}
+	if got.Latency != nil || got.LatencyWhy != "" || slices.Contains(q.Seen(), "block-latency-histogram-set") {
+		t.Errorf("latency without TrackLatency: %+v %q, QMP %v", got.Latency, got.LatencyWhy, q.Seen())
+	}
 	// A disk QEMU does not list, a neighbour whose QMP is gone, no volume path.
 	o.Neighbours["scsi9"] = []NeighbourVM{{VMID: 372, VM: runningVM(t, 372, nil), Disks: []string{"scsi0"}}}
 	got = o.Start(context.Background(), Step{Disk: "scsi9", Job: sync, Run: 1})()
 	if got.FlushOps != nil || !strings.Contains(got.FlushWhy, "does not list scsi9") || got.CachedBytes != nil || got.CachedWhy == "" ||
 		!strings.Contains(got.NeighbourWhy, "VM 372") {
 		t.Errorf("%+v", got)
+	}
+}
+
+// With TrackLatency a step's percentiles come from the histogram between
+// its first and last sample, on the recorded answers of latency/testdata
+// (scsi1: 8 writes in flight under iops-write=20, ~390 ms each; no flush):
+// the histogram is set once, in the disk's first step (the disk as found
+// has none), a step in which no request completed has none and says why,
+// and ReleaseLatency clears what was set.
+func TestNodeObserverLatency(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile("../latency/testdata/qemu-7.2.22/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a, b := read("query-blockstats-iops20-depth8-a.json"), read("query-blockstats-iops20-depth8-b.json")
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(a), &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		for _, k := range []string{"rd_latency_histogram", "wr_latency_histogram", "flush_latency_histogram"} {
+			delete(e["stats"].(map[string]any), k)
+		}
+	}
+	bare, _ := json.Marshal(entries)
+	replies := []string{string(bare), a, a, b, b, b}
+	var mu sync.Mutex
+	var sets []string
+	served := 0
+	q := qmptest.NewQEMU(t, func(cmd string, args gjson.Result) string {
+		mu.Lock()
+		defer mu.Unlock()
+		switch cmd {
+		case "query-blockstats":
+			r := replies[min(served, len(replies)-1)]
+			served++
+			return qmptest.Return(r)
+		case "block-latency-histogram-set":
+			sets = append(sets, args.Raw)
+			return qmptest.Return("{}")
+		}
+		return qmptest.NotFound(cmd)
+	})
+	v := runningVM(t, 370, q)
+	o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: v, Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}}}
+	o.TrackLatency()
+	rw := LabJobSet()[2]
+	first := o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 1})()
+	second := o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 2})()
+	idle := o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 3})()
+	if first.Latency == nil || first.Latency.WriteP50Ms == nil || first.LatencyWhy != "" {
+		t.Errorf("first step (from the set histogram's zero bins): %+v %q", first.Latency, first.LatencyWhy)
+	}
+	if p := second.Latency; p == nil || p.WriteP50Ms == nil || *p.WriteP50Ms < 370 || *p.WriteP50Ms > 410 || p.FlushP50Ms != nil || p.ReadP50Ms != nil {
+		t.Errorf("second step: %+v", p)
+	}
+	if idle.Latency != nil || !strings.Contains(idle.LatencyWhy, "no request completed") {
+		t.Errorf("a step without requests: %+v %q", idle.Latency, idle.LatencyWhy)
+	}
+	notes, err := o.ReleaseLatency(context.Background())
+	if err != nil || len(notes) != 1 || notes[0].Owner != "set" || notes[0].Disk != "scsi1" {
+		t.Errorf("release: %v %+v", err, notes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sets) != 2 || !strings.Contains(sets[0], "boundaries-write") || sets[1] != `{"id":"scsi1"}` {
+		t.Errorf("sets %v, want one set and one clear", sets)
+	}
+}
+
+// TestQEMULatencyFolds: each percentile over the runs that have it, the
+// first reason a run had none, nothing without --histogram.
+func TestQEMULatencyFolds(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	runs := []Observation{
+		{Latency: &latency.Percentiles{WriteP50Ms: f(300), WriteP95Ms: f(400), WriteP99Ms: f(410), FlushP50Ms: f(2)}},
+		{LatencyWhy: "query-blockstats failed: gone"},
+		{Latency: &latency.Percentiles{WriteP50Ms: f(330), WriteP95Ms: f(420), WriteP99Ms: f(430)}},
+		{LatencyWhy: "no request completed in a latency histogram during the step"},
+	}
+	got, why := qemuLatency(runs)
+	w := got["write_p50"]
+	if len(got) != 4 || w.N != 2 || w.Mean != 315 || got["flush_p50"].N != 1 || got["write_p99"].Mean != 420 || why != "query-blockstats failed: gone" {
+		t.Errorf("%+v %q", got, why)
+	}
+	if _, ok := got["read_p50"]; ok {
+		t.Errorf("read_p50 without a read")
+	}
+	if got, why := qemuLatency([]Observation{{}, {}}); got != nil || why != "" {
+		t.Errorf("without --histogram: %+v %q", got, why)
+	}
+	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}); got != nil || why != "x" {
+		t.Errorf("no run with percentiles: %+v %q", got, why)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
 // Result is bench's answer (--json encodes it as it is).
@@ -22,6 +23,10 @@ type Result struct {
 	Complete bool     `json:"complete"`
 	Missing  []string `json:"missing"`
 	Stopped  string   `json:"stopped,omitempty"`
+	// Histograms says per disk what was done about its latency histogram
+	// (--histogram: set for the bench and cleared after, or found set and
+	// used as it is); omitted without.
+	Histograms []latency.Note `json:"histograms,omitempty"`
 	// Summary is fio summary's view of the saved files (the text table).
 	Summary *fio.Summary `json:"-"`
 }
@@ -57,6 +62,14 @@ type JobResult struct {
 	P99      *fio.Stat `json:"p99_ns,omitempty"`
 	P99Of    string    `json:"p99_of,omitempty"`
 	Fsync    *fio.Stat `json:"fsync_mean_ns,omitempty"`
+	// QEMULatencyMs is QEMU's own latency percentiles of the job's
+	// requests, from latency histograms (--histogram), by kind and
+	// percentile ("write_p99"), each over the runs that have it: fio's p99
+	// is the guest's, and the gap between the two is the path from the
+	// guest's driver to QEMU's block layer. Omitted without --histogram;
+	// QEMULatencyWhy says why a run had none.
+	QEMULatencyMs  map[string]fio.Stat `json:"qemu_latency_ms,omitempty"`
+	QEMULatencyWhy string              `json:"qemu_latency_why,omitempty"`
 	// Evidence is what the node saw that taints these numbers.
 	Evidence []Evidence    `json:"evidence"`
 	Warnings []fio.Warning `json:"warnings"`
@@ -106,6 +119,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 				continue
 			}
 			groups[d.ID] = append(groups[d.ID], *g)
+			var runs []Observation
 			jr := JobResult{Name: g.Job, Workload: g.Workload, Dir: g.Dir, Runs: g.Files, IOPS: g.IOPS, MiBps: g.BandwidthMiBps,
 				LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings}
 			for _, sr := range out.Done {
@@ -113,8 +127,10 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 					continue
 				}
 				obs = append(obs, Observed{sr.Step.Job, sr.Obs})
+				runs = append(runs, sr.Obs)
 				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
 			}
+			jr.QEMULatencyMs, jr.QEMULatencyWhy = qemuLatency(runs)
 			dr.Jobs = append(dr.Jobs, jr)
 		}
 		dr.Evidence = Unseen(d.Facts, obs)
@@ -136,6 +152,41 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 		}
 	}
 	return r
+}
+
+// qemuLatency folds the runs' percentiles by kind and percentile
+// ("read_p50" ... "flush_p99"), each over the runs that have it; the first
+// reason a run had none; nil and "" when no run was observed for them.
+func qemuLatency(runs []Observation) (map[string]fio.Stat, string) {
+	vals := map[string][]float64{}
+	why := ""
+	for _, o := range runs {
+		if o.Latency == nil {
+			if why == "" {
+				why = o.LatencyWhy
+			}
+			continue
+		}
+		for _, k := range latency.Kinds {
+			p50, p95, p99 := o.Latency.Of(k)
+			for _, q := range []struct {
+				name string
+				v    *float64
+			}{{"p50", p50}, {"p95", p95}, {"p99", p99}} {
+				if q.v != nil {
+					vals[string(k)+"_"+q.name] = append(vals[string(k)+"_"+q.name], *q.v)
+				}
+			}
+		}
+	}
+	if len(vals) == 0 {
+		return nil, why
+	}
+	out := map[string]fio.Stat{}
+	for k, v := range vals {
+		out[k] = fio.NewStat(v)
+	}
+	return out, why
 }
 
 func hasFile(files []string, f string) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/bench"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -41,6 +44,7 @@ func benchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
 			&cli.StringFlag{Name: "out", Usage: "results `DIR` (default ./bench-VMID-TIMESTAMP)"},
 			reportFlag(),
+			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE for the bench: set latency histograms on the disks measured and give QEMU's p50/p95/p99 per job beside fio's (one found set is used as it is); cleared after"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, its time and the exact fio command lines; write nothing"},
 		},
 		Action: benchAction,
@@ -140,10 +144,17 @@ func benchAction(c *cli.Context) error {
 	if mem, err := (sampler.Host{Proc: e.paths.Proc, Sys: e.paths.Sys}).Memory(); err == nil {
 		ram = mem.TotalBytes
 	}
+	if c.Bool("histogram") {
+		obs.TrackLatency()
+	}
 	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram,
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
+	notes, rerr := obs.ReleaseLatency(e.ctx())
+	if rerr != nil {
+		outcome.Err = errors.Join(outcome.Err, exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: clearing the latency histograms", vmid), rerr))
+	}
 	res := bench.Summarise(m, disks, outcome, ram)
-	res.VMID, res.Out, res.Fio, res.Guest = vmid, out, version, guest
+	res.VMID, res.Out, res.Fio, res.Guest, res.Histograms = vmid, out, version, guest, notes
 	if err := writeReport(c.String("report"), bench.HTML(res)); err != nil {
 		return err
 	}
@@ -219,6 +230,7 @@ func printBench(e *env, r *bench.Result) {
 		fmt.Fprintln(e.out)
 		summaryTable(e, r.Summary, false)
 	}
+	printBenchLatency(e, r)
 	var ev []string
 	for _, d := range r.Disks {
 		for _, j := range d.Jobs {
@@ -255,6 +267,55 @@ func printBench(e *env, r *bench.Result) {
 		fmt.Fprintf(e.out, "\nIncomplete: %d run(s) not measured (%s): %s\n", len(r.Missing), strings.Join(clipList(r.Missing, 6), " "), r.Stopped)
 	}
 	fmt.Fprintf(e.out, "\nRead again with: pvediskcheck fio summary %s  (fio compare --dir %s A B)\n", filepath.Clean(r.Out), filepath.Clean(r.Out))
+}
+
+// printBenchLatency is --histogram's table: QEMU's percentiles per job
+// (mean over the runs, with their spread) beside fio's p99, the guest's.
+func printBenchLatency(e *env, r *bench.Result) {
+	if len(r.Histograms) == 0 {
+		return
+	}
+	fmt.Fprintln(e.out, "\nQEMU's latency per job (its histograms, at the node; fio's P99 is the guest's):")
+	t := newTable(e.out, "DISK", "JOB", "FIO P99", "KIND", "P50", "P95", "P99")
+	var why []string
+	for _, d := range r.Disks {
+		for _, j := range d.Jobs {
+			fioP99 := "-"
+			if j.P99 != nil {
+				fioP99 = benchMs(fio.Stat{Mean: j.P99.Mean / 1e6, SpreadPct: j.P99.SpreadPct, N: j.P99.N})
+			}
+			for _, k := range latency.Kinds {
+				p50, ok := j.QEMULatencyMs[string(k)+"_p50"]
+				if !ok {
+					continue
+				}
+				t.row(d.ID, j.Name, fioP99, string(k), benchMs(p50), benchMs(j.QEMULatencyMs[string(k)+"_p95"]), benchMs(j.QEMULatencyMs[string(k)+"_p99"]))
+				fioP99 = "" // the guest's p99 once per job
+			}
+			if j.QEMULatencyWhy != "" {
+				why = append(why, fmt.Sprintf("  %s %s: %s", d.ID, j.Name, j.QEMULatencyWhy))
+			}
+		}
+	}
+	t.flush()
+	for _, l := range why {
+		fmt.Fprintln(e.out, l)
+	}
+	for _, h := range r.Histograms {
+		fmt.Fprintln(e.out, "  "+histogramNote(h))
+	}
+}
+
+// benchMs is a latency in ms over runs: "1.2 ms (±4%)".
+func benchMs(s fio.Stat) string {
+	if s.N == 0 {
+		return "-"
+	}
+	v := units.Duration(msDur(s.Mean))
+	if s.N > 1 {
+		v += fmt.Sprintf(" (±%.0f%%)", s.SpreadPct)
+	}
+	return v
 }
 
 func clipList(l []string, n int) []string {

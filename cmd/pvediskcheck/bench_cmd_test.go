@@ -11,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/bench"
+	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -79,5 +81,36 @@ func TestFioSummaryReadsBenchSettings(t *testing.T) {
 	out, _, _ = runCLI(t, "fio", "summary", filepath.Join("..", "..", "fio", "testdata", "real", "lab19"))
 	if strings.Contains(out, "Measured by") {
 		t.Errorf("lab19 folder:\n%s", out)
+	}
+}
+
+// TestPrintBenchLatency: the --histogram table has a row per job and kind
+// QEMU has percentiles for, fio's p99 once per job, a run's reason for none
+// and the notes; without --histogram nothing at all.
+func TestPrintBenchLatency(t *testing.T) {
+	st := func(v ...float64) fio.Stat { return fio.NewStat(v) }
+	r := &bench.Result{Disks: []bench.DiskResult{{ID: "scsi4", Jobs: []bench.JobResult{
+		{Name: "sync", P99: &fio.Stat{N: 2, Mean: 9.8e6, SpreadPct: 4}, QEMULatencyMs: map[string]fio.Stat{
+			"write_p50": st(8.5, 8.7), "write_p95": st(9.4, 9.6), "write_p99": st(9.8, 9.8), "flush_p50": st(0.3), "flush_p95": st(0.6), "flush_p99": st(1)}},
+		{Name: "rr4k", QEMULatencyWhy: "query-blockstats failed: gone"},
+	}}}}
+	var out strings.Builder
+	printBenchLatency(&env{out: &out}, r)
+	if out.Len() != 0 {
+		t.Errorf("without --histogram: %q", out.String())
+	}
+	r.Histograms = []latency.Note{{VMID: 370, Disk: "scsi4", Owner: latency.SetByUs, Boundaries: 142}}
+	printBenchLatency(&env{out: &out}, r)
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"QEMU's latency per job (its histograms, at the node; fio's P99 is the guest's):",
+		"DISK   JOB   FIO P99      KIND   P50          P95          P99",
+		"scsi4  sync  9.8ms (±4%)  write  8.6ms (±2%)  9.5ms (±2%)  9.8ms (±0%)",
+		"scsi4  sync               flush  300µs        600µs        1ms",
+		"  scsi4 rr4k: query-blockstats failed: gone",
+		"  latency histogram of scsi4: set by pvediskcheck for the window, cleared after",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

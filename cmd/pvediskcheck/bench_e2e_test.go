@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +20,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/bench"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
 // TestBenchGuestE2E is issue 23 on Lab 37's VM 370 with a real guest:
@@ -330,14 +336,20 @@ func TestBenchEvidenceE2E(t *testing.T) {
 	load := n.MustStart(t, 375, fakenode.ArgvOptions{}).StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 256 << 10, Depth: 2, Span: 128 << 20, Every: 50 * time.Millisecond})
 	defer load.Stop()
 
-	// No fill: unsafe, a fresh cache=none disk, a throttled one.
+	if len(wb.Histograms) != 0 || wb.Disks[0].Jobs[0].QEMULatencyMs != nil {
+		t.Errorf("latency without --histogram: %+v %+v", wb.Histograms, wb.Disks[0].Jobs[0].QEMULatencyMs)
+	}
+
+	// No fill: unsafe, a fresh cache=none disk, a throttled one; with
+	// QEMU's latency histograms.
 	var r bench.Result
-	errs, code = runJSON(t, n, &r, append([]string{"bench", "371", "scsi2", "scsi3", "scsi4", "--no-precondition",
+	errs, code = runJSON(t, n, &r, append([]string{"bench", "371", "scsi2", "scsi3", "scsi4", "--no-precondition", "--histogram",
 		"--job", "rr4k", "--job", "rw4k", "--job", "sync", "--out", t.TempDir()}, short...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	logEvidence(r)
+	benchHistogramsHold(t, n, 371, r)
 	for _, c := range []struct {
 		disk, job string
 		kind      bench.Kind
@@ -358,5 +370,69 @@ func TestBenchEvidenceE2E(t *testing.T) {
 		if got := has(r, c.disk, c.job, c.kind); got != c.want {
 			t.Errorf("%s %s %s: %v, want %v", c.disk, c.job, c.kind, got, c.want)
 		}
+	}
+}
+
+// benchHistogramsHold: bench --histogram set each disk's histogram and
+// cleared it after; scsi4's writes under iops_wr=100 at queue depth 32 wait
+// about 32/100 s each in QEMU's throttle, so QEMU's p50 is near 320 ms;
+// scsi3 (no limit) is far below; every job has the percentiles of its own
+// kinds and no other (a read job no write percentile).
+func benchHistogramsHold(t *testing.T, n *fakenode.Node, vmid int, r bench.Result) {
+	t.Helper()
+	var notes []string
+	for _, h := range r.Histograms {
+		notes = append(notes, h.Disk+"="+string(h.Owner))
+	}
+	if strings.Join(notes, " ") != "scsi2=set scsi3=set scsi4=set" {
+		t.Errorf("histogram notes %v", notes)
+	}
+	p50 := map[string]float64{}
+	for _, d := range r.Disks {
+		for _, j := range d.Jobs {
+			var keys []string
+			for k := range j.QEMULatencyMs {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			t.Logf("%s %s: QEMU latency %v; fio p99 %v ns", d.ID, j.Name, j.QEMULatencyMs, j.P99)
+			want := map[string]string{"rr4k": "read_p50 read_p95 read_p99", "rw4k": "write_p50 write_p95 write_p99",
+				"sync": "flush_p50 flush_p95 flush_p99 write_p50 write_p95 write_p99"}[j.Name]
+			if strings.Join(keys, " ") != want || j.QEMULatencyWhy != "" {
+				t.Errorf("%s %s: percentiles %v (why %q), want %s", d.ID, j.Name, keys, j.QEMULatencyWhy, want)
+			}
+			if s, ok := j.QEMULatencyMs["write_p50"]; ok && j.Name == "rw4k" {
+				p50[d.ID] = s.Mean
+				if s.N != 2 {
+					t.Errorf("%s rw4k: write_p50 over %d runs", d.ID, s.N)
+				}
+			}
+		}
+	}
+	if p50["scsi4"] < 0.8*320 || p50["scsi4"] > 1.25*320 || p50["scsi3"] <= 0 || p50["scsi3"] > p50["scsi4"]/10 {
+		t.Errorf("rw4k write p50: scsi4 (iops_wr=100, QD32) %.1f ms, want about 320; scsi3 (no limit) %.1f ms", p50["scsi4"], p50["scsi3"])
+	}
+	// The text table, rendered from this real result.
+	var text bytes.Buffer
+	printBenchLatency(&env{out: &text}, &r)
+	t.Logf("text:\n%s", text.String())
+	for _, want := range []string{"QEMU's latency per job", "latency histogram of scsi3: set by pvediskcheck"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text has no %q", want)
+		}
+	}
+	if row := regexp.MustCompile(`(?m)^scsi4 +rw4k .* write +(\d+)ms`).FindStringSubmatch(text.String()); row == nil || row[1] != fmt.Sprint(int(math.Round(p50["scsi4"]))) {
+		t.Errorf("text: scsi4 rw4k's write row %q, want its p50 %.0f ms", row, p50["scsi4"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := qmp.Do(ctx, n.Paths.QMPSocket(vmid), 5*time.Second, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		if err == nil && strings.Contains(ret.Raw, "latency_histogram") {
+			t.Errorf("histograms left set after the bench: %s", ret.Raw)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
 	}
 }
