@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -77,6 +78,10 @@ type Storage struct {
 	UsedPercent *float64
 }
 
+// maxKiB is the largest KiB count whose bytes fit an int64 (2^53-1 KiB,
+// 8 EiB less 1 KiB); 2^53 KiB would overflow to a negative size.
+const maxKiB = math.MaxInt64 / 1024
+
 // ParseStatus reads `pvesm status` (PVE::CLI::pvesm $print_status): a
 // header line "Name Type Status Total[ (KiB)] Used[ (KiB)] Available[
 // (KiB)] %", then one line per storage with seven blank-separated fields.
@@ -97,7 +102,7 @@ func ParseStatus(out []byte) ([]Storage, error) {
 		s := Storage{Name: f[0], Type: f[1], Status: f[2]}
 		for j, dst := range []*int64{&s.TotalBytes, &s.UsedBytes, &s.AvailableBytes} {
 			kib, err := strconv.ParseInt(f[3+j], 10, 64)
-			if err != nil || kib < 0 || kib > 1<<53 {
+			if err != nil || kib < 0 || kib > maxKiB {
 				return nil, fmt.Errorf("%w: pvesm status line %d: %s is not a KiB count", ErrParse, i+2, units.Clip(f[3+j], 40))
 			}
 			*dst = kib * 1024

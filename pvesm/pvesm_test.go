@@ -1,10 +1,13 @@
 package pvesm
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 )
 
 // statusOld and statusNew are `pvesm status` as PVE::CLI::pvesm prints it
@@ -109,4 +112,60 @@ func FuzzParseStatus(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseErrorsSayWhere: each refusal names the line of pvesm's output it
+// stopped at (the header is line 1) and what was wrong, exactly; the KiB
+// bound is 2^53-1, the largest whose bytes fit an int64 (2^53 KiB once
+// overflowed to a negative size: the bound was 2^53 inclusive).
+func TestParseErrorsSayWhere(t *testing.T) {
+	const h = "Name Type Status Total Used Available %\n"
+	for _, c := range []struct{ out, want string }{
+		{h + "local dir active 1 2 3\n", "pvesm status line 2 has 6 fields, want 7"},
+		{h + "local dir active 1 2 3 3.00%\nnas nfs active 1 x 3 3.00%\n", "pvesm status line 3: \"x\" is not a KiB count"},
+		{h + "\nnas nfs active 1 2 3 3\n", "pvesm status line 3: \"3\" is not a percentage"},
+		{h + "a dir active 9007199254740992 2 3 3.00%\n", "pvesm status line 2: \"9007199254740992\" is not a KiB count"},
+		{h + "a dir active 1 2 3 -0.01%\n", "pvesm status line 2: \"-0.01%\" is not a percentage"},
+	} {
+		if _, err := ParseStatus([]byte(c.out)); err == nil || err.Error() != ErrParse.Error()+": "+c.want {
+			t.Errorf("%q: %v, want %q", c.out, err, c.want)
+		}
+	}
+	got, err := ParseStatus([]byte(h + "a dir active 9007199254740991 0 0 0.00%\n"))
+	if err != nil || got[0].TotalBytes != 9007199254740991*1024 || got[0].UsedBytes != 0 || *got[0].UsedPercent != 0 {
+		t.Errorf("2^53-1 KiB, 0 used, 0.00%%: %+v %v", got, err)
+	}
+	for _, c := range []struct{ out, want string }{
+		{"/a\n/b\n", "pvesm path printed 2 line(s), want one"},
+		{"/a\n/b\n/c", "pvesm path printed 3 line(s), want one"},
+		{"", "pvesm path printed 1 line(s), want one"},
+	} {
+		if _, err := ParsePath([]byte(c.out)); err == nil || err.Error() != ErrParse.Error()+": "+c.want {
+			t.Errorf("%q: %v, want %q", c.out, err, c.want)
+		}
+	}
+}
+
+// TestRunsThroughTheRunner: Path and Status ask the runner with their
+// argv, parse what it printed, and pass its failure on unchanged.
+func TestRunsThroughTheRunner(t *testing.T) {
+	r := &fakerun.Runner{Out: map[string]string{"pvesm path": "/dev/pve/vm-100-disk-0\n", "pvesm status": statusNew}}
+	ctx := context.Background()
+	if p, err := Path(ctx, r, "local-lvm:vm-100-disk-0"); err != nil || p != "/dev/pve/vm-100-disk-0" {
+		t.Errorf("path: %q %v", p, err)
+	}
+	if s, err := Status(ctx, r, "drbdpool"); err != nil || len(s) != 2 {
+		t.Errorf("status: %+v %v", s, err)
+	}
+	if got := strings.Join(r.Calls(), " | "); got != "pvesm path local-lvm:vm-100-disk-0 | pvesm status --storage drbdpool" {
+		t.Errorf("calls %s", got)
+	}
+	gone := errors.New("exit status 255")
+	fail := &fakerun.Runner{Err: map[string]error{"pvesm": gone}}
+	if p, err := Path(ctx, fail, "x:y"); !errors.Is(err, gone) || p != "" {
+		t.Errorf("path of a failing pvesm: %q %v", p, err)
+	}
+	if s, err := Status(ctx, fail, ""); !errors.Is(err, gone) || s != nil {
+		t.Errorf("status of a failing pvesm: %+v %v", s, err)
+	}
 }
