@@ -152,3 +152,62 @@ func TestUnmeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestParseEdges: zero sizes are sizes, one below is refused, in each
+// tool's reader; an empty pool has no fill percentage; a meter without a
+// timeout stats with its default (it does not time out at once); qcow2's
+// qemu-img failing or printing garbage is the tool's error.
+func TestParseEdges(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"virtual-size": 0, "actual-size": 0}`, true},
+		{`{"virtual-size": -1, "actual-size": 0}`, false},
+		{`{"virtual-size": 0, "actual-size": -1}`, false},
+		{`{"virtual-size": 1}`, false},
+	} {
+		if _, _, err := ParseQemuImgInfo([]byte(c.in)); c.ok != (err == nil) {
+			t.Errorf("qemu-img %s: %v", c.in, err)
+		}
+	}
+	if p, err := ParseZFSGet([]byte("referenced\t0\nvolsize\t-\nrefreservation\tnone\n")); err != nil || len(p) != 1 || p["referenced"] != 0 {
+		t.Errorf("zfs 0, -, none: %v %v", p, err)
+	}
+	if _, err := ParseZFSGet([]byte("referenced\t-1\n")); !errors.Is(err, ErrParse) {
+		t.Errorf("zfs -1: %v", err)
+	}
+	for _, c := range []struct {
+		prov, used string
+		ok         bool
+	}{{"0", "0", true}, {"-1", "0", false}, {"0", "-1", false}} {
+		in := `{"images":[{"name":"vm-1-disk-0","provisioned_size":` + c.prov + `,"used_size":` + c.used + `}]}`
+		if _, _, _, err := ParseRBDDu([]byte(in), "vm-1-disk-0"); c.ok != (err == nil) {
+			t.Errorf("rbd %s/%s: %v", c.prov, c.used, err)
+		}
+	}
+	st := &qemuserver.Storage{ID: "local-zfs", Type: "zfspool", Props: map[string]string{"pool": "rpool/data"}}
+	empty := NewMeter(&fakerun.Runner{Out: map[string]string{
+		"zfs rpool/data/vm-1-disk-0": "referenced\t0\n", "zfs rpool/data": "used\t0\navailable\t0\n"}}, 0)
+	if r, err := empty.Measure(context.Background(), Volume{Storage: st, VolName: "vm-1-disk-0"}); err != nil || r.Pool == nil || r.Pool.SizeBytes != 0 || r.Pool.DataPercent != nil {
+		t.Errorf("empty pool: %+v %v", r.Pool, err)
+	}
+	p := filepath.Join(t.TempDir(), "f.raw")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := NewMeter(&fakerun.Runner{}, 0).stat(p); err != nil || st.Size != 1 {
+		t.Errorf("stat without a timeout: %+v %v", st, err)
+	}
+	dir := &qemuserver.Storage{ID: "local", Type: "dir", Props: map[string]string{"path": "/var/lib/vz"}}
+	for name, r := range map[string]*fakerun.Runner{
+		"fails":   {Err: map[string]error{"qemu-img": errors.New("exit status 1")}},
+		"garbage": {Out: map[string]string{"qemu-img": "qemu-img: Could not open\n"}},
+	} {
+		_, err := NewMeter(r, time.Second).Measure(context.Background(), Volume{Storage: dir, Path: p, Format: "qcow2"})
+		var ae *Error
+		if !errors.As(err, &ae) || ae.What != "qemu-img" {
+			t.Errorf("qemu-img %s: %v", name, err)
+		}
+	}
+}

@@ -202,3 +202,37 @@ func TestListErrors(t *testing.T) {
 		t.Errorf("garbage: %v", err)
 	}
 }
+
+// TestParseEdges: the percentage bounds are inclusive (0, and 100 with a
+// float's margin, 100.0001), one past them is refused, metadata_percent as
+// well as data_percent; a short lv_attr is not active (and does not
+// panic); a device entry without a PV name before "(" is not a PV.
+func TestParseEdges(t *testing.T) {
+	row := func(data, meta string) string {
+		return `{"report":[{"lv":[{"vg_name":"pve","lv_name":"data","lv_size":"1","lv_attr":"twi-aotz--","data_percent":"` + data + `","metadata_percent":"` + meta + `"}]}]}`
+	}
+	for _, c := range []struct {
+		data, meta string
+		ok         bool
+	}{
+		{"0.00", "0.00", true}, {"100.00", "100.0001", true}, {"100.0001", "1", true},
+		{"-0.01", "1", false}, {"1", "-0.01", false}, {"100.01", "1", false}, {"1", "100.01", false}, {"1", "x", false},
+	} {
+		rep, err := Parse([]byte(row(c.data, c.meta)))
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, ErrParse) {
+			t.Errorf("data %s metadata %s: %v, want ok %v", c.data, c.meta, err, c.ok)
+		}
+		if c.ok && (rep.LVs[0].MetadataPercent == nil || rep.LVs[0].DataPercent == nil) {
+			t.Errorf("data %s metadata %s: %+v", c.data, c.meta, rep.LVs[0])
+		}
+	}
+	for attr, active := range map[string]bool{"Vwi-": false, "Vwi-a": true, "Vwi-i": false, "": false} {
+		if got := (&LV{Attr: attr}).Active(); got != active {
+			t.Errorf("attr %q: active %v", attr, got)
+		}
+	}
+	r := &Report{}
+	if got := r.PVs(&LV{Devices: "(0),/dev/sdb(12),/dev/sdb(40), /dev/sdc"}); strings.Join(got, " ") != "/dev/sdb /dev/sdc" {
+		t.Errorf("PVs %v", got)
+	}
+}
