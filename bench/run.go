@@ -268,11 +268,9 @@ func runFio(ctx context.Context, a qmp.Agent, argv []string, due time.Duration, 
 }
 
 // SilentTries is how many exchanges in a row the guest agent may leave
-// unanswered (each for the agent's timeout, AgentTimeout in bench) before a
-// run is given up. A busy guest's agent can miss one: a TCG guest running
-// fio at queue depth 16 left a 10 s sync unanswered (CI, 2026-12-01). Only a
-// sync that went unanswered is asked again: its command was never sent.
-const SilentTries = 6
+// unanswered at the sync while fio runs (qmp.MissedSyncTries, each for
+// AgentTimeout) before a run is given up.
+const SilentTries = qmp.MissedSyncTries
 
 // missedSync reports an exchange that timed out before its command was
 // sent (qmp.AgentTimeoutError.Unsent).
@@ -294,10 +292,16 @@ exit 0`
 func StopFio(a qmp.Agent, pid int) {
 	ctx, cancel := context.WithTimeout(context.Background(), StopWait+10*time.Second)
 	defer cancel()
-	_, _ = a.Run(ctx, "sh", []string{"-c", stopScript, "sh", strconv.Itoa(pid), strconv.Itoa(int(StopWait / time.Second))}, nil, 200*time.Millisecond)
+	// A sync the busy guest's agent missed is asked again (its command
+	// was never sent), until ctx ends.
+	for ctx.Err() == nil {
+		if _, err := a.Run(ctx, "sh", []string{"-c", stopScript, "sh", strconv.Itoa(pid), strconv.Itoa(int(StopWait / time.Second))}, nil, 200*time.Millisecond); !missedSync(err) {
+			break
+		}
+	}
 	for ctx.Err() == nil {
 		st, err := a.ExecStatus(ctx, pid)
-		if err != nil || st.Exited {
+		if err != nil && !missedSync(err) || st.Exited {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -315,3 +315,63 @@ func TestParseFsInfo(t *testing.T) {
 		t.Errorf("sizes without used-bytes/total-bytes = %+v", got[0])
 	}
 }
+
+// TestAgentRunMissedSyncs: a poll whose sync the agent leaves unanswered
+// is asked again and the program's status still arrives; a start whose
+// sync goes unanswered fails Run (nothing was started), and so does a
+// poll once ctx has ended.
+func TestAgentRunMissedSyncs(t *testing.T) {
+	serve := func(silent func(n int) bool) (*qmptest.Agent, *atomic.Int32) {
+		f := newFakeAgent(t)
+		var execs atomic.Int32
+		f.SyncSilent = silent
+		f.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
+			if cmd == "guest-exec" {
+				execs.Add(1)
+				fmt.Fprint(w, `{"return": {"pid": 9}}`+"\n")
+				return
+			}
+			fmt.Fprint(w, `{"return": {"exited": true, "exitcode": 0}}`+"\n")
+		}
+		return f, &execs
+	}
+	// Syncs 2 and 3 (the first two polls) missed.
+	f, execs := serve(func(n int) bool { return n == 2 || n == 3 })
+	a := Agent{Path: f.Sock(), Timeout: 50 * time.Millisecond}
+	st, err := a.Run(context.Background(), "true", nil, nil, 10*time.Millisecond)
+	if err != nil || !st.OK() || execs.Load() != 1 {
+		t.Errorf("polls missed: %+v %v, %d started", st, err, execs.Load())
+	}
+	// The start's sync missed.
+	f, execs = serve(func(n int) bool { return n == 1 })
+	a = Agent{Path: f.Sock(), Timeout: 50 * time.Millisecond}
+	var te *AgentTimeoutError
+	if _, err := a.Run(context.Background(), "true", nil, nil, 10*time.Millisecond); !errors.As(err, &te) || !te.Unsent() || execs.Load() != 0 {
+		t.Errorf("start missed: %v, %d started", err, execs.Load())
+	}
+	// Every poll missed: Run ends with ctx.
+	f, _ = serve(func(n int) bool { return n > 1 })
+	a = Agent{Path: f.Sock(), Timeout: 50 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := a.Run(ctx, "sleep", nil, nil, 10*time.Millisecond); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("polls never answered: %v", err)
+	}
+}
+
+// TestAgentRunGivesUp: polls whose syncs all go unanswered end Run after
+// MissedSyncTries in a row, without a deadline on ctx (nothing hangs).
+func TestAgentRunGivesUp(t *testing.T) {
+	f := newFakeAgent(t)
+	f.SyncSilent = func(n int) bool { return n > 1 }
+	f.Handle = func(w net.Conn, cmd string, _ gjson.Result) { fmt.Fprint(w, `{"return": {"pid": 9}}`+"\n") }
+	a := Agent{Path: f.Sock(), Timeout: 30 * time.Millisecond}
+	_, err := a.Run(context.Background(), "sleep", nil, nil, time.Millisecond)
+	var te *AgentTimeoutError
+	if !errors.As(err, &te) || !te.Unsent() || !strings.Contains(err.Error(), "sleep (guest pid 9)") {
+		t.Errorf("%v", err)
+	}
+	if n := f.Requests(); n != 1+1+MissedSyncTries {
+		t.Errorf("%d requests, want the start's sync and command and %d syncs", n, MissedSyncTries)
+	}
+}
