@@ -27,6 +27,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // Severity is how bad a finding is.
@@ -306,9 +307,10 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 			out.liveUnread(v, liveErr)
 		}
 	}
-	judge(ctx, v, n.Paths.NodeName(), pools, &out, askGuestOS(ctx, v, n.Timeout))
+	chains := volchain.Measure(ctx, n, v)
+	judge(ctx, v, n.Paths.NodeName(), pools, chains, &out, askGuestOS(ctx, v, n.Timeout))
 	zfsRules(ctx, n.Runner, v, &out)
-	volumeChains(ctx, n, v, &out)
+	volumeChains(v, chains, &out)
 	if o.StallAfter > 0 && v.Running && liveErr == nil {
 		stalls(ctx, n, v, o.StallAfter, &out)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // QEMU's run state and io-status values io-error reads (QAPI RunState,
@@ -40,7 +41,12 @@ const statfsTimeout = 2 * time.Second
 // (measured with QEMU 7.2: nospace stayed after cont, with 111 MiB free).
 // So a running VM's flagged disk is an earlier pause (info), and a paused
 // VM with several flagged disks may show an earlier one too (a note says so).
-func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+//
+// On a volume-chain storage (chains: volchain.Measure's) a disk is a qcow2
+// on a thick LV, and ENOSPC there means its current layer's qcow2 reached
+// the end of its LV (a block device refuses a write past its end with
+// ENOSPC): the cause and the fix name that LV, not the storage.
+func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult) {
 	if !v.Running || v.Status == "" {
 		return
 	}
@@ -58,6 +64,9 @@ func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResul
 			cause, fix = "no space left on the storage (io-status nospace)", "free space on the storage or extend it, then qm resume "+vmid
 		}
 		use := storageUse(ctx, v, d, pools)
+		if c := chainOf(chains, d.ID); c != nil && d.Live.IOStatus == ioStatusNoSpace && len(c.Live) > 0 {
+			cause, use, fix = layerFull(c.Live[0], vmid)
+		}
 		if !paused {
 			out.add(Finding{Severity: Info, Code: CodeIOError, Disk: d.ID,
 				Message: "an I/O error on this disk paused the VM since it started and it was resumed (QEMU keeps the io-status): " + cause + "; " + use})
@@ -74,6 +83,40 @@ func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResul
 	case paused && len(flagged) > 1 && v.Blockdev:
 		out.Notes = append(out.Notes, "io-error: QEMU keeps a -blockdev disk's io-status after a resume, so one of the disks named may be from an earlier pause; its storage's use tells")
 	}
+}
+
+// chainOf is disk's volume chain, nil for a disk not on one.
+func chainOf(chains []volchain.Chain, disk string) *volchain.Chain {
+	for i := range chains {
+		if chains[i].Disk == disk {
+			return &chains[i]
+		}
+	}
+	return nil
+}
+
+// layerFull is io-error's cause, use and fix for ENOSPC on a volume chain's
+// current layer: its LV is full.
+func layerFull(top volchain.Layer, vmid string) (cause, use, fix string) {
+	cause = "no space left in the LV of the current layer " + top.LV + " (io-status nospace): a volume chain's qcow2 sits on a thick LV, and the write past the LV's end failed"
+	use = "LV " + top.Path
+	switch {
+	case top.LVSizeBytes != nil && top.Qcow2EndBytes != nil:
+		use += fmt.Sprintf(" of %s; qemu-img check sees its qcow2 reach %s (allocations QEMU has not flushed are not counted)", units.Bytes(*top.LVSizeBytes), units.Bytes(*top.Qcow2EndBytes))
+	case top.Error != "":
+		use += ": use unknown (" + top.Error + ")"
+	}
+	grow := "SIZE"
+	if top.LVSizeBytes != nil && top.Qcow2EndBytes != nil && top.UnallocatedBytes != nil {
+		if need := *top.Qcow2EndBytes + *top.UnallocatedBytes - *top.LVSizeBytes; need > 0 {
+			grow = units.Bytes(need)
+		}
+	}
+	fix = fmt.Sprintf("lvextend -L +%s %s (the current layer's LV", grow, top.Path)
+	if grow != "SIZE" {
+		fix += ": what its qcow2 can still allocate"
+	}
+	return cause, use, fix + "), then qm resume " + vmid
 }
 
 // storageUse names a disk's storage and how full it is, as far as the node

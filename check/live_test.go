@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // patch replaces old with new in every recorded reply.
@@ -529,5 +530,32 @@ func TestStatfs(t *testing.T) {
 	}
 	if _, _, err := statfs(context.Background(), filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing path: %v", err)
+	}
+}
+
+// TestLayerFull: ENOSPC on a volume chain's current layer names its LV,
+// what qemu-img check sees of it and lvextend by what the qcow2 can still
+// allocate; without the figures, a placeholder size and the reason.
+func TestLayerFull(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	top := volchain.Layer{LV: "vm-391-disk-0.qcow2", Path: "/dev/pve/vm-391-disk-0.qcow2", LVSizeBytes: i(16 << 20), Qcow2EndBytes: i(16<<20 - 256<<10), UnallocatedBytes: i(48 << 20)}
+	cause, use, fix := layerFull(top, "391")
+	if cause != "no space left in the LV of the current layer vm-391-disk-0.qcow2 (io-status nospace): a volume chain's qcow2 sits on a thick LV, and the write past the LV's end failed" ||
+		use != "LV /dev/pve/vm-391-disk-0.qcow2 of 16.0 MiB; qemu-img check sees its qcow2 reach 15.8 MiB (allocations QEMU has not flushed are not counted)" ||
+		fix != "lvextend -L +47.8 MiB /dev/pve/vm-391-disk-0.qcow2 (the current layer's LV: what its qcow2 can still allocate), then qm resume 391" {
+		t.Errorf("measured:\n%s\n%s\n%s", cause, use, fix)
+	}
+	// The qcow2 can allocate nothing more than the LV holds (a write of
+	// metadata failed): no size to name.
+	top.UnallocatedBytes = i(0)
+	if _, _, fix := layerFull(top, "391"); fix != "lvextend -L +SIZE /dev/pve/vm-391-disk-0.qcow2 (the current layer's LV), then qm resume 391" {
+		t.Errorf("nothing left to allocate: %s", fix)
+	}
+	unread := volchain.Layer{LV: "vm-391-disk-0.qcow2", Path: "/dev/pve/vm-391-disk-0.qcow2", Error: "qemu-img: not found"}
+	if _, use, fix := layerFull(unread, "391"); use != "LV /dev/pve/vm-391-disk-0.qcow2: use unknown (qemu-img: not found)" || !strings.HasPrefix(fix, "lvextend -L +SIZE ") {
+		t.Errorf("unmeasured: %s / %s", use, fix)
+	}
+	if got := chainOf([]volchain.Chain{{Disk: "scsi0"}, {Disk: "scsi1"}}, "scsi1"); got == nil || got.Disk != "scsi1" || chainOf(nil, "scsi1") != nil {
+		t.Errorf("chainOf: %+v", got)
 	}
 }

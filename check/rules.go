@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // QEMUNativeMsg is QEMU's refusal of aio=native without O_DIRECT, quoted by
@@ -25,7 +26,7 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
 // judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, out *VMResult, os *guestOS) {
+func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult, os *guestOS) {
 	j := newJudge(v)
 	j.os, j.here = os, here
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
@@ -68,7 +69,7 @@ func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, ou
 	for _, f := range drift(v) {
 		out.add(f)
 	}
-	ioErrors(ctx, v, pools, out)
+	ioErrors(ctx, v, pools, chains, out)
 	thinPools(ctx, v, pools, out)
 	locked(v, out)
 }

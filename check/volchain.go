@@ -1,11 +1,9 @@
 package check
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -13,14 +11,14 @@ import (
 )
 
 // volumeChains reports each disk on a volume-chain storage (lvm with
-// snapshot-as-volume-chain): its chain and depth (info, from two layers),
+// snapshot-as-volume-chain; chains: volchain.Measure's): its chain and depth (info, from two layers),
 // where QEMU's chain
 // and the config's snapshots disagree (warning), and a current layer whose
 // qcow2 can grow past its LV (a warning, an error from thinpool.FailPercent
 // of the LV): the write that reaches the LV's end fails with ENOSPC and
 // QEMU pauses the VM, as on a full thin pool.
-func volumeChains(ctx context.Context, n node.Node, v *vm.VM, out *VMResult) {
-	for _, c := range volchain.Measure(ctx, n, v) {
+func volumeChains(v *vm.VM, chains []volchain.Chain, out *VMResult) {
+	for _, c := range chains {
 		// A chain of one layer (no snapshot) that agrees is said by nothing.
 		if c.Depth > 1 || len(c.Config) > 1 || len(c.Disagreements) > 0 {
 			msg := c.Describe()

@@ -17,6 +17,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // TestCheckIOError (issue 14 #6): a real guest writes until its storage
@@ -228,4 +229,106 @@ func readCmdline(pid int) ([]string, error) {
 		return nil, err
 	}
 	return slices.DeleteFunc(strings.Split(string(b), "\x00"), func(s string) bool { return s == "" }), nil
+}
+
+// TestCheckIOErrorVolumeChain: a real guest writes past the end of a
+// volume chain's current layer (Proxmox 9's qcow2 on a thick LV, here a
+// 16 MiB loop device under a 64 MiB disk without preallocation, over one
+// snapshot layer). The block device refuses the write with ENOSPC, QEMU's
+// default werror=enospc pauses the VM, and check names the layer's LV as
+// what is full and lvextend of it as the fix, not the storage; the chain's
+// own findings stand beside it, and nothing else. Grown (the loop device's
+// capacity raised, as lvextend does) and resumed, the write completes.
+func TestCheckIOErrorVolumeChain(t *testing.T) {
+	fakenode.RequireQEMU(t)
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	if err := n.WriteStorageCfg(n.ChainStorageCfg()); err != nil {
+		t.Fatal(err)
+	}
+	const vol = "vm-391-disk-0.qcow2"
+	s1 := volchain.LayerName(vol, "s1")
+	top, err := n.CreateChain(64<<20, "off", fakenode.ChainLayer{LV: s1}, fakenode.ChainLayer{LV: vol, LVSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "agent: 1\nostype: l26\nscsihw: virtio-scsi-single\nparent: s1\nscsi1: chain:" + vol + ",iothread=1,size=64M\n\n[s1]\nscsi1: chain:" + vol + ",iothread=1,size=64M\n"
+	if err := n.WriteConfig(391, cfg); err != nil {
+		t.Fatal(err)
+	}
+	g := bootGuest(t, n, 391, e2e.GuestQEMU(t))
+	g.agent.Timeout = time.Minute // a guest busy writing under TCG answers slowly
+	dev := g.scsiDev(t, "scsi1")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// 32 MiB of non-zero data into a 16 MiB LV; guest-exec without waiting
+	// for the exit: the VM pauses under it.
+	pid, err := g.agent.Exec(ctx, "/bin/sh", []string{"-c", "yes | dd of=" + dev + " bs=1M count=32 iflag=fullblock oflag=direct"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := n.Paths.QMPSocket(391)
+	waitStatus(t, sock, "io-error")
+	var out check.Report
+	errs, code := runJSON(t, n, &out, "check", "391")
+	got := findingsByCode(out.VMs[0])
+	var codes []string
+	for _, f := range out.VMs[0].Findings {
+		codes = append(codes, string(f.Severity)+"/"+string(f.Code))
+		t.Logf("%s %s %s: %s\n  fix: %s", f.Severity, f.Code, f.Disk, f.Message, f.Fix)
+	}
+	if code != exitProblem || len(got["io-error"]) != 1 || len(got["volume-chain"]) != 2 || len(out.VMs[0].Findings) != 3 {
+		t.Fatalf("exit %d (%s), findings %v, notes %v", code, errs, codes, out.VMs[0].Notes)
+	}
+	f := got["io-error"][0]
+	for _, want := range []string{"paused", "no space left in the LV of the current layer " + vol, "io-status nospace", "LV " + top + " of 16.0 MiB", "qemu-img check sees its qcow2 reach"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("io-error message lacks %q: %s", want, f.Message)
+		}
+	}
+	if f.Severity != check.Error || f.Disk != "scsi1" || !strings.HasPrefix(f.Fix, "lvextend -L +") || !strings.Contains(f.Fix, top+" (the current layer's LV") || !strings.HasSuffix(f.Fix, "then qm resume 391") ||
+		strings.Contains(f.Message+f.Fix, "free space on the storage") {
+		t.Errorf("io-error finding %+v", f)
+	}
+
+	// lvextend: the LV (the loop device's file) grows to the disk's full
+	// qcow2 size, and the VM resumes: the guest's write completes.
+	loop, err := filepath.EvalSymlinks(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(n.ThinDir(), "chain-"+vol+".img"), 80<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("losetup", "-c", loop).CombinedOutput(); err != nil {
+		t.Fatalf("losetup -c: %v: %s", err, out)
+	}
+	if err := qmp.Do(ctx, sock, 5*time.Second, func(s qmp.Session) error { _, err := s.Exec("cont", nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, sock, "running")
+	for {
+		st, err := g.agent.ExecStatus(ctx, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Exited {
+			if !st.OK() {
+				t.Errorf("dd after the LV grew: %+v %s", st, st.Stderr)
+			}
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// No pause is left: at most the earlier one as an info (QEMU keeps a
+	// -blockdev disk's io-status, resets a -drive one's).
+	errs, code = runJSON(t, n, &out, "check", "391")
+	for _, f := range findingsByCode(out.VMs[0])["io-error"] {
+		if f.Severity != check.Info {
+			t.Errorf("after lvextend and resume: %+v", f)
+		}
+	}
+	if code == exitUnreachable {
+		t.Errorf("after lvextend and resume: exit %d (%s)", code, errs)
+	}
 }
