@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -175,6 +176,7 @@ func ReadFacts(ctx context.Context, n node.Node, r node.Runner, rep *lvm.Report)
 		return f
 	}
 	hasPool := false
+	var mapper map[string]string // /dev/mapper name -> dm-N, read once
 	for i := range rep.LVs {
 		l := &rep.LVs[i]
 		if !l.IsThinPool() {
@@ -185,7 +187,16 @@ func ReadFacts(ctx context.Context, n node.Node, r node.Runner, rep *lvm.Report)
 			if _, done := f.Discard[d]; done {
 				continue
 			}
-			if v, ok := discardMax(ctx, n, d); ok {
+			dev := d
+			if name, ok := strings.CutPrefix(d, "/dev/mapper/"); ok {
+				if mapper == nil {
+					mapper = dmNames(ctx, n)
+				}
+				if dev = mapper[name]; dev == "" {
+					continue // not mapped: unread
+				}
+			}
+			if v, ok := discardMax(ctx, n, dev); ok {
 				f.Discard[d] = v
 			}
 		}
@@ -217,9 +228,35 @@ var (
 	partPlain = regexp.MustCompile(`^([a-z]+)\d+$`)
 )
 
+// dmNames maps each device-mapper device's name (its /dev/mapper/ name: a
+// PV on LUKS or multipath) to its kernel name dm-N, from sysfs'
+// block/dm-N/dm/name (Linux Documentation/ABI/testing/sysfs-block-dm). A
+// LUKS mapping opened without allow-discards has discard_max_bytes 0 there
+// whatever the disk below takes.
+func dmNames(ctx context.Context, n node.Node) map[string]string {
+	out := map[string]string{}
+	if n.Paths.Sys == "" {
+		return out
+	}
+	ents, err := os.ReadDir(filepath.Join(n.Paths.Sys, "class/block"))
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "dm-") {
+			continue
+		}
+		if b, err := n.ReadFile(ctx, filepath.Join(n.Paths.Sys, "class/block", e.Name(), "dm/name")); err == nil {
+			if name := strings.TrimSpace(string(b)); name != "" {
+				out[name] = e.Name()
+			}
+		}
+	}
+	return out
+}
+
 // discardMax reads a device's queue/discard_max_bytes, a partition's from
-// its disk. /dev/mapper/ names (a PV on LUKS or multipath) are not mapped to
-// their dm-N and stay unread.
+// its disk.
 func discardMax(ctx context.Context, n node.Node, dev string) (int64, bool) {
 	name := strings.TrimPrefix(dev, "/dev/")
 	if n.Paths.Sys == "" || !blockName.MatchString(name) {

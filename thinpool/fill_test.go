@@ -192,7 +192,8 @@ func TestJudgeFill(t *testing.T) {
 }
 
 // TestReadFacts: lvmconfig once, no_space_timeout and the PVs'
-// discard_max_bytes from sysfs (a partition's from its disk); what fails is
+// discard_max_bytes from sysfs (a partition's from its disk, a /dev/mapper
+// name's from its dm-N; one sysfs does not name stays unread); what fails is
 // a note; no pool, no lvmconfig.
 func TestReadFacts(t *testing.T) {
 	ctx := context.Background()
@@ -200,15 +201,25 @@ func TestReadFacts(t *testing.T) {
 		"sys/module/dm_thin_pool/parameters/no_space_timeout": "60\n",
 		"sys/class/block/sda/queue/discard_max_bytes":         "2147450880\n",
 		"sys/class/block/nvme0n1/queue/discard_max_bytes":     "0\n",
+		// Device-mapper devices as sysfs shows them (dm/name): a LUKS
+		// mapping opened without allow-discards, a multipath map that
+		// takes them; dm-9's name is not among the PVs.
+		"sys/class/block/dm-2/dm/name":                 "crypt\n",
+		"sys/class/block/dm-2/queue/discard_max_bytes": "0\n",
+		"sys/class/block/dm-5/dm/name":                 "mpatha\n",
+		"sys/class/block/dm-5/queue/discard_max_bytes": "4294966784\n",
+		"sys/class/block/dm-9/dm/name":                 "other\n",
+		"sys/class/block/dm-9/queue/discard_max_bytes": "1\n",
 	})
 	rep := &lvm.Report{LVs: []lvm.LV{{VG: "pve", Name: "data", Attr: "twi-aotz--", Devices: "data_tdata(0)"},
-		{VG: "pve", Name: "[data_tdata]", Attr: "Twi-ao----", Devices: "/dev/sda3(0),/dev/nvme0n1p2(0),/dev/mapper/crypt(0),/dev/sdz(0)"}}}
+		{VG: "pve", Name: "[data_tdata]", Attr: "Twi-ao----", Devices: "/dev/sda3(0),/dev/nvme0n1p2(0),/dev/mapper/crypt(0),/dev/mapper/mpatha(0),/dev/mapper/gone(0),/dev/sdz(0)"}}}
 	r := &fakerun.Runner{Out: map[string]string{"lvmconfig": fixture(t, "../lvm/testdata/real-lvmconfig-autoextend.txt")}}
 	f := ReadFacts(ctx, node.New(p, 0), r, rep)
 	if f.NoSpaceTimeout == nil || *f.NoSpaceTimeout != 60 || f.Autoextend == nil || f.Autoextend.ThresholdPercent != 80 || len(f.Notes) != 0 {
 		t.Errorf("%+v", f)
 	}
-	if len(f.Discard) != 2 || f.Discard["/dev/sda3"] != 2147450880 || f.Discard["/dev/nvme0n1p2"] != 0 {
+	if len(f.Discard) != 4 || f.Discard["/dev/sda3"] != 2147450880 || f.Discard["/dev/nvme0n1p2"] != 0 ||
+		f.Discard["/dev/mapper/crypt"] != 0 || f.Discard["/dev/mapper/mpatha"] != 4294966784 {
 		t.Errorf("discard %v", f.Discard)
 	}
 	if len(r.Calls()) != 1 || r.Calls()[0] != strings.Join(LVMConfigArgv, " ") {
