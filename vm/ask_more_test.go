@@ -175,11 +175,19 @@ func TestWhyGone(t *testing.T) {
 			t.Errorf("state %s: %q, want %q", state, got, want)
 		}
 	}
-	if err := os.WriteFile(stat, []byte("garbage"), 0o644); err != nil {
-		t.Fatal(err)
+	// Cut after the name: no state to read (and no read past the end).
+	for _, b := range []string{"garbage", "4242 (qemu-system-x86) ", "4242 (qemu-system-x86)"} {
+		if err := os.WriteFile(stat, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.WhyGone(context.Background(), n, sockErr); got != sockErr.Error() {
+			t.Errorf("stat %q: %q", b, got)
+		}
 	}
+	// No pid known: nothing of /proc is read.
+	v.Pid = 0
 	if got := v.WhyGone(context.Background(), n, sockErr); got != sockErr.Error() {
-		t.Errorf("unreadable stat: %q", got)
+		t.Errorf("pid 0: %q", got)
 	}
 }
 
@@ -236,6 +244,70 @@ func TestLoadNodeStorageUse(t *testing.T) {
 		}
 		if status != 1 {
 			t.Errorf("pvesm status ran %d times, want once for the storage", status)
+		}
+	}
+}
+
+// taskRuns reads starttime, field 22 of /proc/PID/stat, after the last ")"
+// (a command name may hold blanks and parentheses): a stat with exactly 22
+// fields is enough, one shorter or without ")" is no task.
+func TestTaskRunsStatEdges(t *testing.T) {
+	p := writeNode(t, 105, "scsi0: local-lvm:vm-105-disk-0\n")
+	v := &VM{VMID: 105, paths: p}
+	n := node.New(p, 0)
+	fields := func(k int) string {
+		var f []string
+		for i := 0; i < k; i++ {
+			f = append(f, "0")
+		}
+		return strings.Join(f, " ")
+	}
+	// Fields 3..21 are zero, field 22 the start time.
+	for _, c := range []struct {
+		stat string
+		runs bool
+	}{
+		{"21854 (task (x) y) " + fields(19) + " 148740", true},
+		{"21854 (task (x) y) " + fields(19) + " 148741", false},
+		{"21854 (task (x) y) " + fields(18) + " 148740", false},
+		{"21854 task " + fields(19) + " 148740", false},
+		{") " + fields(19) + " 148740", true},
+	} {
+		dir := filepath.Join(p.Proc, "21854")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(c.stat+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := v.taskRuns(context.Background(), n, 21854, 148740); got != c.runs {
+			t.Errorf("%q: %v, want %v", c.stat, got, c.runs)
+		}
+	}
+}
+
+// A pid file holding 0 (or less) is no running QEMU, and nothing of /proc
+// is read for it.
+func TestPidFileZero(t *testing.T) {
+	for _, pid := range []string{"0", "-1"} {
+		p := writeNode(t, 106, "scsi0: local-lvm:vm-106-disk-0\n")
+		if err := os.MkdirAll(filepath.Dir(p.PidFile(106)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p.PidFile(106), []byte(pid+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// /proc/0 as a running QEMU would have it: must not be taken.
+		writeRunning(t, p, 106, []string{"qemu-system-x86_64", "-pidfile", "/var/run/qemu-server/106.pid"})
+		if err := os.Rename(filepath.Join(p.Proc, "4242"), filepath.Join(p.Proc, "0")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p.PidFile(106), []byte(pid+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		v, err := Load(context.Background(), node.New(p, 0), 106)
+		if err != nil || v.Running || v.Pid != 0 {
+			t.Errorf("pid %s: running %v pid %d, %v", pid, v != nil && v.Running, v.Pid, err)
 		}
 	}
 }
