@@ -2,13 +2,11 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -17,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -105,42 +104,9 @@ func TestNodeObserver(t *testing.T) {
 // has none), a step in which no request completed has none and says why,
 // and ReleaseLatency clears what was set.
 func TestNodeObserverLatency(t *testing.T) {
-	read := func(name string) string {
-		b, err := os.ReadFile("../latency/testdata/qemu-7.2.22/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	a, b := read("query-blockstats-iops20-depth8-a.json"), read("query-blockstats-iops20-depth8-b.json")
-	var entries []map[string]any
-	if err := json.Unmarshal([]byte(a), &entries); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		for _, k := range []string{"rd_latency_histogram", "wr_latency_histogram", "flush_latency_histogram"} {
-			delete(e["stats"].(map[string]any), k)
-		}
-	}
-	bare, _ := json.Marshal(entries)
-	replies := []string{string(bare), a, a, b, b, b}
-	var mu sync.Mutex
-	var sets []string
-	served := 0
-	q := qmptest.NewQEMU(t, func(cmd string, args gjson.Result) string {
-		mu.Lock()
-		defer mu.Unlock()
-		switch cmd {
-		case "query-blockstats":
-			r := replies[min(served, len(replies)-1)]
-			served++
-			return qmptest.Return(r)
-		case "block-latency-histogram-set":
-			sets = append(sets, args.Raw)
-			return qmptest.Return("{}")
-		}
-		return qmptest.NotFound(cmd)
-	})
+	bare, a, b := latencytest.Recorded(t)
+	fake := latencytest.NewQEMU(bare, a, a, b, b, b)
+	q := qmptest.NewQEMU(t, fake.Handle)
 	v := runningVM(t, 370, q)
 	o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: v, Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}}}
 	o.TrackLatency()
@@ -161,9 +127,7 @@ func TestNodeObserverLatency(t *testing.T) {
 	if err != nil || len(notes) != 1 || notes[0].Owner != "set" || notes[0].Disk != "scsi1" {
 		t.Errorf("release: %v %+v", err, notes)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sets) != 2 || !strings.Contains(sets[0], "boundaries-write") || sets[1] != `{"id":"scsi1"}` {
+	if sets := fake.Sets(); len(sets) != 2 || !strings.Contains(sets[0], "boundaries-write") || sets[1] != `{"id":"scsi1"}` {
 		t.Errorf("sets %v, want one set and one clear", sets)
 	}
 }

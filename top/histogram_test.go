@@ -3,9 +3,10 @@ package top
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 )
 
 // histReplies are VM 370's query-blockstats answers recorded with latency
@@ -13,25 +14,8 @@ import (
 // iops-write=20, ~390 ms each), preceded by the first one with its
 // histograms removed: the disk as top first finds it.
 func histReplies(t *testing.T) []string {
-	read := func(name string) []byte {
-		b, err := os.ReadFile("../latency/testdata/qemu-7.2.22/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	a := read("query-blockstats-iops20-depth8-a.json")
-	var entries []map[string]any
-	if err := json.Unmarshal(a, &entries); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		for _, k := range []string{"rd_latency_histogram", "wr_latency_histogram", "flush_latency_histogram"} {
-			delete(e["stats"].(map[string]any), k)
-		}
-	}
-	bare, _ := json.Marshal(entries)
-	return []string{string(bare), string(a), string(read("query-blockstats-iops20-depth8-b.json"))}
+	bare, a, b := latencytest.Recorded(t)
+	return []string{bare, a, b}
 }
 
 // With --histogram: the histogram is set once, in the first sample's
