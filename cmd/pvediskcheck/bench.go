@@ -137,7 +137,7 @@ func benchAction(c *cli.Context) error {
 		out = fmt.Sprintf("bench-%d-%s", vmid, time.Now().Format("20060102-150405"))
 	}
 	if c.Bool("dry-run") {
-		printBenchPlan(e, vmid, version, m, disks, out)
+		printBenchPlan(e, vmid, version, m, disks, out, c.Bool("histogram"))
 		return nil
 	}
 	var ram int64
@@ -184,12 +184,8 @@ func benchProgress(e *env, p bench.Progress) {
 	}
 }
 
-func printBenchPlan(e *env, vmid int, version string, m bench.Method, disks []bench.Disk, out string) {
-	var ids []string
-	for _, d := range disks {
-		ids = append(ids, d.ID)
-	}
-	steps := m.Schedule(ids)
+func printBenchPlan(e *env, vmid int, version string, m bench.Method, disks []bench.Disk, out string, histogram bool) {
+	steps := m.Schedule(benchIDs(disks))
 	var total time.Duration
 	fills := 0
 	for _, s := range steps {
@@ -210,7 +206,11 @@ func printBenchPlan(e *env, vmid int, version string, m bench.Method, disks []be
 	if fills > 0 {
 		fmt.Fprintf(e.out, ", plus %d fill pass(es) writing %s each (as long as the storage takes)", fills, m.Size)
 	}
-	fmt.Fprintf(e.out, "\nresults: %s/\n\n", out)
+	fmt.Fprintf(e.out, "\nresults: %s/\n", out)
+	if histogram {
+		fmt.Fprintf(e.out, "--histogram: QEMU's latency histogram set on %s for the bench and cleared after (one found set is used as it is)\n", strings.Join(benchIDs(disks), ", "))
+	}
+	fmt.Fprintln(e.out)
 	byID := map[string]bench.Disk{}
 	for _, d := range disks {
 		byID[d.ID] = d
@@ -267,6 +267,14 @@ func printBench(e *env, r *bench.Result) {
 		fmt.Fprintf(e.out, "\nIncomplete: %d run(s) not measured (%s): %s\n", len(r.Missing), strings.Join(clipList(r.Missing, 6), " "), r.Stopped)
 	}
 	fmt.Fprintf(e.out, "\nRead again with: pvediskcheck fio summary %s  (fio compare --dir %s A B)\n", filepath.Clean(r.Out), filepath.Clean(r.Out))
+}
+
+func benchIDs(disks []bench.Disk) []string {
+	var ids []string
+	for _, d := range disks {
+		ids = append(ids, d.ID)
+	}
+	return ids
 }
 
 // printBenchLatency is --histogram's table: QEMU's percentiles per job

@@ -114,3 +114,27 @@ func TestPrintBenchLatency(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestBenchPlanHistogram: --dry-run with --histogram says which disks get
+// a histogram, and is otherwise the same plan; without it, no such line.
+func TestBenchPlanHistogram(t *testing.T) {
+	jobs, err := bench.Pick(bench.LabJobSet(), []string{"rr4k"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bench.NewMethod(jobs, 2, 2*time.Second, time.Second, "32M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disks := []bench.Disk{{ID: "scsi1", Target: bench.Target{Mode: bench.Raw, Path: "/dev/sdb"}}, {ID: "virtio1", Target: bench.Target{Mode: bench.Raw, Path: "/dev/vda"}}}
+	var plain, hist strings.Builder
+	printBenchPlan(&env{out: &plain}, 370, "fio-3.33", m, disks, "res", false)
+	printBenchPlan(&env{out: &hist}, 370, "fio-3.33", m, disks, "res", true)
+	const line = "--histogram: QEMU's latency histogram set on scsi1, virtio1 for the bench and cleared after (one found set is used as it is)\n"
+	if strings.Contains(plain.String(), "--histogram") || strings.Replace(hist.String(), line, "", 1) != plain.String() {
+		t.Errorf("without:\n%s\nwith:\n%s", plain.String(), hist.String())
+	}
+	if !strings.Contains(plain.String(), "results: res/\n\nscsi1-rr4k-1.json\tfio ") {
+		t.Errorf("plan:\n%s", plain.String())
+	}
+}
