@@ -7,8 +7,8 @@ import (
 )
 
 // HTML renders the result as a self-contained page (fioreport): a chart
-// per job with a bar per disk, the pairs' IOPS verdicts, the evidence and
-// the settings as they ran.
+// per job with a bar per disk, the pairs' IOPS verdicts, the evidence,
+// QEMU's percentiles (--histogram) and the settings as they ran.
 func HTML(r *Result) []byte {
 	p := fioreport.Page{Title: fmt.Sprintf("pvediskcheck bench VM %d", r.VMID),
 		Heading: fmt.Sprintf("VM %d: %s in the guest, %d run(s) per job, %ds + %ds ramp, area %s",
@@ -30,6 +30,9 @@ func HTML(r *Result) []byte {
 					pj.Evidence = append(pj.Evidence, d.ID+": "+x.Text())
 				}
 				pj.Bars = append(pj.Bars, fioreport.Bar{Label: d.ID, IOPS: j.IOPS, P99: j.P99, Marks: m, Series: len(pj.Bars)})
+				for _, l := range j.QEMULatencyLines() {
+					pj.Notes = append(pj.Notes, d.ID+": QEMU's latency (histogram, at the node): "+l)
+				}
 			}
 		}
 		for _, c := range r.Comparisons {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/fio"
 )
 
 // benchResult is a two-disk run on the fake agent (recorded fio runs),
@@ -56,5 +58,27 @@ func TestHTMLReport(t *testing.T) {
 	}
 	if strings.Count(page, `class="p99"`) != 4 || !strings.Contains(page, "within-noise") || !strings.Contains(page, "Settings as they ran") {
 		t.Error("p99, verdicts or settings missing")
+	}
+}
+
+// With --histogram each job's page section has a line per disk and kind
+// with QEMU's percentiles, reads before writes before flushes; without,
+// none.
+func TestHTMLReportQEMULatency(t *testing.T) {
+	r := benchResult(t)
+	if page := string(HTML(r)); strings.Contains(page, "QEMU's latency") {
+		t.Error("QEMU's latency without --histogram")
+	}
+	st := func(v ...float64) fio.Stat { return fio.NewStat(v) }
+	r.Disks[0].Jobs[1].QEMULatencyMs = map[string]fio.Stat{"flush_p50": st(0.3), "flush_p95": st(0.6), "flush_p99": st(1),
+		"write_p50": st(327.7, 327.8), "write_p95": st(342.7, 342.7), "write_p99": st(344, 344)}
+	want := []string{"write p50 328ms (±0%), p95 343ms (±0%), p99 344ms (±0%)", "flush p50 300µs, p95 600µs, p99 1ms"}
+	if got := r.Disks[0].Jobs[1].QEMULatencyLines(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q", got)
+	}
+	page := string(HTML(r))
+	notes := regexp.MustCompile(`<p class="note">([^<]*)</p>`).FindAllStringSubmatch(page, -1)
+	if len(notes) != 2 || notes[0][1] != "scsi1: QEMU&#39;s latency (histogram, at the node): "+want[0] {
+		t.Errorf("notes %q", notes)
 	}
 }

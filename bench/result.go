@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Result is bench's answer (--json encodes it as it is).
@@ -152,6 +154,33 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 		}
 	}
 	return r
+}
+
+// MsText is a latency in ms over runs: "1.2ms (±4%)", "-" without runs.
+func MsText(s fio.Stat) string {
+	if s.N == 0 {
+		return "-"
+	}
+	v := units.Duration(time.Duration(s.Mean * float64(time.Millisecond)))
+	if s.N > 1 {
+		v += fmt.Sprintf(" (±%.0f%%)", s.SpreadPct)
+	}
+	return v
+}
+
+// QEMULatencyLines is the job's QEMU percentiles, a line per kind ("write
+// p50 328ms (±0%), p95 343ms (±0%), p99 344ms (±0%)"), reads first; none
+// without --histogram.
+func (j JobResult) QEMULatencyLines() []string {
+	var out []string
+	for _, k := range latency.Kinds {
+		p50, ok := j.QEMULatencyMs[string(k)+"_p50"]
+		if !ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s p50 %s, p95 %s, p99 %s", k, MsText(p50), MsText(j.QEMULatencyMs[string(k)+"_p95"]), MsText(j.QEMULatencyMs[string(k)+"_p99"])))
+	}
+	return out
 }
 
 // qemuLatency folds the runs' percentiles by kind and percentile

@@ -49,6 +49,7 @@ type Job struct {
 	Bars     []Bar
 	Pairs    []Pair
 	Evidence []string // one warning line each, in red
+	Notes    []string // one plain line each, after the evidence
 }
 
 // Bar is one series on one job over its runs.
@@ -119,6 +120,9 @@ footer{margin-top:3em;font-size:12px;color:#444}
 		}
 		for _, x := range job.Evidence {
 			fmt.Fprintf(&b, "<p class=\"evidence\">&#9888; %s</p>\n", e(x))
+		}
+		for _, x := range job.Notes {
+			fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", e(x))
 		}
 	}
 	fmt.Fprintf(&b, "<footer><h2>%s</h2><ul>\n", e(p.FooterTitle))

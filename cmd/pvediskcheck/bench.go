@@ -290,14 +290,14 @@ func printBenchLatency(e *env, r *bench.Result) {
 		for _, j := range d.Jobs {
 			fioP99 := "-"
 			if j.P99 != nil {
-				fioP99 = benchMs(fio.Stat{Mean: j.P99.Mean / 1e6, SpreadPct: j.P99.SpreadPct, N: j.P99.N})
+				fioP99 = bench.MsText(fio.Stat{Mean: j.P99.Mean / 1e6, SpreadPct: j.P99.SpreadPct, N: j.P99.N})
 			}
 			for _, k := range latency.Kinds {
 				p50, ok := j.QEMULatencyMs[string(k)+"_p50"]
 				if !ok {
 					continue
 				}
-				t.row(d.ID, j.Name, fioP99, string(k), benchMs(p50), benchMs(j.QEMULatencyMs[string(k)+"_p95"]), benchMs(j.QEMULatencyMs[string(k)+"_p99"]))
+				t.row(d.ID, j.Name, fioP99, string(k), bench.MsText(p50), bench.MsText(j.QEMULatencyMs[string(k)+"_p95"]), bench.MsText(j.QEMULatencyMs[string(k)+"_p99"]))
 				fioP99 = "" // the guest's p99 once per job
 			}
 			if j.QEMULatencyWhy != "" {
@@ -312,18 +312,6 @@ func printBenchLatency(e *env, r *bench.Result) {
 	for _, h := range r.Histograms {
 		fmt.Fprintln(e.out, "  "+histogramNote(h))
 	}
-}
-
-// benchMs is a latency in ms over runs: "1.2 ms (±4%)".
-func benchMs(s fio.Stat) string {
-	if s.N == 0 {
-		return "-"
-	}
-	v := units.Duration(msDur(s.Mean))
-	if s.N > 1 {
-		v += fmt.Sprintf(" (±%.0f%%)", s.SpreadPct)
-	}
-	return v
 }
 
 func clipList(l []string, n int) []string {
