@@ -30,6 +30,10 @@ const (
 	LimitBound Kind = "limit-bound"
 	// NeighbourIO: other VMs did I/O on the same storage during the job.
 	NeighbourIO Kind = "neighbour-io"
+	// ServedFromZFSARC: during a read job on a zvol that caches data
+	// (primarycache=all) the node's ZFS ARC answered most demand data
+	// reads: ZFS's own RAM cache, which no QEMU cache mode bypasses.
+	ServedFromZFSARC Kind = "served-from-zfs-arc"
 )
 
 // Evidence is one finding next to the number it taints; Absent says that
@@ -61,6 +65,12 @@ const (
 	// much on (below it, a guest's background writes: journal commits,
 	// logs) shares the storage with the benchmark.
 	NeighbourMin = 1 << 20
+	// ARCHitShare: a read job during which the node's ARC answered at
+	// least this share of the demand data reads, ARCReadsMin of them at
+	// least, was served from RAM (a benchmark area read again and again
+	// fits the ARC after its first pass; a cold one misses).
+	ARCHitShare = 0.5
+	ARCReadsMin = 100
 )
 
 // Observation is what the node saw during one step; a nil pointer is a
@@ -93,6 +103,11 @@ type Observation struct {
 	// (--histogram: NodeObserver.Latency); nil with LatencyWhy otherwise.
 	Latency    *latency.Percentiles
 	LatencyWhy string
+	// ARCDataHits and ARCDataMisses are the node's ZFS ARC demand data
+	// reads during a read job on a zvol (arcstats; node-wide); nil with
+	// ARCWhy when not read.
+	ARCDataHits, ARCDataMisses *int64
+	ARCWhy                     string
 }
 
 // Neighbour is another VM's I/O on the storage during one step.
@@ -157,6 +172,13 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 				*o.FlushOps, f.Zvol.Dataset)
 		}
 	}
+	if j.Read() && !j.Write() && f.Zvol.CachesData() && o.ARCDataHits != nil && o.ARCDataMisses != nil {
+		h, mi := *o.ARCDataHits, *o.ARCDataMisses
+		if h >= ARCReadsMin && float64(h) >= ARCHitShare*float64(h+mi) {
+			add(ServedFromZFSARC, "the node's ZFS ARC answered %d of %d demand data reads (%.0f %%) during the read, and the zvol %s caches data (primarycache=%s): ZFS served them from the node's RAM, whatever QEMU's cache mode (the ARC's counters are node-wide: other pools' reads count too)",
+				h, h+mi, 100*float64(h)/float64(h+mi), f.Zvol.Dataset, f.Zvol.PrimaryCache)
+		}
+	}
 	for _, nb := range o.Neighbours {
 		if nb.Bytes >= NeighbourMin {
 			add(NeighbourIO, "VM %d moved %d MiB on the same storage (%s) during the job: the storage was shared", nb.VMID, nb.Bytes>>20, nb.Disks)
@@ -215,6 +237,16 @@ func Unseen(f DiskFacts, runs []Observed) []Evidence {
 		}
 		if j.Fsync() && !f.Cache.NoFlush && f.Zvol != nil && f.Zvol.Unknown != "" {
 			add(FlushesIgnored, "ZFS's sync property of the zvol "+f.Zvol.Dataset+" is unknown: "+f.Zvol.Unknown)
+		}
+		if z := f.Zvol; j.Read() && !j.Write() && z != nil {
+			switch {
+			case z.Unknown != "":
+				add(ServedFromZFSARC, "the zvol "+z.Dataset+"'s primarycache is unknown: "+z.Unknown)
+			case z.PrimaryCache == "":
+				add(ServedFromZFSARC, "zfs printed no primarycache for the zvol "+z.Dataset)
+			case z.CachesData() && (o.ARCDataHits == nil || o.ARCDataMisses == nil):
+				add(ServedFromZFSARC, o.ARCWhy)
+			}
 		}
 		if o.NeighbourWhy != "" {
 			add(NeighbourIO, o.NeighbourWhy)

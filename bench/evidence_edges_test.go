@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
 // The edges of the allocation share and of the total limits (reads and
@@ -112,6 +113,70 @@ func TestPlaceFreeSpaceEdge(t *testing.T) {
 		_, err := Place(context.Background(), newGuest(t, g), p, size)
 		if (err == nil) != ok {
 			t.Errorf("free %d for %d: %v", free, size, err)
+		}
+	}
+}
+
+// TestServedFromZFSARC: a read job on a zvol that caches data, with the
+// node's ARC answering at least ARCHitShare of at least ARCReadsMin demand
+// data reads, was served from RAM; just below either edge it was not; a
+// zvol with primarycache metadata or none, a write job, another storage
+// are never judged; what could not be seen says why.
+func TestServedFromZFSARC(t *testing.T) {
+	rr, rw := LabJobSet()[1], LabJobSet()[2]
+	zv := func(pc string) *zfs.Zvol {
+		return &zfs.Zvol{Dataset: "rpool/data/vm-100-disk-1", PrimaryCache: pc, Sync: "standard"}
+	}
+	facts := func(z *zfs.Zvol) DiskFacts {
+		return DiskFacts{Cache: qemuserver.CacheOf("none"), AreaBytes: 32 << 20, Zvol: z}
+	}
+	obs := func(h, m int64) Observation { return Observation{ARCDataHits: &h, ARCDataMisses: &m} }
+	for _, c := range []struct {
+		name string
+		job  Job
+		f    DiskFacts
+		o    Observation
+		want bool
+	}{
+		{"half hit, at the minimum", rr, facts(zv("all")), obs(ARCReadsMin, ARCReadsMin), true},
+		{"all hits", rr, facts(zv("all")), obs(50000, 0), true},
+		{"just under half", rr, facts(zv("all")), obs(ARCReadsMin, ARCReadsMin+1), false},
+		{"under the minimum", rr, facts(zv("all")), obs(ARCReadsMin-1, 0), false},
+		{"primarycache metadata", rr, facts(zv("metadata")), obs(50000, 0), false},
+		{"primarycache none", rr, facts(zv("none")), obs(50000, 0), false},
+		{"a write job", rw, facts(zv("all")), obs(50000, 0), false},
+		{"not a zvol", rr, facts(nil), obs(50000, 0), false},
+		{"counters not read", rr, facts(zv("all")), Observation{ARCWhy: "x"}, false},
+	} {
+		ev := Judge(c.job, c.f, c.o, Measured{})
+		if got := slices.Contains(kinds(ev), ServedFromZFSARC); got != c.want {
+			t.Errorf("%s: %v", c.name, ev)
+		}
+		if c.want && !strings.Contains(ev[0].Message, "(primarycache=all)") {
+			t.Errorf("%s: %q", c.name, ev[0].Message)
+		}
+	}
+	if ev := Judge(rr, facts(zv("all")), obs(300, 100), Measured{}); len(ev) != 1 ||
+		ev[0].Message != "the node's ZFS ARC answered 300 of 400 demand data reads (75 %) during the read, and the zvol rpool/data/vm-100-disk-1 caches data (primarycache=all): ZFS served them from the node's RAM, whatever QEMU's cache mode (the ARC's counters are node-wide: other pools' reads count too)" {
+		t.Errorf("message: %+v", ev)
+	}
+	for _, c := range []struct {
+		name string
+		f    DiskFacts
+		o    Observation
+		want string // "" for nothing unseen
+	}{
+		{"counters unreadable", facts(zv("all")), Observation{ARCWhy: "no arcstats"}, "not observed: no arcstats"},
+		{"primarycache not printed", facts(zv("")), Observation{}, "not observed: zfs printed no primarycache for the zvol rpool/data/vm-100-disk-1"},
+		{"primarycache none", facts(zv("none")), Observation{}, ""},
+		{"read", facts(zv("all")), obs(1, 1), ""},
+	} {
+		var got []string
+		for _, e := range Unseen(c.f, []Observed{{rr, c.o}}) {
+			got = append(got, e.Message)
+		}
+		if strings.Join(got, "|") != c.want {
+			t.Errorf("unseen %s: %q", c.name, got)
 		}
 	}
 }

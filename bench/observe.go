@@ -9,8 +9,10 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -24,6 +26,8 @@ const SampleEvery = 500 * time.Millisecond
 // flush counter for the disk (query-blockstats) and, when a read job starts
 // on thin or sparse storage, the volume's allocation.
 type NodeObserver struct {
+	// Node reads the node's files (the ZFS ARC's counters).
+	Node node.Node
 	Host sampler.Host
 	VM   *vm.VM // the benchmarked VM, asked through sampler.Window
 	// Volumes are the disks' volumes by disk id: Path for cachestat, and
@@ -102,6 +106,12 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			}
 			o.AllocatedBytes = &w
 		}
+	}
+	arc := n.Facts[s.Disk].Zvol.CachesData() && s.Job.Read() && !s.Job.Write()
+	var arc0 zfs.ARC
+	var errARC error
+	if arc {
+		arc0, errARC = zfs.ReadARC(ctx, n.Node)
 	}
 	nbs := n.Neighbours[s.Disk]
 	nb0 := neighbourStats(ctx, nbs)
@@ -189,6 +199,18 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 		default:
 			d := b.FlushOps - a.FlushOps
 			o.FlushOps = &d
+		}
+		if arc {
+			arc1, err := zfs.ReadARC(context.WithoutCancel(ctx), n.Node)
+			hits, misses, ok := zfs.DataReads(arc0, arc1)
+			switch {
+			case errARC != nil || err != nil:
+				o.ARCWhy = fmt.Sprintf("the node's ARC counters are unreadable (%s): %v", zfs.ArcstatsPath(n.Node.Paths.Proc), errorsOf(errARC, err))
+			case !ok:
+				o.ARCWhy = "arcstats has no demand data counters, or they went back (the zfs module reloaded)"
+			default:
+				o.ARCDataHits, o.ARCDataMisses = &hits, &misses
+			}
 		}
 		if n.Latency != nil {
 			if p := latency.IntervalOf(a, b); o.FlushWhy == "" && p.Any() {

@@ -16,9 +16,11 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -155,5 +157,59 @@ func TestQEMULatencyFolds(t *testing.T) {
 	}
 	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}); got != nil || why != "x" {
 		t.Errorf("no run with percentiles: %+v %q", got, why)
+	}
+}
+
+// The ARC's demand data reads over a read job on a zvol that caches data:
+// arcstats (a real OpenZFS 2 capture, storage/zfs/testdata) read when the
+// step starts and again when it stops; missing arcstats says where it was
+// looked for; a write job, or a zvol without primarycache=all, reads none.
+func TestNodeObserverARC(t *testing.T) {
+	q := qmptest.NewQEMU(t, qmptest.Replies(map[string]string{"query-blockstats": blockstats72(t)}))
+	v := runningVM(t, 370, q)
+	root := t.TempDir()
+	paths := node.NewPaths(root, filepath.Join(root, "proc"), filepath.Join(root, "sys"))
+	capture, err := os.ReadFile("../storage/zfs/testdata/arcstats-openzfs2.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arcstats := zfs.ArcstatsPath(paths.Proc)
+	write := func(b []byte) {
+		if err := os.MkdirAll(filepath.Dir(arcstats), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(arcstats, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(capture)
+	zv := &zfs.Zvol{Dataset: "rpool/data/vm-370-disk-1", PrimaryCache: "all", Sync: "standard"}
+	o := &NodeObserver{Node: node.New(paths, 0), Host: sampler.Host{Proc: paths.Proc, Sys: paths.Sys}, VM: v,
+		Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none"), Zvol: zv}}}
+	rr, rw := LabJobSet()[1], LabJobSet()[2]
+	stop := o.Start(context.Background(), Step{Disk: "scsi1", Job: rr, Run: 1})
+	// 6,000 hits and 200 misses more while the job ran.
+	later := strings.Replace(strings.Replace(string(capture), "94794984", "94800984", 1), "2513667", "2513867", 1)
+	write([]byte(later))
+	got := stop()
+	if got.ARCDataHits == nil || *got.ARCDataHits != 6000 || *got.ARCDataMisses != 200 || got.ARCWhy != "" {
+		t.Errorf("read job: %v %v %q", got.ARCDataHits, got.ARCDataMisses, got.ARCWhy)
+	}
+	if ev := Judge(rr, o.Facts["scsi1"], got, Measured{}); len(ev) != 1 || ev[0].Kind != ServedFromZFSARC || !strings.Contains(ev[0].Message, "6000 of 6200") {
+		t.Errorf("judged %+v", ev)
+	}
+	if got := o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 1})(); got.ARCDataHits != nil || got.ARCWhy != "" {
+		t.Errorf("write job: %+v", got)
+	}
+	o.Facts["scsi1"] = DiskFacts{Cache: qemuserver.CacheOf("none"), Zvol: &zfs.Zvol{Dataset: zv.Dataset, PrimaryCache: "metadata"}}
+	if got := o.Start(context.Background(), Step{Disk: "scsi1", Job: rr, Run: 1})(); got.ARCDataHits != nil || got.ARCWhy != "" {
+		t.Errorf("primarycache=metadata: %+v", got)
+	}
+	o.Facts["scsi1"] = DiskFacts{Cache: qemuserver.CacheOf("none"), Zvol: zv}
+	if err := os.Remove(arcstats); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Start(context.Background(), Step{Disk: "scsi1", Job: rr, Run: 1})(); got.ARCDataHits != nil || !strings.Contains(got.ARCWhy, arcstats) {
+		t.Errorf("no arcstats: %+v", got)
 	}
 }

@@ -81,7 +81,7 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 		}
 	}
 	boot := BootDisks(v.Config.Main)
-	obs := &NodeObserver{Host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, VM: v,
+	obs := &NodeObserver{Node: n, Host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, VM: v,
 		Volumes: map[string]alloc.Volume{}, Facts: map[string]DiskFacts{}, Meter: alloc.NewMeter(n.Runner, n.Timeout)}
 	// One zfs get for the zvols (sync=disabled drops flushes).
 	zvols := zfs.ForVM(ctx, n.Runner, v, sel)

@@ -19,6 +19,23 @@ type ARC struct {
 	HitPercent *float64 `json:"hit_percent"`
 	SizeBytes  int64    `json:"size_bytes"`
 	MaxBytes   int64    `json:"max_bytes"` // c_max: what the ARC may grow to
+	// DemandDataHits and DemandDataMisses count the reads of data a
+	// consumer asked for (a zvol's reads among them), without prefetch
+	// and metadata; HasDemandData is false when arcstats lacks them.
+	DemandDataHits   int64 `json:"demand_data_hits"`
+	DemandDataMisses int64 `json:"demand_data_misses"`
+	HasDemandData    bool  `json:"-"`
+}
+
+// DataReads are the demand data hits and misses from a to b (b read
+// after a); ok is false when either lacks them or a counter went
+// backwards (the zfs module reloaded).
+func DataReads(a, b ARC) (hits, misses int64, ok bool) {
+	hits, misses = b.DemandDataHits-a.DemandDataHits, b.DemandDataMisses-a.DemandDataMisses
+	if !a.HasDemandData || !b.HasDemandData || hits < 0 || misses < 0 {
+		return 0, 0, false
+	}
+	return hits, misses, true
 }
 
 // ArcstatsPath is the kstat file below a procfs mount.
@@ -46,6 +63,11 @@ func ParseArcstats(b []byte) (ARC, error) {
 		}
 	}
 	a.Hits, a.Misses, a.SizeBytes, a.MaxBytes = vals["hits"], vals["misses"], vals["size"], vals["c_max"]
+	dh, okH := vals["demand_data_hits"]
+	dm, okM := vals["demand_data_misses"]
+	if okH && okM {
+		a.DemandDataHits, a.DemandDataMisses, a.HasDemandData = dh, dm, true
+	}
 	if t := a.Hits + a.Misses; t > 0 {
 		p := float64(a.Hits) * 100 / float64(t)
 		a.HitPercent = &p

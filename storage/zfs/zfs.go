@@ -164,6 +164,14 @@ func Read(ctx context.Context, r node.Runner, datasets []string) []*Zvol {
 // default): a host crash loses it, as with cache=unsafe.
 func (z *Zvol) FlushesDropped() bool { return z != nil && z.Unknown == "" && z.Sync == SyncDisabled }
 
+// CachesData: the zvol's primarycache is all (ZFS's default), so the ARC
+// holds its data and its reads can come from the node's RAM whatever
+// QEMU's cache mode. False when primarycache is metadata or none, or not
+// known.
+func (z *Zvol) CachesData() bool {
+	return z != nil && z.Unknown == "" && z.PrimaryCache == "all"
+}
+
 // CommitsEveryWrite: sync=always makes every write a ZIL commit before it
 // completes: nothing acknowledged is lost, and every write pays a log write.
 func (z *Zvol) CommitsEveryWrite() bool { return z != nil && z.Unknown == "" && z.Sync == SyncAlways }

@@ -191,13 +191,40 @@ func TestParseArcstats(t *testing.T) {
 	if a.HitPercent == nil || *a.HitPercent < 90.26 || *a.HitPercent > 90.28 {
 		t.Errorf("hit percent %v, want 90.27", a.HitPercent)
 	}
-	// No reads yet: no ratio. A file without the counters is refused.
+	if !a.HasDemandData || a.DemandDataHits != 94794984 || a.DemandDataMisses != 2513667 {
+		t.Errorf("demand data %+v", a)
+	}
+	// No reads yet: no ratio. A file without the counters is refused; one
+	// without the demand data counters has none.
 	a, err = ParseArcstats([]byte("13 1 0x01 123 33456 7402060102 66478716886640\nname type data\nhits 4 0\nmisses 4 0\nsize 4 0\nc_max 4 1\n"))
-	if err != nil || a.HitPercent != nil {
+	if err != nil || a.HitPercent != nil || a.HasDemandData {
 		t.Errorf("%+v %v", a, err)
 	}
 	if _, err := ParseArcstats([]byte("name type data\nhits 4 1\n")); !errors.Is(err, ErrParse) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// DataReads: the demand data reads between two reads of arcstats; none
+// when either lacks the counters or they went backwards.
+func TestDataReads(t *testing.T) {
+	a := ARC{DemandDataHits: 100, DemandDataMisses: 10, HasDemandData: true}
+	b := ARC{DemandDataHits: 900, DemandDataMisses: 10, HasDemandData: true}
+	if h, m, ok := DataReads(a, b); !ok || h != 800 || m != 0 {
+		t.Errorf("%d %d %v", h, m, ok)
+	}
+	if _, _, ok := DataReads(a, a); !ok {
+		t.Error("no reads is a reading")
+	}
+	for name, c := range map[string][2]ARC{
+		"reloaded":       {b, a},
+		"misses back":    {{DemandDataMisses: 11, HasDemandData: true}, {DemandDataMisses: 10, HasDemandData: true}},
+		"first without":  {{}, b},
+		"second without": {a, {DemandDataHits: 900}},
+	} {
+		if _, _, ok := DataReads(c[0], c[1]); ok {
+			t.Errorf("%s: read", name)
+		}
 	}
 }
 
