@@ -88,13 +88,16 @@ const (
 	// storage that goes against Proxmox's advice (not thin, no discard,
 	// none set, not in storage.cfg); package backupcfg decides.
 	CodeFleecingStorage Code = "fleecing-storage"
+	// CodeFleecingLeftover: fleecing images the config records while no
+	// backup holds the VM: space left behind by a failed clean-up.
+	CodeFleecingLeftover Code = "fleecing-leftover"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {

@@ -72,6 +72,7 @@ func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, ch
 	ioErrors(ctx, v, pools, chains, out)
 	thinPools(ctx, v, pools, out)
 	locked(v, out)
+	fleecingLeftovers(v, out)
 }
 
 // judger holds what the disk rules need from the VM.

@@ -39,6 +39,12 @@ type Config struct {
 	// a pasted warning), a value its schema refuses (that key is dropped),
 	// `delete:` outside [PENDING]. One sentence each, naming the line.
 	Skipped []string
+	// FleecingImages are the volumes of [special:fleecing]'s
+	// fleecing-images: vzdump records the fleecing images it allocates
+	// there for the time of a backup, and keeps those it failed to remove
+	// ("left-overs that failed to be removed" when no backup runs,
+	// qemu-server's $fleecing_section_schema).
+	FleecingImages []string
 	// Digest is the SHA-1 (hex) of the file as read: qemu-server's
 	// $conf->{digest} (parse_vm_config), which `qm set --digest` compares
 	// with the file it is about to change (see Digest).
@@ -140,8 +146,8 @@ func DigestMismatch(msg string) bool {
 
 // ParseConfig parses a config file the way parse_vm_config does; name is
 // used in error messages. Only the main section and [PENDING] are kept:
-// snapshots, [special:cloudinit], [special:fleecing] and unknown sections
-// are skipped. As in Proxmox, a key given twice keeps its last value, and
+// snapshots, [special:cloudinit] and unknown sections are skipped, and of
+// [special:fleecing] only its fleecing-images are kept (FleecingImages). As in Proxmox, a key given twice keeps its last value, and
 // "cdrom" is IDE2. Proxmox reads a config leniently (parse_vm_config in
 // QemuServer.pm, non-strict): a line of no known shape is skipped with a
 // warning ("unable to parse config: LINE"), and so is a value that fails
@@ -168,8 +174,14 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			}
 			continue
 		}
+		if strings.EqualFold(section, "[special:fleecing]") {
+			if m := keyRe.FindStringSubmatch(line); m != nil && m[1] == "fleecing-images" {
+				c.FleecingImages = splitList(m[2])
+			}
+			continue
+		}
 		if section != "" && section != "PENDING" {
-			continue // snapshots, special and unknown sections
+			continue // snapshots, other special and unknown sections
 		}
 		if strings.HasPrefix(line, "#") {
 			if section == "" {
@@ -221,6 +233,12 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 	}
 	c.Description = strings.Join(desc, "\n")
 	return c, nil
+}
+
+// splitList is PVE::Tools::split_list: items separated by commas,
+// semicolons or blanks.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' })
 }
 
 // Get returns a main-section value.

@@ -213,3 +213,29 @@ func TestDigest(t *testing.T) {
 		}
 	}
 }
+
+// [special:fleecing]'s fleecing-images (qemu-server's own test input
+// parse-config-input/fleecing-section.conf has this shape): kept as a
+// list split as PVE::Tools::split_list splits, the section name in any
+// case as parse_vm_config matches it; its keys never reach the main
+// section, and the same key elsewhere is not it.
+func TestFleecingImages(t *testing.T) {
+	for _, c := range []struct {
+		conf string
+		want []string
+	}{
+		{"scsi0: nfs:120/vm-120-disk-0.qcow2,iothread=1,size=4G\n\n[special:fleecing]\nfleecing-images: zfs:vm-120-fleece-0\n", []string{"zfs:vm-120-fleece-0"}},
+		{"scsi0: a:b\n[SPECIAL:Fleecing]\nfleecing-images: zfs:vm-120-fleece-0,local-lvm:vm-120-fleece-1; nfs:120/vm-120-fleece-2.qcow2\n", []string{"zfs:vm-120-fleece-0", "local-lvm:vm-120-fleece-1", "nfs:120/vm-120-fleece-2.qcow2"}},
+		{"scsi0: a:b\n[special:fleecing]\n", nil},
+		{"scsi0: a:b\n[snap1]\nfleecing-images: zfs:vm-120-fleece-0\n", nil},
+		{"scsi0: a:b\n", nil},
+	} {
+		cfg, err := ParseConfig(strings.NewReader(c.conf), "120.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cfg.FleecingImages, c.want) || len(cfg.Main) != 1 || len(cfg.Skipped) != 0 {
+			t.Errorf("%q: images %q, main %v, skipped %v", c.conf, cfg.FleecingImages, cfg.Main, cfg.Skipped)
+		}
+	}
+}
