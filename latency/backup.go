@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"strings"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -66,6 +67,11 @@ type Impact struct {
 	// null when no block graph was read (the job placed by its name).
 	Fleecing     *bool   `json:"fleecing"`
 	FleecingNode *string `json:"fleecing_node"`
+	// FleecingImages are the volumes the VM's config records as the
+	// backup's fleecing images ([special:fleecing], vzdump's; one per
+	// disk backed up), which tell the fleecing storage; omitted when none
+	// are recorded.
+	FleecingImages []string `json:"fleecing_images,omitempty"`
 }
 
 // FleecingText is the fleecing part of top's backup line.
@@ -73,6 +79,8 @@ func (im *Impact) FleecingText() string {
 	switch {
 	case im.Fleecing == nil:
 		return "fleecing unknown (no block graph)"
+	case *im.Fleecing && len(im.FleecingImages) > 0:
+		return "fleecing on " + *im.FleecingNode + " (the backup's fleecing images: " + strings.Join(im.FleecingImages, ", ") + ")"
 	case *im.Fleecing:
 		return "fleecing on " + *im.FleecingNode
 	}

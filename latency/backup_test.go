@@ -108,5 +108,15 @@ func TestImpactFleecingRecorded(t *testing.T) {
 		if got := im.FleecingText(); got != tc.text {
 			t.Errorf("%s graphed %v: %q, want %q", tc.graph, tc.graphed, got, tc.text)
 		}
+		// With the images the config records: named after the node; a job
+		// without fleecing or unknown says nothing of them.
+		im.FleecingImages = []string{"local-lvm:vm-370-fleece-0", "local-lvm:vm-370-fleece-1"}
+		want := tc.text
+		if tc.want != nil && *tc.want {
+			want += " (the backup's fleecing images: local-lvm:vm-370-fleece-0, local-lvm:vm-370-fleece-1)"
+		}
+		if got := im.FleecingText(); got != want {
+			t.Errorf("%s graphed %v, with images: %q, want %q", tc.graph, tc.graphed, got, want)
+		}
 	}
 }

@@ -14,6 +14,7 @@
 package top
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -239,6 +240,10 @@ type vmState struct {
 	prev *snapshot // the last answer, what the next one is compared with
 
 	backups map[string]*latency.Watch // by disk: write latency before and during a backup job
+	// fleecing is, by backup job, the fleecing images the VM's config
+	// recorded for it (read once per job: vzdump writes them when the
+	// backup starts, after the config was loaded).
+	fleecing map[string][]string
 
 	agent    bool              // agent: 1 in the config
 	pci      map[string]string // query-pci, for placing the agent's disks
@@ -341,12 +346,12 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
 		} else {
 			row, disks := assemble(view, st.prev, snap)
-			st.attachBackups(disks, snap)
+			st.attachBackups(disks, snap, func() []string { return m.fleecingImages(st) })
 			out.VMs = append(out.VMs, row)
 			out.Disks = append(out.Disks, disks...)
 		}
 		if st.prev == nil {
-			st.attachBackups(nil, snap) // the first sample starts the baseline
+			st.attachBackups(nil, snap, nil) // the first sample starts the baseline
 		}
 		st.prev = snap
 		m.askGuest(st)
@@ -561,11 +566,30 @@ func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, stats map[string]
 	}, ids, stats)
 }
 
+// fleecingImages reads the VM's config again for the fleecing images it
+// records now ([special:fleecing]); nil when it cannot be read.
+func (m *Monitor) fleecingImages(st *vmState) []string {
+	b, err := m.n.ReadFile(m.ctx, st.v.Config.Path)
+	if err != nil {
+		return nil
+	}
+	c, err := qemuserver.ParseConfig(bytes.NewReader(b), st.v.Config.Path)
+	if err != nil {
+		return nil
+	}
+	return c.FleecingImages
+}
+
 // attachBackups feeds each disk's write counters and backup job of snap to
-// its latency.Watch and puts the impact on the disk's row (rows may be nil).
-func (st *vmState) attachBackups(rows []Disk, snap *snapshot) {
+// its latency.Watch and puts the impact on the disk's row (rows may be nil);
+// a backup with fleecing gets the images the config records for it
+// (images, called once per job; nil: not read).
+func (st *vmState) attachBackups(rows []Disk, snap *snapshot, images func() []string) {
 	if st.backups == nil {
 		st.backups = map[string]*latency.Watch{}
+	}
+	if st.fleecing == nil {
+		st.fleecing = map[string][]string{}
 	}
 	for _, d := range st.disks {
 		b, ok := snap.Stats[d.id]
@@ -585,6 +609,14 @@ func (st *vmState) attachBackups(rows []Disk, snap *snapshot) {
 			}
 		}
 		im := w.Observe(snap.At, b, job)
+		if im != nil && im.Fleecing != nil && *im.Fleecing && images != nil {
+			imgs, ok := st.fleecing[job.ID]
+			if !ok {
+				imgs = images()
+				st.fleecing[job.ID] = imgs
+			}
+			im.FleecingImages = imgs
+		}
 		for i := range rows {
 			if rows[i].Disk == d.id {
 				rows[i].Backup = im

@@ -593,10 +593,25 @@ func TestMonitorBlockJob(t *testing.T) {
 		v.set(f.cmd, string(b))
 	}
 	before = len(v.q.Seen())
+	// vzdump records the fleecing images in the config when the backup
+	// starts, after top loaded it: read again once for the job.
+	conf := filepath.Join(n.paths.QemuServerDir(), "370.conf")
+	lab, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.write("etc/pve/qemu-server/370.conf", string(lab)+"\n[special:fleecing]\nfleecing-images: local-lvm:vm-370-fleece-0\n")
 	rows := diskRows(m.Sample(ctx), 370)
-	if b := rows["scsi1"].Backup; b == nil || b.Job != "backup-scsi1-fleece" || b.Fleecing == nil || !*b.Fleecing || b.FleecingNode == nil || *b.FleecingNode != "fleece" {
+	if b := rows["scsi1"].Backup; b == nil || b.Job != "backup-scsi1-fleece" || b.Fleecing == nil || !*b.Fleecing || b.FleecingNode == nil || *b.FleecingNode != "fleece" ||
+		!reflect.DeepEqual(b.FleecingImages, []string{"local-lvm:vm-370-fleece-0"}) {
 		t.Errorf("backup with fleecing: %+v", b)
 	}
+	n.write("etc/pve/qemu-server/370.conf", string(lab))
+	if b := diskRows(m.Sample(ctx), 370)["scsi1"].Backup; b == nil || !reflect.DeepEqual(b.FleecingImages, []string{"local-lvm:vm-370-fleece-0"}) {
+		t.Errorf("the same job's images, read once: %+v", b)
+	}
+	before = len(v.q.Seen())
+	rows = diskRows(m.Sample(ctx), 370)
 	for id, d := range rows {
 		if id != "scsi1" && d.Backup != nil {
 			t.Errorf("%s has a backup impact %+v", id, d.Backup)
