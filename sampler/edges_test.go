@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,5 +150,50 @@ func TestWindowTwoSamples(t *testing.T) {
 	ser, err = w.Run(context.Background(), 300*time.Millisecond)
 	if !errors.Is(err, ErrTooFewSamples) || !strings.Contains(err.Error(), ": 0 of 4 in 300ms") || len(ser.Samples) != 0 || ser.Missed == 0 {
 		t.Errorf("a socket held all window: %v, %+v", err, ser)
+	}
+}
+
+// TestBlockDeviceNameKinds: only a block device with sysfs counters is
+// named, through a symlink too; a character device or a regular file is
+// not, even where sysfs has an entry of its name.
+func TestBlockDeviceNameKinds(t *testing.T) {
+	// A machine without /dev/loop0 (loop devices not set up yet) tests the
+	// refusals only: the unit tier may not skip.
+	st, err := os.Stat("/dev/loop0")
+	loop := err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
+	sys := t.TempDir()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "x")
+	for _, name := range []string{"loop0", "null", "x"} {
+		if err := os.MkdirAll(filepath.Join(sys, "class", "block", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sys, "class", "block", name, "stat"), []byte(realStat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "vm-100-disk-0")
+	if err := os.Symlink("/dev/loop0", link); err != nil {
+		t.Fatal(err)
+	}
+	h := Host{Sys: sys}
+	for path, want := range map[string]string{"/dev/loop0": "loop0", link: "loop0", "/dev/null": "", file: "", filepath.Join(dir, "nope"): ""} {
+		if want != "" && !loop {
+			continue
+		}
+		name, ok := h.BlockDeviceName(path)
+		if ok != (want != "") || name != want {
+			t.Errorf("%s: %q %v, want %q", path, name, ok, want)
+		}
+	}
+	// The same device without its sysfs counters is not named.
+	if err := os.Remove(filepath.Join(sys, "class", "block", "loop0", "stat")); err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := h.BlockDeviceName("/dev/loop0"); ok {
+		t.Errorf("no stat: named %q", name)
 	}
 }
