@@ -14,7 +14,6 @@
 package top
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -569,11 +568,7 @@ func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, stats map[string]
 // fleecingImages reads the VM's config again for the fleecing images it
 // records now ([special:fleecing]); nil when it cannot be read.
 func (m *Monitor) fleecingImages(st *vmState) []string {
-	b, err := m.n.ReadFile(m.ctx, st.v.Config.Path)
-	if err != nil {
-		return nil
-	}
-	c, err := qemuserver.ParseConfig(bytes.NewReader(b), st.v.Config.Path)
+	c, err := vm.ReadConfig(m.ctx, m.n, st.v.Config.Path, st.vmid)
 	if err != nil {
 		return nil
 	}
