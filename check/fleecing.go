@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,18 +23,16 @@ func fleecingLeftovers(v *vm.VM, out *VMResult) {
 	if len(imgs) == 0 || v.Config.Main["lock"] == "backup" {
 		return
 	}
-	by := map[string][]string{}
+	var where []string
 	for _, id := range imgs {
 		st, _, _ := strings.Cut(id, ":")
-		by[st] = append(by[st], id)
-	}
-	var where []string
-	for st := range by {
 		name := "storage " + st
 		if s := v.Storages[st]; s != nil {
 			name += " (" + s.Type + ")"
 		}
-		where = append(where, name)
+		if !slices.Contains(where, name) {
+			where = append(where, name)
+		}
 	}
 	sort.Strings(where)
 	vmid := strconv.Itoa(v.VMID)

@@ -11,9 +11,9 @@ import (
 )
 
 // volumeChains reports each disk on a volume-chain storage (lvm with
-// snapshot-as-volume-chain; chains: volchain.Measure's): its chain and depth (info, from two layers),
-// where QEMU's chain
-// and the config's snapshots disagree (warning), and a current layer whose
+// snapshot-as-volume-chain; chains: volchain.Measure's): its chain and
+// depth (info, from two layers), where QEMU's chain and the config's
+// snapshots disagree (warning), and a current layer whose
 // qcow2 can grow past its LV (a warning, an error from thinpool.FailPercent
 // of the LV): the write that reaches the LV's end fails with ENOSPC and
 // QEMU pauses the VM, as on a full thin pool.

@@ -147,8 +147,9 @@ func DigestMismatch(msg string) bool {
 // ParseConfig parses a config file the way parse_vm_config does; name is
 // used in error messages. Only the main section and [PENDING] are kept:
 // snapshots, [special:cloudinit] and unknown sections are skipped, and of
-// [special:fleecing] only its fleecing-images are kept (FleecingImages). As in Proxmox, a key given twice keeps its last value, and
-// "cdrom" is IDE2. Proxmox reads a config leniently (parse_vm_config in
+// [special:fleecing] only its fleecing-images are kept (FleecingImages).
+// As in Proxmox, a key given twice keeps its last value, and "cdrom" is
+// IDE2. Proxmox reads a config leniently (parse_vm_config in
 // QemuServer.pm, non-strict): a line of no known shape is skipped with a
 // warning ("unable to parse config: LINE"), and so is a value that fails
 // its schema ("unable to parse value of 'KEY'": the key is dropped, its

@@ -114,8 +114,6 @@ func CacheFlags(mode string) (direct, noFlush bool, writeCache string) {
 	return false, false, "on" // writeback
 }
 
-// QueuesName prints a command line's queue count: "default" (QEMU's: one
-// per vCPU) where none is set.
 // MaxSCSIQueues is the most request queues QEMU gives a virtio-scsi
 // controller (hw/scsi/virtio-scsi.c: VIRTIO_QUEUE_MAX minus the control
 // and event queues); measured: num_queues=1022 starts, 1023 is refused, on
@@ -142,6 +140,8 @@ func QueuesRefusal(v string) string {
 	return ""
 }
 
+// QueuesName prints a command line's queue count: "default" (QEMU's: one
+// per vCPU) where none is set.
 func QueuesName(n int) string {
 	if n == 0 {
 		return "default"

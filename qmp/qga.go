@@ -358,8 +358,8 @@ const MissedSyncTries = 6
 // Run runs a program in the guest and polls every pollEvery (0 means 100 ms)
 // until it exits or ctx ends; a poll whose sync the agent left unanswered
 // is asked again, up to MissedSyncTries in a row (the program's start is
-// not: an agent that does not answer it fails Run). A program that exits with a non-zero status is
-// not an error: check ExecStatus.OK.
+// not: an agent that does not answer it fails Run). A program that exits
+// with a non-zero status is not an error: check ExecStatus.OK.
 func (a Agent) Run(ctx context.Context, path string, args []string, stdin []byte, pollEvery time.Duration) (ExecStatus, error) {
 	if pollEvery <= 0 {
 		pollEvery = 100 * time.Millisecond
