@@ -36,3 +36,18 @@ if [ -n "$need" ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends $need >/dev/null
 fi
+# Proxmox's own code beside the checkout (shared/pve-oracle in the nearest
+# parent that has it, as the tests find it; read at test time, never copied):
+# its Debian Perl packages, through its own idempotent installer. A checkout
+# without it skips the tests that ask it.
+oracle=${PVE_ORACLE_DIR:-}
+if [ -z "$oracle" ]; then
+	dir=$(cd "$(dirname "$0")/.." && pwd)
+	for _ in 1 2 3 4 5 6; do
+		if [ -f "$dir/shared/pve-oracle/install-deps.sh" ]; then oracle=$dir/shared/pve-oracle; break; fi
+		dir=$(dirname "$dir")
+	done
+fi
+if [ -n "$oracle" ] && [ -f "$oracle/install-deps.sh" ]; then
+	sh "$oracle/install-deps.sh" >/dev/null
+fi

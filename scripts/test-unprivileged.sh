@@ -27,9 +27,11 @@ git ls-files -z | xargs -0 cp --parents -t "$out/work"
 shared=${PVEDISKCHECK_SHARED:-../shared}
 cfg2cmd=${PVE_CFG2CMD_DIR:-$shared/pve-cfg2cmd}
 realworld=${PVE_REALWORLD_DIR:-$shared/real-world}
+oracle=${PVE_ORACLE_DIR:-$shared/pve-oracle}
 absent=""
 if [ -d "$cfg2cmd" ]; then cp -r "$cfg2cmd" "$out/cfg2cmd"; else absent="$absent $cfg2cmd"; fi
 if [ -d "$realworld" ]; then cp -r "$realworld" "$out/realworld"; else absent="$absent $realworld"; fi
+if [ -d "$oracle" ]; then cp -r "$oracle" "$out/oracle"; else absent="$absent $oracle"; fi
 [ -z "$absent" ] || echo "note: corpus absent:$absent (the tests that read it skip; every other test must run)"
 chmod -R a+rX "$out"
 pkgs=$(go list ./... | grep -v -e '/cmd/' -e '/internal/')
@@ -42,7 +44,7 @@ for p in $pkgs; do
 	go test -c -o "$out/tests/$name.test" "$p" >/dev/null
 	[ -f "$out/tests/$name.test" ] || continue # no test files
 	log="$out/$name.log"
-	if ! (cd "$out/work/$rel" && su nobody -s /bin/sh -c "env -i PATH=$out/bin HOME=/tmp PVE_CFG2CMD_DIR='$out/cfg2cmd' PVE_REALWORLD_DIR='$out/realworld' '$out/tests/$name.test' -test.v -test.count=1" >"$log" 2>&1); then
+	if ! (cd "$out/work/$rel" && su nobody -s /bin/sh -c "env -i PATH=$out/bin HOME=/tmp PVE_CFG2CMD_DIR='$out/cfg2cmd' PVE_REALWORLD_DIR='$out/realworld' PVE_ORACLE_DIR='$out/oracle' '$out/tests/$name.test' -test.v -test.count=1" >"$log" 2>&1); then
 		# The failures with what they logged, then the end (a panic, a build error).
 		echo "FAIL $p (as nobody):"; grep -v -e '^\s*--- PASS' -e '^=== ' "$log" | grep -B 12 -e '--- FAIL' | head -n 80; tail -n 5 "$log"; fail=1; continue
 	fi
