@@ -27,6 +27,24 @@ func ParseGreeting(greeting []byte) (v Version, ok bool) {
 	return Version{int(q.Get("major").Int()), int(q.Get("minor").Int()), int(q.Get("micro").Int())}, true
 }
 
+// GreetingPackage reads the package string from QMP's greeting
+// (VersionInfo.package: the build, "pve-qemu-kvm_11.0.0-1"; the greeting's
+// version object is query-version's, docs/interop/qmp-spec "Server
+// Greeting"); "" when the greeting names none.
+func GreetingPackage(greeting []byte) string {
+	return gjson.GetBytes(greeting, "QMP.version.package").String()
+}
+
+// Package is the connected QEMU's package string, from the greeting: what
+// query-version would answer, without a command; "" for a monitor that has
+// no greeting (a replay) or a greeting without one.
+func (s Session) Package() string {
+	if m, ok := s.M.(*SocketMonitor); ok {
+		return GreetingPackage(m.Greeting)
+	}
+	return ""
+}
+
 // Version is the connected QEMU's version, from the greeting; ok is false
 // for a monitor that has no greeting to read it from.
 func (s Session) Version() (Version, bool) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	goqmp "github.com/digitalocean/go-qemu/qmp"
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
@@ -34,6 +35,44 @@ func TestParseGreeting(t *testing.T) {
 	if s := (Version{11, 1, 3}).String(); s != "11.1.3" {
 		t.Errorf("String = %q", s)
 	}
+}
+
+// TestGreetingPackage: the build from the greeting, as QEMU states it,
+// and from a session on a fake QEMU that states a Proxmox build.
+func TestGreetingPackage(t *testing.T) {
+	for _, tc := range []struct{ greeting, want string }{
+		{qmptest.Greeting72, "Debian 1:7.2+dfsg-7+deb12u7"},
+		{qmptest.Greeting111, "Debian 1:11.1.3+ds-1~bpo13+1"},
+		{`{"QMP": {"version": {"qemu": {"micro": 0, "minor": 0, "major": 11}, "package": "pve-qemu-kvm_11.0.0-1"}, "capabilities": []}}`, "pve-qemu-kvm_11.0.0-1"},
+		{`{"QMP": {"version": {"qemu": {"micro": 0, "minor": 0, "major": 11}, "package": ""}, "capabilities": []}}`, ""},
+		{`{"QMP": {"capabilities": []}}`, ""},
+	} {
+		if got := GreetingPackage([]byte(tc.greeting)); got != tc.want {
+			t.Errorf("GreetingPackage(%.60s) = %q, want %q", tc.greeting, got, tc.want)
+		}
+	}
+	q := qmptest.NewQEMU(t, nil)
+	q.Greeting = `{"QMP": {"version": {"qemu": {"micro": 1, "minor": 2, "major": 10}, "package": "pve-qemu-kvm_10.2.1-1"}, "capabilities": []}}`
+	var got string
+	if err := Do(context.Background(), q.Sock(), 2*time.Second, func(s Session) error { got = s.Package(); return nil }); err != nil || got != "pve-qemu-kvm_10.2.1-1" {
+		t.Fatalf("Session.Package = %q, %v", got, err)
+	}
+	if q.Commands() != 0 {
+		t.Errorf("%d commands sent: the greeting alone states the build", q.Commands())
+	}
+	if got := (Session{M: replayMonitor{}}).Package(); got != "" {
+		t.Errorf("a monitor without a greeting: %q", got)
+	}
+}
+
+// replayMonitor is a Monitor with no greeting (a recorded replay).
+type replayMonitor struct{}
+
+func (replayMonitor) Connect() error               { return nil }
+func (replayMonitor) Disconnect() error            { return nil }
+func (replayMonitor) Run(b []byte) ([]byte, error) { return nil, errors.New("no replies") }
+func (replayMonitor) Events(context.Context) (<-chan goqmp.Event, error) {
+	return nil, goqmp.ErrEventsNotSupported
 }
 
 func TestVersionAtLeast(t *testing.T) {

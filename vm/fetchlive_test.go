@@ -141,3 +141,29 @@ func TestFetchLiveCommands(t *testing.T) {
 		t.Errorf("write-cache read for the wrong devices:\n%s", results[0])
 	}
 }
+
+// The build a VM runs comes with every exchange, from the greeting: the
+// same commands with and without it.
+func TestQEMUPackage(t *testing.T) {
+	pve := `{"QMP": {"version": {"qemu": {"micro": 1, "minor": 2, "major": 10}, "package": "pve-qemu-kvm_10.2.1-1"}, "capabilities": []}}`
+	for _, tc := range []struct{ greeting, want string }{
+		{pve, "pve-qemu-kvm_10.2.1-1"},
+		{qmptest.Greeting111, "Debian 1:11.1.3+ds-1~bpo13+1"},
+		{`{"QMP": {"version": {"qemu": {"micro": 3, "minor": 1, "major": 11}}, "capabilities": []}}`, ""},
+	} {
+		v, q := liveVM(t, 2, tc.greeting)
+		if v.QEMUPackage != "" {
+			t.Fatalf("before any exchange: %q", v.QEMUPackage)
+		}
+		if err := v.FetchLive(context.Background(), 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if v.QEMUPackage != tc.want || q.Commands() != 4 {
+			t.Errorf("%.60s: package %q after %d commands %v, want %q after 4", tc.greeting, v.QEMUPackage, q.Commands(), q.Seen(), tc.want)
+		}
+		a, err := v.Ask(context.Background(), 2*time.Second, Query{Need: NeedStatus})
+		if err != nil || a.Package != tc.want || v.QEMUPackage != tc.want {
+			t.Errorf("Ask: %v, answer %q, VM %q", err, a.Package, v.QEMUPackage)
+		}
+	}
+}

@@ -113,6 +113,10 @@ type Answer struct {
 	// QEMU is the version QEMU's greeting states (zero when it states
 	// none: a replay without one).
 	QEMU qmp.Version
+	// Package is the build QEMU's greeting states (query-version's
+	// package, without a command): "pve-qemu-kvm_11.0.0-1"; "" when it
+	// states none.
+	Package string
 }
 
 // FetchLive asks QEMU, in one QMP exchange, for the run state and each
@@ -128,7 +132,9 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 // order whatever is asked: query-status, query-blockstats (devices, then
 // nodes), query-block-jobs, query-block, the block graph, the QOM
 // properties, query-iothreads and query-cpus-fast, query-pci. NeedStatus
-// sets v.Status and NeedLive each disk's Live.
+// sets v.Status and NeedLive each disk's Live; every exchange sets
+// v.QEMUPackage from the greeting, which states the build whatever is
+// asked (no Need, no command).
 func (v *VM) Ask(ctx context.Context, timeout time.Duration, q Query) (*Answer, error) {
 	return v.AskPatient(ctx, timeout, timeout, q)
 }
@@ -148,6 +154,7 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 	err := qmp.DoRetry(ctx, v.QMPSocket(), timeout, patience, func(s qmp.Session) error {
 		a = &Answer{Waited: time.Since(start)}
 		a.QEMU, _ = s.Version()
+		a.Package = s.Package()
 		var err error
 		if status, err = askStatus(s, q.Need); err != nil {
 			return err
@@ -219,6 +226,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 	})
 	if err != nil {
 		return a, err
+	}
+	if a.Package != "" {
+		v.QEMUPackage = a.Package
 	}
 	if q.Need&NeedStatus != 0 {
 		v.Status = status

@@ -46,6 +46,10 @@ type VM struct {
 	// Status is QEMU's run state from query-status (running, paused,
 	// io-error, ...), read by FetchLive; "" when not read.
 	Status string
+	// QEMUPackage is the build the running QEMU states in its QMP greeting
+	// ("pve-qemu-kvm_11.0.0-1", package advisory reads it), set by every
+	// Ask (FetchLive's included); "" before one, or when QEMU states none.
+	QEMUPackage string
 	// Unused are the config's unusedN volumes: the VM owns them but attaches
 	// none, so they are not disks (thin pools count them).
 	Unused []Unused
