@@ -19,7 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/backupcfg"
+	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -91,13 +93,21 @@ const (
 	// CodeFleecingLeftover: fleecing images the config records while no
 	// backup holds the VM: space left behind by a failed clean-up.
 	CodeFleecingLeftover Code = "fleecing-leftover"
+	// CodeQEMUAdvisory: the QEMU build the VM runs has a known disk bug
+	// (package advisory's table) that one of its running disks is exposed
+	// to; the severity is the table's.
+	CodeQEMUAdvisory Code = "qemu-advisory"
+	// CodeQEMUOutdated: the VM runs a QEMU binary an upgrade has replaced
+	// since it started, or another version than the installed one.
+	CodeQEMUOutdated Code = "qemu-outdated"
 )
 
 // Codes lists every code (help text, README).
 var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsupported, CodeConfigInvalid,
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
-	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover}
+	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover,
+	CodeQEMUAdvisory, CodeQEMUOutdated}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -147,6 +157,11 @@ type VMResult struct {
 	// node and the fleecing each runs with (vzdump.conf's default where the
 	// job sets none); omitted when none does.
 	Backups []backupcfg.VMBackup `json:"backups,omitempty"`
+	// QEMU is the binary a running VM's QEMU runs: the build it states,
+	// whether it was replaced since the start, the version installed now
+	// (qemu-advisory and qemu-outdated judge it); omitted for a VM that
+	// does not run.
+	QEMU *advisory.Binary `json:"qemu,omitempty"`
 	// Err is why this VM could not be checked at all (an unreadable
 	// config: exit 2), or why its running state could not be read (exit 3).
 	Err error `json:"-"`
@@ -205,6 +220,10 @@ type Options struct {
 	// node's threads. 0 (metrics, which judges stalls from its own
 	// counters) leaves it out.
 	StallAfter time.Duration
+	// Packages is the run's one reader of the node's dpkg status (the
+	// installed QEMU version qemu-outdated compares with): Run sets one for
+	// its VMs; nil reads the file once per VM.
+	Packages *dpkg.Packages
 }
 
 // Targets returns the VMIDs to check: the ones given (each with a config on
@@ -241,6 +260,9 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 // the run, and sums the findings up.
 func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
 	pools := thinpool.NewNodeCache(n)
+	if o.Packages == nil {
+		o.Packages = dpkg.NewPackages(n)
+	}
 	res := make([]VMResult, len(ids))
 	par := max(o.Parallel, 1)
 	sem := make(chan struct{}, par)
@@ -310,8 +332,11 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 			out.liveUnread(v, liveErr)
 		}
 	}
+	out.QEMU = readBinary(ctx, n, v, o.Packages)
 	chains := volchain.Measure(ctx, n, v)
 	judge(ctx, v, n.Paths.NodeName(), pools, chains, &out, askGuestOS(ctx, v, n.Timeout))
+	qemuAdvisories(v.VMID, out.QEMU, runningDisks(v), advisory.Known(), &out)
+	qemuOutdated(v.VMID, out.QEMU, &out)
 	zfsRules(ctx, n.Runner, v, &out)
 	volumeChains(v, chains, &out)
 	if o.StallAfter > 0 && v.Running && liveErr == nil {
@@ -331,10 +356,10 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 // sees it), is a VM whose running state could not be read: exit 3.
 func (out *VMResult) liveUnread(v *vm.VM, err error) {
 	vmid := v.VMID
-	out.Notes = append(out.Notes, "QMP not reachable ("+err.Error()+"): not checked: io-error (needs query-status and query-block); drift was judged from the command line only (live cache flags, write-cache and limits need QMP)")
-	out.NotChecked = append(out.NotChecked, CodeIOError, CodeDrift)
+	out.Notes = append(out.Notes, "QMP not reachable ("+err.Error()+"): not checked: io-error (needs query-status and query-block), qemu-advisory (needs the build QMP's greeting states); drift was judged from the command line only (live cache flags, write-cache and limits need QMP)")
+	out.NotChecked = append(out.NotChecked, CodeIOError, CodeDrift, CodeQEMUAdvisory)
 	if v.Alive || !errors.Is(err, qmp.ErrNoSocket) {
-		out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: running state not read, io-error and live drift not checked", vmid), err)
+		out.Err = exitcode.Wrap(exitcode.Unreachable, fmt.Sprintf("VM %d: running state not read, io-error, live drift and qemu-advisory not checked", vmid), err)
 	}
 }
 

@@ -83,6 +83,9 @@ type tnode struct {
 	t    *testing.T
 	root string
 	n    node.Node
+	// greeting, when set, is what the VMs' fake QEMUs greet with (the
+	// build they state); qmptest's 7.2 greeting otherwise.
+	greeting string
 }
 
 func newNode(t *testing.T) *tnode {
@@ -160,6 +163,7 @@ func (tn *tnode) running(vmid int, argv []string) {
 func (tn *tnode) qmp(vmid int, handler func(cmd string, args gjson.Result) string) *qmptest.QEMU {
 	tn.t.Helper()
 	q := qmptest.NewQEMU(tn.t, handler)
+	q.Greeting = tn.greeting
 	sock := tn.n.Paths.QMPSocket(vmid)
 	tn.mkdir("var/run/qemu-server")
 	if err := os.Symlink(q.Sock(), sock); err != nil {

@@ -348,12 +348,12 @@ func TestLiveUnread(t *testing.T) {
 			if loaded == nil || loaded.VMID != 390 || !loaded.Running || liveErr == nil || !strings.Contains(v.Notes[0], liveErr.Error()) {
 				t.Errorf("VMLoaded: %v, %v", loaded, liveErr)
 			}
-			if exitcode.Of(v.Err) != c.code || !reflect.DeepEqual(v.NotChecked, []Code{CodeIOError, CodeDrift}) ||
+			if exitcode.Of(v.Err) != c.code || !reflect.DeepEqual(v.NotChecked, []Code{CodeIOError, CodeDrift, CodeQEMUAdvisory}) ||
 				len(v.Notes) != 1 || !strings.HasPrefix(v.Notes[0], "QMP not reachable (") || !strings.Contains(v.Notes[0], c.msg) ||
 				!strings.Contains(v.Notes[0], "not checked: io-error") {
 				t.Fatalf("err %v (exit %d), not checked %v, notes %q", v.Err, exitcode.Of(v.Err), v.NotChecked, v.Notes)
 			}
-			if c.code != exitcode.OK && !strings.HasPrefix(v.Err.Error(), "VM 390: running state not read, io-error and live drift not checked: ") {
+			if c.code != exitcode.OK && !strings.HasPrefix(v.Err.Error(), "VM 390: running state not read, io-error, live drift and qemu-advisory not checked: ") {
 				t.Errorf("err %v", v.Err)
 			}
 			// The config's own rules and the command line's drift still ran.

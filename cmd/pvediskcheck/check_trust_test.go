@@ -200,7 +200,7 @@ func TestCheckQMPSocketGone(t *testing.T) {
 				t.Errorf("want %q in stderr and the note:\n%s%s", want, stdout, stderr)
 			}
 			var rep check.Report
-			if _, code := runJSON(t, n, &rep, "check", "370"); code != exitUnreachable || !rep.VMs[0].Running || len(rep.VMs[0].NotChecked) != 2 {
+			if _, code := runJSON(t, n, &rep, "check", "370"); code != exitUnreachable || !rep.VMs[0].Running || len(rep.VMs[0].NotChecked) != 3 {
 				t.Errorf("--json: exit %d %+v", code, rep.VMs)
 			}
 			// cache says the same of this VM.
