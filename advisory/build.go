@@ -119,6 +119,31 @@ func (b *Binary) Differs() int {
 	return dpkg.Compare(*run, *inst)
 }
 
+// String is the binary in a few words, as cache's heading shows it: the
+// build, and where it is not the installed one, how it differs.
+func (b *Binary) String() string {
+	s := b.Build().String()
+	if b.Package == "" {
+		s = "build not stated"
+	}
+	var why []string
+	if b.Replaced {
+		why = append(why, "its binary was replaced since the start")
+	}
+	switch d := b.Differs(); {
+	case d < 0:
+		why = append(why, b.Installed+" installed")
+	case d > 0:
+		why = append(why, "older "+b.Installed+" installed")
+	case b.Replaced && b.Installed != "":
+		why = append(why, "reinstalled at the same version")
+	}
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, ", ") + ": the installed one runs after a full stop and start, qm reboot)"
+	}
+	return s
+}
+
 // InstalledVersion is Installed parsed (nil when unknown).
 func (b *Binary) InstalledVersion() *dpkg.Version {
 	if b.Installed == "" {

@@ -84,6 +84,23 @@ func TestReadBinary(t *testing.T) {
 			}
 		})
 	}
+	for _, c := range []struct {
+		b    Binary
+		want string
+	}{
+		{Binary{Package: "pve-qemu-kvm_11.0.0-2", Installed: "11.0.0-2"}, "pve-qemu-kvm 11.0.0-2"},
+		{Binary{Package: "pve-qemu-kvm_10.2.1-1", Replaced: true, Installed: "11.0.0-2"}, "pve-qemu-kvm 10.2.1-1 (its binary was replaced since the start, 11.0.0-2 installed: the installed one runs after a full stop and start, qm reboot)"},
+		{Binary{Package: "pve-qemu-kvm_10.2.1-1", Installed: "11.0.0-2"}, "pve-qemu-kvm 10.2.1-1 (11.0.0-2 installed: the installed one runs after a full stop and start, qm reboot)"},
+		{Binary{Package: "pve-qemu-kvm_11.0.0-2", Installed: "11.0.0-1"}, "pve-qemu-kvm 11.0.0-2 (older 11.0.0-1 installed: the installed one runs after a full stop and start, qm reboot)"},
+		{Binary{Package: "pve-qemu-kvm_11.0.0-2", Replaced: true, Installed: "11.0.0-2"}, "pve-qemu-kvm 11.0.0-2 (its binary was replaced since the start, reinstalled at the same version: the installed one runs after a full stop and start, qm reboot)"},
+		{Binary{Package: "pve-qemu-kvm_11.0.0-2", Replaced: true}, "pve-qemu-kvm 11.0.0-2 (its binary was replaced since the start: the installed one runs after a full stop and start, qm reboot)"},
+		{Binary{Package: "my-build"}, "build my-build"},
+		{Binary{}, "build not stated"},
+	} {
+		if got := c.b.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
+	}
 	// One status read for every VM of a run.
 	n := binTree(t, "/usr/bin/kvm", stanza("pve-qemu-kvm", "11.0.0-2"))
 	pkgs := dpkg.NewPackages(n)

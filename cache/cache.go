@@ -10,6 +10,7 @@ package cache
 import (
 	"fmt"
 
+	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/queues"
@@ -26,6 +27,11 @@ type View struct {
 	Blockdev bool     `json:"blockdev"`
 	Disks    []Disk   `json:"disks"`
 	Notes    []string `json:"notes,omitempty"`
+	// QEMU is the binary the running VM's QEMU runs: the build its QMP
+	// greeting states, whether an upgrade replaced it since the start, the
+	// version installed now (advisory.ReadBinary; check's qemu-advisory and
+	// qemu-outdated judge it); omitted for a VM that does not run.
+	QEMU *advisory.Binary `json:"qemu,omitempty"`
 }
 
 // Disk is one disk's view.

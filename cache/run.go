@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 
+	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -13,7 +14,8 @@ import (
 )
 
 // Run builds the view of the selected disks of v: what runs (from QMP when
-// v runs), the disks as the guest names them, each running disk's backing
+// v runs), the QEMU binary it runs (the build, whether an upgrade replaced
+// it, the installed version), the disks as the guest names them, each running disk's backing
 // chain (from the graph FetchLive read), and with verify the flush
 // verdicts of the disks ToVerify lists, measured with o. The view comes
 // back with the error the run ends with: exit 3 when the VM does not run
@@ -25,6 +27,10 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 		liveErr = v.FetchLive(ctx, n.Timeout)
 	}
 	out := Build(v, disks, liveErr)
+	if v.Running {
+		b := advisory.ReadBinary(ctx, n, v.Pid, v.Alive, v.QEMUPackage, nil)
+		out.QEMU = &b
+	}
 	out.AttachZFS(zfs.ForVM(ctx, n.Runner, v, disks))
 	out.AttachQueues(queues.ForVM(ctx, v, disks, n.Timeout, liveErr == nil))
 	out.AttachBacking(volchain.Running(ctx, n, v, disks))

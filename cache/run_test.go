@@ -74,6 +74,12 @@ func TestRun(t *testing.T) {
 	if d := byID(*view)["scsi1"]; d.GuestByID == nil || !strings.HasSuffix(*d.GuestByID, "drive-scsi1") {
 		t.Errorf("scsi1's guest name: %v", d.GuestByID)
 	}
+	// The build QEMU's greeting states (qmptest's 7.2), in a tree without
+	// procfs (no exe) or dpkg status.
+	if q := view.QEMU; q == nil || q.Package != "Debian 1:7.2+dfsg-7+deb12u7" || q.Name != "qemu-system-x86" || q.Version != "1:7.2+dfsg-7+deb12u7" ||
+		q.Exe != "" || q.Replaced || q.Installed != "" || !strings.HasPrefix(q.InstalledUnknown, "no ") {
+		t.Errorf("qemu: %+v", view.QEMU)
+	}
 
 	// --verify: the disks that can hold writes in node RAM are measured;
 	// this recording has no query-blockstats, so the measurement fails, and
@@ -96,7 +102,7 @@ func TestRun(t *testing.T) {
 	f.Argv = nil
 	n, v = f.Start(t)
 	view, err = Run(ctx, runNode(n), v, v.Disks, true, flush.Options{})
-	if exitcode.Of(err) != exitcode.Unreachable || exitcode.Message(err) != "VM 380 is not running" || view == nil || view.Running || len(view.Disks) == 0 {
+	if exitcode.Of(err) != exitcode.Unreachable || exitcode.Message(err) != "VM 380 is not running" || view == nil || view.Running || len(view.Disks) == 0 || view.QEMU != nil {
 		t.Errorf("stopped: %v (exit %d) %+v", err, exitcode.Of(err), view)
 	}
 	for _, d := range view.Disks {

@@ -75,7 +75,11 @@ func printCache(e *env, out cache.View) {
 	if !out.Blockdev {
 		gen = "-drive (machine < 10.0)"
 	}
-	fmt.Fprintf(e.out, "VM %d: %s, %s\n", out.VMID, state, gen)
+	head := fmt.Sprintf("VM %d: %s, %s", out.VMID, state, gen)
+	if out.QEMU != nil {
+		head += ", QEMU " + out.QEMU.String()
+	}
+	fmt.Fprintln(e.out, head)
 	t := newTable(e.out, "DISK", "CONTROLLER", "VOLUME", "CONFIG", "RUNNING", "NEXT START", "AIO", "IOTHREAD")
 	for _, d := range out.Disks {
 		cfg := units.OrDash(d.Cache.Configured)
