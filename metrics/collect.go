@@ -28,8 +28,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -111,6 +113,10 @@ type VM struct {
 	Disks []Disk
 	// Findings are check's findings for the VM.
 	Findings []check.Finding
+	// QEMU is the binary a running VM's QEMU runs (check's: the build its
+	// QMP greeting states, whether an upgrade replaced it, the installed
+	// version); nil for a VM that does not run.
+	QEMU *advisory.Binary
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
 }
@@ -171,8 +177,10 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		s.Errors[src]++
 		mu.Unlock()
 	}
-	// One lvs run serves the pool figures and check's thin-overcommit.
+	// One lvs run serves the pool figures and check's thin-overcommit; one
+	// read of dpkg's status every VM's installed QEMU version.
 	pools := thinpool.NewNodeCache(n)
+	pkgs := dpkg.NewPackages(n)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -203,7 +211,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, o.StallAfter, o.Histograms)
+			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o.StallAfter, o.Histograms)
 			for _, e := range errs {
 				fail(e)
 			}
@@ -221,10 +229,10 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 // collectVM reads one VM: check's load (one FetchLive) and findings, then
 // for a running VM its counters and thread ids in one more exchange, and
 // its threads' CPU time.
-func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, stallAfter time.Duration, hist *latency.Tracker) (VM, []Source) {
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, pkgs *dpkg.Packages, stallAfter time.Duration, hist *latency.Tracker) (VM, []Source) {
 	out := VM{VMID: vmid}
-	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{}, pools)
-	out.Findings = res.Findings
+	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs}, pools)
+	out.Findings, out.QEMU = res.Findings, res.QEMU
 	if v == nil {
 		// Not loaded: a config that does not parse (config-invalid) or
 		// cannot be read.

@@ -72,6 +72,10 @@ var (
 
 	findings = desc("check_findings", "Findings of `pvediskcheck check`, counted by code and severity.", "vmid", "code", "severity")
 
+	qemuBuild      = desc("vm_qemu_build_info", "The QEMU build a running VM runs (always 1): the package string its QMP greeting states, the package and version read from it, and the version of that package installed now (empty when unknown).", "vmid", "build", "package", "version", "installed_version")
+	qemuOutdated   = desc("vm_qemu_outdated", "1 when the VM runs a QEMU binary an upgrade replaced since it started, or another version than the installed one (check's qemu-outdated), else 0; absent where neither the binary nor the installed version could be read.", "vmid")
+	qemuAdvisories = desc("vm_qemu_advisories", "Known disk bugs of the QEMU build the VM runs that one of its running disks is exposed to (check's qemu-advisory findings); absent where the build is unknown.", "vmid")
+
 	vmCPU       = desc("vm_cpu_seconds_total", "CPU time of the VM's QEMU threads by role: main-loop, iothread (all iothreads), vcpu (all vCPUs).", "vmid", "role")
 	iothreadCPU = desc("iothread_cpu_seconds_total", "CPU time of one iothread of the VM (its id as pvediskcheck_disk_info's iothread label).", "vmid", "iothread")
 
@@ -118,7 +122,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
-		findings, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+		findings, qemuBuild, qemuOutdated, qemuAdvisories, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
@@ -164,6 +168,7 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		collectFindings(gauge, vmid, v.Findings)
+		collectQEMU(gauge, vmid, v)
 		if c := v.CPU; c != nil {
 			count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
 			count(vmCPU, c.VCPUs, vmid, string(threads.VCPU))
@@ -231,6 +236,37 @@ func collectFindings(gauge func(*prometheus.Desc, float64, ...string), vmid stri
 	}
 	for _, k := range order {
 		gauge(findings, float64(counts[k]), vmid, string(k.code), string(k.sev))
+	}
+}
+
+// collectQEMU sends the build a running VM runs, whether it is outdated
+// and how many known bugs of it apply, each where it is known: the build
+// where QEMU stated one (QMP was read), outdated where the binary or the
+// installed version was read, the advisories where the build names a
+// package version (check judged them).
+func collectQEMU(gauge func(*prometheus.Desc, float64, ...string), vmid string, v VM) {
+	q := v.QEMU
+	if q == nil {
+		return
+	}
+	if q.Package != "" {
+		gauge(qemuBuild, 1, vmid, q.Package, q.Name, q.Version, q.Installed)
+	}
+	if q.Exe != "" || q.Installed != "" {
+		out := 0.0
+		if q.Outdated() {
+			out = 1
+		}
+		gauge(qemuOutdated, out, vmid)
+	}
+	if q.Version != "" {
+		n := 0
+		for _, f := range v.Findings {
+			if f.Code == check.CodeQEMUAdvisory {
+				n++
+			}
+		}
+		gauge(qemuAdvisories, float64(n), vmid)
 	}
 }
 

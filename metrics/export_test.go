@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -83,6 +84,46 @@ pvediskcheck_check_findings{code="io-error",severity="error",vmid="100"} 1
 pvediskcheck_check_findings{code="io-error",severity="info",vmid="100"} 1`
 	if got := only(exposition(t, s), "pvediskcheck_check"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The QEMU build per running VM, whether it is outdated and its advisory
+// count, each only where it is known.
+func TestExportQEMU(t *testing.T) {
+	adv := func(sev check.Severity) check.Finding {
+		return check.Finding{Code: check.CodeQEMUAdvisory, Severity: sev}
+	}
+	for _, c := range []struct {
+		name string
+		vm   VM
+		want string
+	}{
+		{"an upgraded node: replaced, two advisories", VM{VMID: 100, Running: true, Findings: []check.Finding{adv(check.Error), adv(check.Info), {Code: check.CodeQEMUOutdated, Severity: check.Warning}},
+			QEMU: &advisory.Binary{Package: "pve-qemu-kvm_10.2.1-1", Name: "pve-qemu-kvm", Version: "10.2.1-1", Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, Installed: "11.0.0-2"}},
+			`pvediskcheck_vm_qemu_advisories{vmid="100"} 2
+pvediskcheck_vm_qemu_build_info{build="pve-qemu-kvm_10.2.1-1",installed_version="11.0.0-2",package="pve-qemu-kvm",version="10.2.1-1",vmid="100"} 1
+pvediskcheck_vm_qemu_outdated{vmid="100"} 1`},
+		{"current", VM{VMID: 100, Running: true, QEMU: &advisory.Binary{Package: "pve-qemu-kvm_11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", Exe: "/usr/bin/qemu-system-x86_64", Installed: "11.0.0-2"}},
+			`pvediskcheck_vm_qemu_advisories{vmid="100"} 0
+pvediskcheck_vm_qemu_build_info{build="pve-qemu-kvm_11.0.0-2",installed_version="11.0.0-2",package="pve-qemu-kvm",version="11.0.0-2",vmid="100"} 1
+pvediskcheck_vm_qemu_outdated{vmid="100"} 0`},
+		{"a copied tree: neither binary nor installed version read", VM{VMID: 100, Running: true, QEMU: &advisory.Binary{Package: "pve-qemu-kvm_11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", InstalledUnknown: "no /var/lib/dpkg/status"}},
+			`pvediskcheck_vm_qemu_advisories{vmid="100"} 0
+pvediskcheck_vm_qemu_build_info{build="pve-qemu-kvm_11.0.0-2",installed_version="",package="pve-qemu-kvm",version="11.0.0-2",vmid="100"} 1`},
+		{"a build that names no version: no advisory count", VM{VMID: 100, Running: true, QEMU: &advisory.Binary{Package: "qemu-git", Exe: "/opt/qemu/bin/qemu-system-x86_64"}},
+			`pvediskcheck_vm_qemu_build_info{build="qemu-git",installed_version="",package="",version="",vmid="100"} 1
+pvediskcheck_vm_qemu_outdated{vmid="100"} 0`},
+		{"QMP not read: no build, the binary replaced all the same", VM{VMID: 100, Running: true, QEMU: &advisory.Binary{Exe: "/usr/bin/qemu-system-x86_64", Replaced: true}},
+			`pvediskcheck_vm_qemu_outdated{vmid="100"} 1`},
+		{"QMP not read, nothing else either", VM{VMID: 100, Running: true, QEMU: &advisory.Binary{InstalledUnknown: "the running build names no package"}}, ``},
+		{"not running", VM{VMID: 100}, ``},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &Snapshot{VMs: []VM{c.vm}}
+			if got := only(exposition(t, s), "pvediskcheck_vm_qemu"); got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
 	}
 }
 

@@ -302,7 +302,7 @@ func TestLabelCardinality(t *testing.T) {
 		"source":           set("node", "config", "qmp", "threads", "thinpool"),
 		"type":             set("lvmthin", "zfspool"),
 	}
-	bounded := set("vmid", "disk", "storage", "pool", "iothread") // one value per VM, disk, storage, iothread
+	bounded := set("vmid", "disk", "storage", "pool", "iothread", "build", "package", "version", "installed_version") // one value per VM, disk, storage, iothread
 	perVM := map[string]int{}
 	for name, mf := range families(t, s) {
 		for _, m := range mf.GetMetric() {
@@ -326,10 +326,11 @@ func TestLabelCardinality(t *testing.T) {
 	}
 	// 6 disks x (info + 13 device + 3 storage counters + limits differ +
 	// stalled seconds) + 4 limits, 4 finding series, 2 + 3 CPU series (3
-	// iothreads); no in-flight series (the fixture's volumes are no block
-	// devices of this node).
+	// iothreads), the QEMU build and its advisory count (no outdated
+	// series: a tree without procfs or dpkg status); no in-flight series
+	// (the fixture's volumes are no block devices of this node).
 	for _, id := range []string{"370", "371", "372"} {
-		if perVM[id] != 6*19+4+4+2+3+1 {
+		if perVM[id] != 6*19+4+4+2+3+1+2 {
 			t.Errorf("VM %s: %d series", id, perVM[id])
 		}
 	}
@@ -390,12 +391,18 @@ func TestBusySocket(t *testing.T) {
 				t.Error("collect_errors{source=qmp} is not 1")
 			}
 			for _, l := range series(text) {
-				if strings.Contains(l, `vmid="371"`) && !strings.HasPrefix(l, "pvediskcheck_check_findings") {
+				// check's findings and, where its exchange was read, the
+				// build QEMU stated are check's: exported all the same.
+				checks := strings.HasPrefix(l, "pvediskcheck_check_findings") || c.after != "" && strings.HasPrefix(l, "pvediskcheck_vm_qemu_")
+				if strings.Contains(l, `vmid="371"`) && !checks {
 					t.Errorf("a series of the busy VM: %s", l)
 				}
 			}
 			if !strings.Contains(text, `pvediskcheck_check_findings{code="cache-writeback",severity="warning",vmid="371"} 1`) {
 				t.Error("the busy VM's findings are missing")
+			}
+			if build := strings.Contains(text, `pvediskcheck_vm_qemu_build_info{build="Debian 1:7.2+dfsg-7+deb12u7",installed_version="",package="qemu-system-x86",version="1:7.2+dfsg-7+deb12u7",vmid="371"} 1`); build != (c.after != "") {
+				t.Errorf("the busy VM's build exported: %v", build)
 			}
 			if !strings.Contains(text, `pvediskcheck_disk_info{aio="io_uring",cache_configured="none",cache_effective="none",controller="virtio-scsi-single",discard="ignore",disk="scsi1",iothread="iothread-virtioscsi1",storage="local-lvm",vmid="370"} 1`) {
 				t.Error("the other VM lost its series")
