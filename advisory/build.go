@@ -87,6 +87,8 @@ type Binary struct {
 	// it names none.
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
+	// Pid is the QEMU process's (0 when not known).
+	Pid int `json:"pid,omitempty"`
 	// Exe is the binary the process runs (/proc/PID/exe), " (deleted)" cut;
 	// "" when it could not be read (a copied tree).
 	Exe string `json:"exe,omitempty"`
@@ -163,7 +165,7 @@ func (b *Binary) InstalledVersion() *dpkg.Version {
 // from dpkg's status file below the node root (dpkg.Packages: read once
 // per run). pkgs may be nil: then the status file is read here.
 func ReadBinary(ctx context.Context, n node.Node, pid int, alive bool, pkgString string, pkgs *dpkg.Packages) Binary {
-	b := Binary{Package: pkgString}
+	b := Binary{Package: pkgString, Pid: max(pid, 0)}
 	if build := ParseBuild(pkgString); build.Version != nil {
 		b.Name, b.Version = build.Package, build.Version.String()
 	}

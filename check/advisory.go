@@ -118,12 +118,16 @@ func qemuOutdated(vmid int, bin *advisory.Binary, out *VMResult) {
 	if bin.Installed != "" {
 		inst = "the installed " + bin.Name + " is " + bin.Installed
 	}
+	exe := "/proc/PID/exe"
+	if bin.Pid > 0 {
+		exe = "/proc/" + strconv.Itoa(bin.Pid) + "/exe"
+	}
 	var what string
 	switch d := bin.Differs(); {
 	case bin.Replaced && d == 0 && bin.Installed != "":
-		what = fmt.Sprintf("QEMU runs a binary that was replaced since the VM started (/proc/PID/exe: %s (deleted)), reinstalled at the version it runs: %s, as installed", bin.Exe, run)
+		what = fmt.Sprintf("QEMU runs a binary that was replaced since the VM started (%s: %s (deleted)), reinstalled at the version it runs: %s, as installed", exe, bin.Exe, run)
 	case bin.Replaced:
-		what = fmt.Sprintf("QEMU runs a binary that was replaced since the VM started (/proc/PID/exe: %s (deleted)): %s, %s", bin.Exe, run, inst)
+		what = fmt.Sprintf("QEMU runs a binary that was replaced since the VM started (%s: %s (deleted)): %s, %s", exe, bin.Exe, run, inst)
 	case d < 0:
 		what = fmt.Sprintf("%s is older than the one installed: %s", run, inst)
 	default:

@@ -189,6 +189,8 @@ func TestQEMUOutdated(t *testing.T) {
 		bin  *advisory.Binary
 		want string // the message's start; "" for no finding
 	}{
+		{"replaced by an upgrade, the pid known", &advisory.Binary{Pid: 4242, Package: "pve-qemu-kvm_10.2.1-1", Name: "pve-qemu-kvm", Version: "10.2.1-1", Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, Installed: "11.0.0-2"},
+			"QEMU runs a binary that was replaced since the VM started (/proc/4242/exe: /usr/bin/qemu-system-x86_64 (deleted)): the running build pve-qemu-kvm 10.2.1-1, the installed pve-qemu-kvm is 11.0.0-2; the installed version's fixes"},
 		{"replaced by an upgrade", &advisory.Binary{Package: "pve-qemu-kvm_10.2.1-1", Name: "pve-qemu-kvm", Version: "10.2.1-1", Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, Installed: "11.0.0-2"},
 			"QEMU runs a binary that was replaced since the VM started (/proc/PID/exe: /usr/bin/qemu-system-x86_64 (deleted)): the running build pve-qemu-kvm 10.2.1-1, the installed pve-qemu-kvm is 11.0.0-2; the installed version's fixes"},
 		{"reinstalled at the same version", &advisory.Binary{Package: "pve-qemu-kvm_11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, Installed: "11.0.0-2"},

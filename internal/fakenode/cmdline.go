@@ -32,6 +32,12 @@ type ArgvOptions struct {
 	// QEMUVersion is the version of the QEMU that runs the line ("7.2.22");
 	// it decides -name as qemu-server does. Start fills it in.
 	QEMUVersion string
+	// CopiedBinary makes Start run QEMU from a copy of its binary in a
+	// directory of its own (VM.Binary), which a test deletes to stand for
+	// the binary a package upgrade replaced: the process runs on, and
+	// /proc/PID/exe reads "PATH (deleted)". For the 11.1 wrapper the copy
+	// is of the chroot's binary, below the /tmp it shares with the host.
+	CopiedBinary bool
 }
 
 // Blkdebug is one error injection rule of QEMU's blkdebug driver.

@@ -201,7 +201,10 @@ type VM struct {
 	VMID int
 	Pid  int
 	Argv []string
-	node *Node
+	// Binary is the copy of QEMU's binary the process runs (host path),
+	// with ArgvOptions.CopiedBinary; "" otherwise.
+	Binary string
+	node   *Node
 }
 
 // StartError is QEMU refusing to start; Stderr holds its own message.
@@ -236,6 +239,19 @@ func (n *Node) Start(vmid int, o ArgvOptions) (*VM, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var binary string
+	if o.CopiedBinary {
+		var inChroot string
+		if binary, inChroot, err = n.copyBinary(vmid); err != nil {
+			return nil, err
+		}
+		if inChroot == "" {
+			cmd.Path, argv[0] = binary, binary
+			cmd.Args[0] = binary
+		} else {
+			cmd.Env = append(os.Environ(), "PVEDISKCHECK_QEMU_BIN="+inChroot)
+		}
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -247,10 +263,72 @@ func (n *Node) Start(vmid int, o ArgvOptions) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("QEMU started but %v", err)
 	}
-	vm := &VM{VMID: vmid, Pid: pid, Argv: argv, node: n}
+	vm := &VM{VMID: vmid, Pid: pid, Argv: argv, Binary: binary, node: n}
 	n.vms[vmid] = vm
 	// QMP listens before -daemonize returns; nothing else to wait for.
 	return vm, nil
+}
+
+// copyBinary copies the QEMU binary n.QEMU runs into a directory of its
+// own: the host's binary (found on PATH) below the node's root, or, for
+// the 11.1 wrapper (a script), the chroot's binary below the /tmp the
+// chroot shares with the host, whose path inside the chroot the wrapper
+// then execs (PVEDISKCHECK_QEMU_BIN). It returns the copy's host path and,
+// for the wrapper, its path in the chroot.
+func (n *Node) copyBinary(vmid int) (host, inChroot string, err error) {
+	src, err := exec.LookPath(n.QEMU)
+	if err != nil {
+		return "", "", err
+	}
+	head := make([]byte, 2)
+	if f, err := os.Open(src); err == nil {
+		_, _ = f.Read(head)
+		f.Close()
+	}
+	wrapper := string(head) == "#!"
+	dir := filepath.Join(n.Root, "qemu-copy", strconv.Itoa(vmid))
+	if wrapper {
+		src = filepath.Join(cacheDir(), "trixie-qemu11", "usr/bin/qemu-system-x86_64")
+		if dir, err = os.MkdirTemp("/tmp", "pdc-qemu-copy"); err != nil {
+			return "", "", err
+		}
+		n.cleanups = append(n.cleanups, func() { os.RemoveAll(dir) })
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	// QEMU finds its modules and firmware relative to its binary's
+	// directory as if that were /usr/bin (get_relocated_path): DIR/bin
+	// beside DIR/lib and DIR/share, linked to the real ones (inside the
+	// chroot for the wrapper: absolute links resolve there).
+	for _, l := range []string{"lib", "share"} {
+		if err := os.Symlink("/usr/"+l, filepath.Join(dir, l)); err != nil {
+			return "", "", err
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return "", "", err
+	}
+	host = filepath.Join(dir, "bin", "qemu-system-x86_64")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(host, b, 0o755); err != nil {
+		return "", "", err
+	}
+	if wrapper {
+		inChroot = host // the chroot's /tmp is the host's
+	}
+	return host, inChroot, nil
+}
+
+// cacheDir is where the 11.1 chroot lives (scripts/qemu-11.1's
+// PVEDISKCHECK_CACHE).
+func cacheDir() string {
+	if d := os.Getenv("PVEDISKCHECK_CACHE"); d != "" {
+		return d
+	}
+	return "/var/cache/pvediskcheck"
 }
 
 // qemuVersion is the version of n.QEMU, asked once per node.
