@@ -174,7 +174,11 @@ func ReadBinary(ctx context.Context, n node.Node, pid int, alive bool, pkgString
 			b.Exe, b.Replaced = strings.CutSuffix(exe, deletedSuffix)
 		}
 	}
-	if b.Name == "" {
+	switch {
+	case pkgString == "":
+		b.InstalledUnknown = "the running build is not known: QEMU's greeting was not read"
+		return b
+	case b.Name == "":
 		b.InstalledUnknown = "the running build names no package"
 		return b
 	}

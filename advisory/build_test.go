@@ -68,6 +68,8 @@ func TestReadBinary(t *testing.T) {
 			Binary{Pid: 4100, Package: "pve-qemu-kvm_10.2.1-1", Name: "pve-qemu-kvm", Version: "10.2.1-1", Exe: "/usr/bin/qemu-system-x86_64", InstalledUnknown: "pve-qemu-kvm: not installed"}, false, 0},
 		{"a build that names no package", "/opt/qemu/bin/qemu-system-x86_64 (deleted)", stanza("pve-qemu-kvm", "11.0.0-2"), "my-build", true,
 			Binary{Pid: 4100, Package: "my-build", Exe: "/opt/qemu/bin/qemu-system-x86_64", Replaced: true, InstalledUnknown: "the running build names no package"}, true, 0},
+		{"QMP not read: no build, the exe all the same", "/usr/bin/qemu-system-x86_64 (deleted)", stanza("pve-qemu-kvm", "11.0.0-2"), "", true,
+			Binary{Pid: 4100, Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, InstalledUnknown: "the running build is not known: QEMU's greeting was not read"}, true, 0},
 		{"no exe link (a process gone)", "", stanza("pve-qemu-kvm", "10.2.1-1"), "pve-qemu-kvm_10.2.1-1", true,
 			Binary{Pid: 4100, Package: "pve-qemu-kvm_10.2.1-1", Name: "pve-qemu-kvm", Version: "10.2.1-1", Installed: "10.2.1-1"}, false, 0},
 	} {

@@ -115,8 +115,12 @@ func qemuOutdated(vmid int, bin *advisory.Binary, out *VMResult) {
 	}
 	run := "the running build " + bin.Build().String()
 	inst := "the installed version is unknown (" + bin.InstalledUnknown + ")"
-	if bin.Installed != "" {
+	switch {
+	case bin.Installed != "":
 		inst = "the installed " + bin.Name + " is " + bin.Installed
+	case bin.Package == "":
+		// QMP not read (liveUnread says why): the exe alone.
+		run, inst = "the running build is unknown", "and so is the version installed"
 	}
 	exe := "/proc/PID/exe"
 	if bin.Pid > 0 {

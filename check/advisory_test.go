@@ -203,6 +203,8 @@ func TestQEMUOutdated(t *testing.T) {
 			"the running build pve-qemu-kvm 11.0.0-2 is newer than the one installed (a downgrade the VM has not started): the installed pve-qemu-kvm is 11.0.0-1;"},
 		{"a Debian build, upgraded", &advisory.Binary{Package: "Debian 1:7.2+dfsg-7+deb12u18+b3", Name: "qemu-system-x86", Version: "1:7.2+dfsg-7+deb12u18+b3", Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, Installed: "1:7.2+dfsg-7+deb12u19"},
 			"QEMU runs a binary that was replaced since the VM started (/proc/PID/exe: /usr/bin/qemu-system-x86_64 (deleted)): the running build qemu-system-x86 1:7.2+dfsg-7+deb12u18+b3, the installed qemu-system-x86 is 1:7.2+dfsg-7+deb12u19;"},
+		{"replaced, QMP not read", &advisory.Binary{Pid: 4242, Exe: "/usr/bin/qemu-system-x86_64", Replaced: true, InstalledUnknown: "the running build names no package"},
+			"QEMU runs a binary that was replaced since the VM started (/proc/4242/exe: /usr/bin/qemu-system-x86_64 (deleted)): the running build is unknown, and so is the version installed;"},
 		{"current", &advisory.Binary{Package: "pve-qemu-kvm_11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", Exe: "/usr/bin/qemu-system-x86_64", Installed: "11.0.0-2"}, ""},
 		{"the same version written two ways", &advisory.Binary{Package: "pve-qemu-kvm_0:11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", Installed: "11.0.0-2"}, ""},
 		{"nothing known", &advisory.Binary{Package: "pve-qemu-kvm_11.0.0-2", Name: "pve-qemu-kvm", Version: "11.0.0-2", InstalledUnknown: "no /var/lib/dpkg/status"}, ""},
