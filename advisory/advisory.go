@@ -85,15 +85,16 @@ type Source struct {
 
 // String names the source as the finding prints it.
 func (s Source) String() string {
-	switch {
-	case s.Changelog != "":
+	if s.Changelog != "" {
 		return "pve-qemu changelog " + s.Changelog
-	case s.Bug != 0:
+	}
+	if s.Bug != 0 {
 		return "Proxmox bug #" + strconv.Itoa(s.Bug)
-	case s.Commit != "":
-		if s.File != "" {
-			return "pve-qemu commit " + s.Commit + " (" + s.File + ")"
-		}
+	}
+	if s.Commit != "" && s.File != "" {
+		return "pve-qemu commit " + s.Commit + " (" + s.File + ")"
+	}
+	if s.Commit != "" {
 		return "pve-qemu commit " + s.Commit
 	}
 	return s.URL
@@ -177,19 +178,22 @@ func (a *Advisory) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %s", a.ID, fmt.Sprintf(format, args...))
 	}
-	switch {
-	case a.ID == "":
-		return bad("no id")
-	case a.Package == "":
-		return bad("no package")
-	case len(a.Affected) == 0:
-		return bad("no affected range")
-	case a.Severity != Error && a.Severity != Warning && a.Severity != Info:
-		return bad("severity %q is not error, warning or info", a.Severity)
-	case a.Title == "" || a.Effect == "" || a.Trigger == "":
-		return bad("title, effect and trigger must all be set")
-	case len(a.Sources) == 0:
-		return bad("no source")
+	// A table of refusals rather than a switch: each is a plain expression
+	// (and each one's mutants run under the tests).
+	for _, c := range []struct {
+		refused bool
+		why     string
+	}{
+		{a.ID == "", "no id"},
+		{a.Package == "", "no package"},
+		{len(a.Affected) == 0, "no affected range"},
+		{a.Severity != Error && a.Severity != Warning && a.Severity != Info, fmt.Sprintf("severity %q is not error, warning or info", a.Severity)},
+		{a.Title == "" || a.Effect == "" || a.Trigger == "", "title, effect and trigger must all be set"},
+		{len(a.Sources) == 0, "no source"},
+	} {
+		if c.refused {
+			return bad("%s", c.why)
+		}
 	}
 	if n := a.Needs; n.AnyDisk == (len(n.Controllers) > 0 || n.Format != "" || n.AIO != "" || n.Discard || n.DetectZeroes != "" || n.IOThread) {
 		return bad("needs: name the disk settings the bug needs, or any_disk alone")
@@ -230,18 +234,21 @@ func (a *Advisory) Validate() error {
 				set++
 			}
 		}
-		switch {
-		case set != 1:
+		if set != 1 {
 			return bad("a source names %d places, not one", set)
-		case s.Changelog != "":
+		}
+		if s.Changelog != "" {
 			if _, err := dpkg.ParseVersion(s.Changelog); err != nil {
 				return bad("source changelog: %v", err)
 			}
-		case s.Bug < 0:
+		}
+		if s.Bug < 0 {
 			return bad("source bug %d", s.Bug)
-		case s.URL != "" && !strings.HasPrefix(s.URL, "https://"):
+		}
+		if s.URL != "" && !strings.HasPrefix(s.URL, "https://") {
 			return bad("source url %q is not https", s.URL)
-		case s.Commit != "" && !isHex(s.Commit):
+		}
+		if s.Commit != "" && !isHex(s.Commit) {
 			return bad("source commit %q is not a commit id", s.Commit)
 		}
 	}
@@ -333,21 +340,18 @@ func (a *Advisory) Fixes(r Range, v dpkg.Version) bool {
 // pflash device): the firmware writes its variables there, not a guest's
 // disk driver, and no bug of the table is about it.
 func (n Needs) Fits(d qemuserver.DiskSettings) bool {
-	switch {
-	case d.CDROM, d.Controller == "efi":
-		return false
-	case len(n.Controllers) > 0 && !slices.Contains(n.Controllers, d.Controller):
-		return false
-	case n.Format != "" && d.Format != n.Format:
-		return false
-	case n.AIO != "" && d.AIO != n.AIO:
-		return false
-	case n.Discard && d.Discard != "unmap":
-		return false
-	case n.DetectZeroes != "" && d.DetectZeroes != n.DetectZeroes:
-		return false
-	case n.IOThread && !d.IOThread:
-		return false
+	for _, misses := range []bool{
+		d.CDROM || d.Controller == "efi",
+		len(n.Controllers) > 0 && !slices.Contains(n.Controllers, d.Controller),
+		n.Format != "" && d.Format != n.Format,
+		n.AIO != "" && d.AIO != n.AIO,
+		n.Discard && d.Discard != "unmap",
+		n.DetectZeroes != "" && d.DetectZeroes != n.DetectZeroes,
+		n.IOThread && !d.IOThread,
+	} {
+		if misses {
+			return false
+		}
 	}
 	return true
 }

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{"a fixed version dpkg refuses", `"fixed": "1.0-2"`, `"fixed": "x.0"`, "fixed: not a Debian version"},
 		{"introduced not below fixed", `"introduced": "1.0-1"`, `"introduced": "1.0-2"`, "is not below fixed"},
 		{"overlapping ranges", `[{"introduced": "1.0-1", "fixed": "1.0-2"}]`, `[{"introduced": "1.0-1", "fixed": "1.0-3"}, {"fixed": "1.0-2"}]`, "overlaps"},
+		{"a range open below, then one inside it", `[{"introduced": "1.0-1", "fixed": "1.0-2"}]`, `[{"fixed": "1.0-3"}, {"introduced": "1.0-2", "fixed": "1.0-4"}]`, "overlaps"},
+		{"two ranges open below", `[{"introduced": "1.0-1", "fixed": "1.0-2"}]`, `[{"fixed": "1.0-3"}, {"fixed": "2.0-1"}]`, "overlaps"},
 		{"a source naming two places", `{"changelog": "1.0-2", "text": "fix"}`, `{"changelog": "1.0-2", "bug": 1}`, "names 2 places"},
 		{"a source naming none", `{"changelog": "1.0-2", "text": "fix"}`, `{"text": "fix"}`, "names 0 places"},
 		{"a plain-http url", `{"changelog": "1.0-2", "text": "fix"}`, `{"url": "http://example.org/"}`, "is not https"},
@@ -75,6 +77,13 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Load: %v, want %q", err, c.want)
 			}
 		})
+	}
+	// Ranges that touch do not overlap: a fix, then the bug again on a
+	// later branch (the SATA entry's shape), in either order.
+	for _, r := range []string{`[{"fixed": "1.0-2"}, {"introduced": "1.0-2", "fixed": "1.0-4"}]`, `[{"introduced": "1.0-2", "fixed": "1.0-4"}, {"fixed": "1.0-2"}]`} {
+		if _, err := Load([]byte("[" + strings.Replace(entry, `[{"introduced": "1.0-1", "fixed": "1.0-2"}]`, r, 1) + "]")); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
 	}
 	if _, err := Load([]byte("[" + entry + "," + entry + "]")); err == nil || !strings.Contains(err.Error(), "used twice") {
 		t.Errorf("a duplicate id: %v", err)

@@ -132,12 +132,11 @@ func (b *Binary) String() string {
 	if b.Replaced {
 		why = append(why, "its binary was replaced since the start")
 	}
-	switch d := b.Differs(); {
-	case d < 0:
+	if d := b.Differs(); d < 0 {
 		why = append(why, b.Installed+" installed")
-	case d > 0:
+	} else if d > 0 {
 		why = append(why, "older "+b.Installed+" installed")
-	case b.Replaced && b.Installed != "":
+	} else if b.Replaced && b.Installed != "" {
 		why = append(why, "reinstalled at the same version")
 	}
 	if len(why) > 0 {
@@ -174,11 +173,11 @@ func ReadBinary(ctx context.Context, n node.Node, pid int, alive bool, pkgString
 			b.Exe, b.Replaced = strings.CutSuffix(exe, deletedSuffix)
 		}
 	}
-	switch {
-	case pkgString == "":
+	if pkgString == "" {
 		b.InstalledUnknown = "the running build is not known: QEMU's greeting was not read"
 		return b
-	case b.Name == "":
+	}
+	if b.Name == "" {
 		b.InstalledUnknown = "the running build names no package"
 		return b
 	}
