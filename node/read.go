@@ -58,6 +58,21 @@ var ErrFileTimeout = exitcode.New(exitcode.Unreachable, "no answer")
 // below --root. So a config linked to /etc/shadow is never read, even with
 // --root /. A missing file is an error that errors.Is(os.ErrNotExist).
 func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return n.bounded(ctx, path, func() ([]byte, error) { return n.Paths.readFile(path) })
+}
+
+// ReadInput reads a file the admin names on the command line (check
+// --policy): ReadFile's rules, but the file is the admin's, not the
+// node's, so it is not held to a tree below --root (a policy beside a
+// copied support bundle is read as named), and at most max bytes (a
+// larger file is refused, naming its size). Only a regular file is opened;
+// within n.Timeout and ctx.
+func (n Node) ReadInput(ctx context.Context, path string, max int) ([]byte, error) {
+	return n.bounded(ctx, path, func() ([]byte, error) { return readRegular(path, max) })
+}
+
+// bounded runs read within n.Timeout and ctx.
+func (n Node) bounded(ctx context.Context, path string, read func() ([]byte, error)) ([]byte, error) {
 	timeout := n.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -68,7 +83,7 @@ func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		b, err := n.Paths.readFile(path)
+		b, err := read()
 		ch <- result{b, err}
 	}()
 	t := time.NewTimer(timeout)
@@ -136,6 +151,48 @@ func (p Paths) readFile(path string) ([]byte, error) {
 		return nil, &FileError{path, fmt.Sprintf("is larger than %d MiB: not a file of a Proxmox VE node", MaxFileBytes>>20)}
 	}
 	return b, nil
+}
+
+// readRegular reads a regular file of at most max bytes: a stat before the
+// open (nothing else is opened), the opened file checked again.
+func readRegular(path string, max int) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
+	}
+	f, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, &FileError{path, fmt.Sprintf("is larger than %s: refused", sizeName(max))}
+	}
+	return b, nil
+}
+
+// sizeName says a byte bound as the admin reads it: 64 KiB, 16 MiB.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " bytes"
 }
 
 // refused says why path is not read: where it leads when that is outside

@@ -272,3 +272,54 @@ func TestProcDir(t *testing.T) {
 		}
 	}
 }
+
+// ReadInput: a file the admin names is read wherever it is (not held to
+// the tree below --root), a regular file only, at most max bytes at the
+// edge, within the timeout.
+func TestReadInput(t *testing.T) {
+	n, _ := readTree(t)
+	ctx := context.Background()
+	outside := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(outside, []byte("12345678"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := n.ReadInput(ctx, outside, 8); err != nil || string(b) != "12345678" {
+		t.Errorf("outside the root, at the bound: %q %v", b, err)
+	}
+	// ReadFile refuses the same file: it is not the node's.
+	if _, err := n.ReadFile(ctx, outside); !errors.Is(err, ErrBadFile) {
+		t.Errorf("ReadFile of a file outside the root: %v", err)
+	}
+	if _, err := n.ReadInput(ctx, outside, 7); !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != outside+": is larger than 7 bytes: refused" {
+		t.Errorf("one byte over: %v", err)
+	}
+	if _, err := n.ReadInput(ctx, outside, 1<<10); err != nil {
+		t.Errorf("%v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(big, make([]byte, 64<<10+1), 0o644)
+	if _, err := n.ReadInput(ctx, big, 64<<10); err == nil || err.Error() != big+": is larger than 64 KiB: refused" {
+		t.Errorf("64 KiB + 1: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero", t.TempDir()} {
+		if _, err := n.ReadInput(ctx, p, 1<<10); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := n.ReadInput(ctx, filepath.Join(t.TempDir(), "absent"), 1<<10); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("absent: %v", err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	orig := openFile
+	openFile = func(path string) (*os.File, error) { <-release; return orig(path) }
+	defer func() { openFile = orig }()
+	n.Timeout = 50 * time.Millisecond
+	if _, err := n.ReadInput(ctx, outside, 1<<10); !errors.Is(err, ErrFileTimeout) {
+		t.Errorf("stall: %v", err)
+	}
+}
