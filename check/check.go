@@ -24,6 +24,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
@@ -100,6 +101,9 @@ const (
 	// CodeQEMUOutdated: the VM runs a QEMU binary an upgrade has replaced
 	// since it started, or another version than the installed one.
 	CodeQEMUOutdated Code = "qemu-outdated"
+	// CodePolicy: a disk breaks a requirement of the --policy file (package
+	// policy): in the config, the running VM or [PENDING].
+	CodePolicy Code = "policy"
 )
 
 // Codes lists every code (help text, README).
@@ -107,7 +111,7 @@ var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsuppo
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
 	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover,
-	CodeQEMUAdvisory, CodeQEMUOutdated}
+	CodeQEMUAdvisory, CodeQEMUOutdated, CodePolicy}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -120,6 +124,9 @@ type Finding struct {
 	// Command is the fix's one command (`qm set ...`), when it is one; Fix
 	// starts with it, shell-quoted, or with "with the VM stopped: " and it.
 	Command []string `json:"-"`
+	// Policy is a policy finding's rule, requirement and what was found
+	// where (code policy only).
+	Policy *policy.Violation `json:"policy,omitempty"`
 }
 
 // DiskValues are the settings check compares (README: `check --json`).
@@ -162,6 +169,10 @@ type VMResult struct {
 	// (qemu-advisory and qemu-outdated judge it); omitted for a VM that
 	// does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// PolicyRules are the --policy rules that select a disk of the VM:
+	// how many of its disks, and how many requirements they break.
+	PolicyRules []policy.RuleCount `json:"policy_rules,omitempty"`
+	tags        []string           // the VM's tags, for the policy's coverage
 	// Err is why this VM could not be checked at all (an unreadable
 	// config: exit 2), or why its running state could not be read (exit 3).
 	Err error `json:"-"`
@@ -179,6 +190,11 @@ type Summary struct {
 type Report struct {
 	VMs     []VMResult `json:"vms"`
 	Summary Summary    `json:"summary"`
+	// PolicyRules are each rule of --policy over the run (0 disks: it
+	// selected none); PolicyWarnings its selector values that match
+	// nothing the run saw. Both omitted without --policy.
+	PolicyRules    []policy.RuleCount `json:"policy_rules,omitempty"`
+	PolicyWarnings []policy.Warning   `json:"policy_warnings,omitempty"`
 }
 
 // Fails reports whether the findings fail the run at failOn (Warning: any
@@ -224,6 +240,12 @@ type Options struct {
 	// installed QEMU version qemu-outdated compares with): Run sets one for
 	// its VMs; nil reads the file once per VM.
 	Packages *dpkg.Packages
+	// Policy, when set, judges every disk against the site's policy file
+	// (check --policy): findings of code policy.
+	Policy *policy.Policy
+	// All: the run checks every VM of the node (--all), so a policy
+	// selector matching none of them is said.
+	All bool
 }
 
 // Targets returns the VMIDs to check: the ones given (each with a config on
@@ -277,7 +299,9 @@ func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
 		}()
 	}
 	wg.Wait()
-	return Summarize(res)
+	rep := Summarize(res)
+	rep.policySummary(ctx, n, o)
+	return rep
 }
 
 // Summarize wraps results into a report with its counts.
@@ -334,7 +358,8 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 	}
 	out.QEMU = readBinary(ctx, n, v, o.Packages)
 	chains := volchain.Measure(ctx, n, v)
-	judge(ctx, v, n.Paths.NodeName(), pools, chains, &out, askGuestOS(ctx, v, n.Timeout))
+	pol := judgePolicy(ctx, n, v, o, &out)
+	judge(ctx, v, n.Paths.NodeName(), pools, chains, &out, askGuestOS(ctx, v, n.Timeout), pol)
 	qemuAdvisories(v.VMID, out.QEMU, runningDisks(v), advisory.Known(), &out)
 	qemuOutdated(v.VMID, out.QEMU, &out)
 	zfsRules(ctx, n.Runner, v, &out)

@@ -26,9 +26,9 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
 // judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult, os *guestOS) {
+func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult, os *guestOS, pol *policyRun) {
 	j := newJudge(v)
-	j.os, j.here = os, here
+	j.os, j.here, j.pol = os, here, pol
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
 	}
@@ -63,6 +63,7 @@ func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, ch
 		}
 	}
 	out.Notes = append(out.Notes, j.notes...)
+	pol.leftover(v, out)
 	for _, f := range pendingRestart(v) {
 		out.add(f)
 	}
@@ -92,6 +93,8 @@ type judger struct {
 	here string
 	// notes the disk rules add (what they could not decide).
 	notes []string
+	// pol is the VM's policy judgement (nil without --policy).
+	pol *policyRun
 }
 
 func newJudge(v *vm.VM) *judger {
@@ -163,6 +166,7 @@ const (
 	editSCSIHW              // scsihw virtio-scsi-single (a VM option)
 	editMove                // move an emulated-controller disk to SCSI
 	editQueues              // drop a queues= QEMU refuses
+	editPolicy              // what the --policy file requires (policy.Mend)
 )
 
 // diskRun is one disk under judgement: its findings and the edits that fix
@@ -469,6 +473,7 @@ func (r *diskRun) evidenceDiscard() string {
 // finish applies the edits to one copy of the line and gives every finding
 // they fix the same command, so no two fixes undo each other.
 func (r *diskRun) finish() []Finding {
+	r.policyFindings()
 	if len(r.edits) == 0 {
 		return r.findings
 	}
@@ -503,34 +508,48 @@ func (r *diskRun) fix() ([]string, string) {
 			delete(f.Opts, "aio")
 		}
 	}
-	argv := []string{"qm", "set", vmid}
-	lineChanged := f.String() != r.drv.String() || r.edits[editSSD]
-	if r.edits[editMove] {
-		if slot := j.freeSCSISlot(); slot >= 0 {
-			key := "scsi" + strconv.Itoa(slot)
-			delete(f.Opts, "model") // IDE/SATA only
-			note := ""
-			// Off one emulated controller onto another is no move: the
-			// VM's SCSI controller becomes VirtIO SCSI too.
-			if !qemuserver.VirtIOSCSI(j.scsihw) {
-				argv = append(argv, "--scsihw", "virtio-scsi-single")
-				note = driverNote
+	// The VM's scsihw as the edits leave it: VirtIO SCSI single for a
+	// disk's IO thread or off an emulated controller (off one emulated
+	// controller onto another is no move: the VM's SCSI controller becomes
+	// VirtIO SCSI too).
+	stay := j.scsihw // without a move
+	if r.edits[editSCSIHW] {
+		stay = "virtio-scsi-single"
+	}
+	move, hw := r.edits[editMove], stay
+	if move && !qemuserver.VirtIOSCSI(j.scsihw) {
+		hw = "virtio-scsi-single"
+	}
+	moveHW := hw
+	f, move, hw = r.mendPolicy(f, move, hw)
+	slot := -1
+	if move {
+		if slot = j.freeSCSISlot(); slot < 0 {
+			move = false // every SCSI slot is taken
+			if hw == moveHW {
+				hw = stay
 			}
-			// One command is a clean move on a stopped VM: qemu-server
-			// applies the delete first (vmconfig_apply_pending registers
-			// the volume as unusedN) and write_vm_config then drops an
-			// unusedN whose volume a disk uses again.
-			argv = append(argv, "--delete", r.d.ID, "--"+key, f.String())
-			argv = append(argv, j.bootOrder(r.d.ID, key)...)
-			return argv, "with the VM stopped: " + shellJoin(argv) + note + " (adjust the guest's fstab/boot device)"
 		}
 	}
+	argv := []string{"qm", "set", vmid}
+	lineChanged := f.String() != r.drv.String() || r.edits[editSSD]
 	note := ""
-	if r.edits[editSCSIHW] {
-		argv = append(argv, "--scsihw", "virtio-scsi-single")
-		if !qemuserver.VirtIOSCSI(j.scsihw) {
+	if hw != j.scsihw {
+		argv = append(argv, "--scsihw", hw)
+		if qemuserver.VirtIOSCSI(hw) && !qemuserver.VirtIOSCSI(j.scsihw) {
 			note = driverNote
 		}
+	}
+	if move {
+		key := "scsi" + strconv.Itoa(slot)
+		delete(f.Opts, "model") // IDE/SATA only
+		// One command is a clean move on a stopped VM: qemu-server
+		// applies the delete first (vmconfig_apply_pending registers
+		// the volume as unusedN) and write_vm_config then drops an
+		// unusedN whose volume a disk uses again.
+		argv = append(argv, "--delete", r.d.ID, "--"+key, f.String())
+		argv = append(argv, j.bootOrder(r.d.ID, key)...)
+		return argv, "with the VM stopped: " + shellJoin(argv) + note + " (adjust the guest's fstab/boot device)"
 	}
 	if lineChanged && r.iso() {
 		// qm set refuses the line (an ISO image without media=cdrom):
@@ -552,7 +571,7 @@ func (r *diskRun) fix() ([]string, string) {
 		return nil, "" // nothing to set after all
 	}
 	text := shellJoin(argv) + note
-	limitsOnly := !r.edits[editSCSIHW] && onlyLimitsDiffer(r.drv, f)
+	limitsOnly := hw == j.scsihw && onlyLimitsDiffer(r.drv, f)
 	if j.v.Running && !limitsOnly {
 		text += ", then qm reboot " + vmid + " " + restartHint
 	}
