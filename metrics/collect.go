@@ -34,6 +34,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -87,6 +88,9 @@ type Options struct {
 	// is read (never replacing one found: package latency) and exports
 	// them as Prometheus histograms; the caller releases it on exit.
 	Histograms *latency.Tracker
+	// Policy, when set (metrics --policy), judges every VM against the
+	// site's policy as check does (check.Options.Policy).
+	Policy *policy.Policy
 }
 
 // Snapshot is one collection: what every metric is built from.
@@ -99,6 +103,9 @@ type Snapshot struct {
 	VMs []VM
 	// Pools are the node's thin pools (nil when they could not be read).
 	Pools []thinpool.Pool
+	// PolicyRules are each rule of Options.Policy over the node (nil
+	// without one): pvediskcheck_policy_rule_disks.
+	PolicyRules []policy.RuleCount
 }
 
 // VM is one VM's part of a collection.
@@ -117,6 +124,9 @@ type VM struct {
 	// QMP greeting states, whether an upgrade replaced it, the installed
 	// version); nil for a VM that does not run.
 	QEMU *advisory.Binary
+	// Policy are the policy's rules that select a disk of the VM, with
+	// the requirements its disks break (pvediskcheck_policy_violations).
+	Policy []policy.RuleCount
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
 }
@@ -211,7 +221,7 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o.StallAfter, o.Histograms)
+			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o)
 			for _, e := range errs {
 				fail(e)
 			}
@@ -219,6 +229,13 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	}
 	wg.Wait()
 	s.VMs = vms
+	if o.Policy != nil {
+		var per [][]policy.RuleCount
+		for _, v := range vms {
+			per = append(per, v.Policy)
+		}
+		s.PolicyRules = o.Policy.Sum(per)
+	}
 	s.Duration = time.Since(start)
 	if o.OnSnapshot != nil {
 		o.OnSnapshot(s)
@@ -229,10 +246,11 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 // collectVM reads one VM: check's load (one FetchLive) and findings, then
 // for a running VM its counters and thread ids in one more exchange, and
 // its threads' CPU time.
-func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, pkgs *dpkg.Packages, stallAfter time.Duration, hist *latency.Tracker) (VM, []Source) {
+func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, pkgs *dpkg.Packages, o Options) (VM, []Source) {
+	stallAfter, hist := o.StallAfter, o.Histograms
 	out := VM{VMID: vmid}
-	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs}, pools)
-	out.Findings, out.QEMU = res.Findings, res.QEMU
+	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs, Policy: o.Policy}, pools)
+	out.Findings, out.QEMU, out.Policy = res.Findings, res.QEMU, res.PolicyRules
 	if v == nil {
 		// Not loaded: a config that does not parse (config-invalid) or
 		// cannot be read.

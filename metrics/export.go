@@ -76,6 +76,9 @@ var (
 	qemuOutdated   = desc("vm_qemu_outdated", "1 when the VM runs a QEMU binary an upgrade replaced since it started, or another version than the installed one (check's qemu-outdated), else 0; absent where neither the binary nor the installed version could be read.", "vmid")
 	qemuAdvisories = desc("vm_qemu_advisories", "Known disk bugs of the QEMU build the VM runs that one of its running disks is exposed to (check's qemu-advisory findings); absent where the build is unknown.", "vmid")
 
+	policyViolations = desc("policy_violations", "Requirements of the --policy file's rule that the VM's disks break (in the config, the running VM or [PENDING]); 0 where every disk the rule selects holds them. Only rules that select a disk of the VM.", "vmid", "rule")
+	policyRuleDisks  = desc("policy_rule_disks", "Disks of the node's VMs the --policy file's rule selects (0: it selects none, a selector matching nothing here).", "rule")
+
 	vmCPU       = desc("vm_cpu_seconds_total", "CPU time of the VM's QEMU threads by role: main-loop, iothread (all iothreads), vcpu (all vCPUs).", "vmid", "role")
 	iothreadCPU = desc("iothread_cpu_seconds_total", "CPU time of one iothread of the VM (its id as pvediskcheck_disk_info's iothread label).", "vmid", "iothread")
 
@@ -122,7 +125,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
-		findings, qemuBuild, qemuOutdated, qemuAdvisories, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+		findings, qemuBuild, qemuOutdated, qemuAdvisories, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
@@ -169,6 +172,9 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 		}
 		collectFindings(gauge, vmid, v.Findings)
 		collectQEMU(gauge, vmid, v)
+		for _, r := range v.Policy {
+			gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
+		}
 		if c := v.CPU; c != nil {
 			count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
 			count(vmCPU, c.VCPUs, vmid, string(threads.VCPU))
@@ -184,6 +190,9 @@ func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range s.Pools {
 		collectPool(gauge, p)
+	}
+	for _, r := range s.PolicyRules {
+		gauge(policyRuleDisks, float64(r.Disks), r.Rule)
 	}
 	gauge(collectDuration, s.Duration.Seconds())
 	for _, src := range Sources {

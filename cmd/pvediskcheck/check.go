@@ -10,6 +10,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/check"
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -30,13 +31,13 @@ func checkCommand() *cli.Command {
 		Usage:       "find disk settings that will fail, are ignored, are risky, or differ from what runs",
 		ArgsUsage:   "[VMID...]",
 		Description: helpText("check"),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "all", Usage: "check every VM config on this node"},
 			&cli.StringFlag{Name: "fail-on", Value: "warning", Usage: "lowest severity that makes the exit code 1: warning or error"},
 			&cli.BoolFlag{Name: "next-start", Usage: "also parse 'qm showcmd VMID' and list what changes at the next start"},
 			&cli.IntFlag{Name: "parallel", Value: 8, Usage: "VMs checked at once with --all"},
 			stallAfterFlag(),
-		},
+		}, policyFlags()...),
 		Action: checkAction,
 	}
 }
@@ -47,11 +48,16 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	pol, err := loadPolicy(c, e)
+	if err != nil {
+		return err
+	}
 	ids, err := check.Targets(e.paths, c.Args().Slice(), c.Bool("all"))
 	if err != nil {
 		return err
 	}
-	rep := check.Run(e.ctx(), e.node, ids, check.Options{NextStart: c.Bool("next-start"), Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after")})
+	rep := check.Run(e.ctx(), e.node, ids, check.Options{NextStart: c.Bool("next-start"), Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"),
+		Policy: pol, All: c.Bool("all")})
 	if e.json {
 		if err := e.printJSON(rep); err != nil {
 			return err
@@ -74,6 +80,11 @@ func printCheck(e *env, rep *check.Report) {
 	}
 	s := rep.Summary
 	fmt.Fprintf(e.out, "%d VM(s) checked: %d error(s), %d warning(s), %d info\n", s.VMs, s.Errors, s.Warnings, s.Infos)
+	var warnings []string
+	for _, w := range rep.PolicyWarnings {
+		warnings = append(warnings, w.String())
+	}
+	printPolicy(e, rep.PolicyRules, warnings)
 }
 
 // printCheckVM prints one VM's findings, the checks that did not run and
@@ -162,7 +173,10 @@ func printCheckCluster(e *env, doc *cluster.Object) error {
 	var d struct {
 		VMs     []cluster.Tagged[check.VMResult] `json:"vms"`
 		Summary check.Summary                    `json:"summary"` // the nodes' own, added up
-		Nodes   []struct {
+		// The policy's counts and warnings, node by node.
+		PolicyRules    []cluster.Tagged[policy.RuleCount] `json:"policy_rules"`
+		PolicyWarnings []cluster.Tagged[policy.Warning]   `json:"policy_warnings"`
+		Nodes          []struct {
 			cluster.NodeReport
 			Summary *check.Summary `json:"summary"`
 		} `json:"nodes"`
@@ -193,5 +207,15 @@ func printCheckCluster(e *env, doc *cluster.Object) error {
 	t.flush()
 	s := d.Summary
 	fmt.Fprintf(e.out, "%d node(s), %d VM(s) checked: %d error(s), %d warning(s), %d info\n", len(d.Nodes), s.VMs, s.Errors, s.Warnings, s.Infos)
+	answered := 0
+	for _, n := range d.Nodes {
+		if n.Summary != nil {
+			answered++
+		}
+	}
+	if d.PolicyRules != nil {
+		rules, warnings := mergedPolicy(d.PolicyRules, d.PolicyWarnings, answered)
+		printPolicy(e, rules, warnings)
+	}
 	return nil
 }

@@ -223,7 +223,14 @@ func remoteArgs(c *cli.Context, e *env, kind cluster.Args, nodeName string, asJS
 			continue
 		}
 		var v string
-		switch f.(type) {
+		switch ff := f.(type) {
+		case *fileFlag:
+			a, err := remoteFileArg(c, e, ff)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a)
+			continue
 		case *cli.BoolFlag:
 			v = strconv.FormatBool(c.Bool(name))
 		case *cli.DurationFlag:

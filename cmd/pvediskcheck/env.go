@@ -31,6 +31,8 @@ type env struct {
 	// onSample is runWith's hook, called after each sample of a window
 	// (windowProgress); nil outside tests.
 	onSample sampler.OnSample
+	// files are the file flags' files, read once per run (readFileArg).
+	files map[string]fileArg
 }
 
 func newEnv(c *cli.Context) *env {

@@ -26,7 +26,7 @@ func metricsCommand() *cli.Command {
 		Name:        "metrics",
 		Usage:       "what every disk of the node's VMs runs with, its counters, limits and check findings, as Prometheus metrics",
 		Description: helpText("metrics"),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "textfile", Usage: "write DIR/" + metrics.TextfileName + " (atomically) for node_exporter's textfile collector, then exit", TakesFile: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},
 			&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"},
@@ -34,7 +34,7 @@ func metricsCommand() *cli.Command {
 			stallAfterFlag(),
 			captureFlag(),
 			&cli.BoolFlag{Name: "histogram", Usage: "with --listen, CHANGES QEMU STATE: set latency histograms on every running disk and export them (one found set is used as it is); cleared on exit"},
-		},
+		}, policyFlags()...),
 		Action: metricsAction,
 	}
 }
@@ -54,7 +54,11 @@ func metricsAction(c *cli.Context) error {
 	if d := c.Duration("deadline"); d <= 0 {
 		return exitcode.Usagef("--deadline %s: give a positive duration, e.g. 8s", d)
 	}
-	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after")}
+	pol, err := loadPolicy(c, e)
+	if err != nil {
+		return err
+	}
+	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"), Policy: pol}
 	if k := stallKeeper(c, e); k != nil {
 		var mu sync.Mutex // scrapes may overlap
 		o.OnSnapshot = func(s *metrics.Snapshot) {
