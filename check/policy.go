@@ -142,7 +142,11 @@ func (r *diskRun) mendPolicy(f *qemuserver.Drive, move bool, hw string) (*qemuse
 	if pr == nil || len(pr.p.Selects(r.j.v, pr.site, r.d)) == 0 {
 		return f, move, hw
 	}
-	m := pr.p.Mend(r.j.v, pr.site, r.d, policy.Proposal{Line: f, SCSIHW: hw, Move: move})
+	pp := policy.Proposal{Line: f, SCSIHW: hw, Move: move}
+	if why, _ := r.unsettable(); why != "" {
+		pp.Unmovable = why
+	}
+	m := pr.p.Mend(r.j.v, pr.site, r.d, pp)
 	for i := range r.findings {
 		fd := &r.findings[i]
 		if !r.fixed[i] {

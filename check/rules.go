@@ -249,10 +249,10 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 	}
 	if (r.drv.Bus == "sata" || r.drv.Bus == "ide") && j.virtioGuest() {
 		msg := fmt.Sprintf("%s is an emulated controller; the lab measured SATA at 25-30%% of VirtIO random reads at 3-4 times the latency, and %s", strings.ToUpper(r.drv.Bus), j.osWord())
-		if r.iso() {
+		if why, where := r.unsettable(); why != "" {
 			// qm set refuses the moved line too: no command moves it.
 			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
-				Message: msg + "; qm set refuses an ISO image without media=cdrom (API2/Qemu.pm), so only an edit of the config file moves it"})
+				Message: msg + "; " + why + " (" + where + "), so only an edit of the config file moves it"})
 			r.fixed = append(r.fixed, false)
 		} else {
 			r.add(Warning, CodeEmulatedController, msg, editMove)
@@ -369,6 +369,23 @@ func (j *judger) storageUnavailable(d *vm.Disk) *Finding {
 // so its fixes are edits of the config file, never a qm set.
 func (r *diskRun) iso() bool {
 	return r.j.v.Storages.IsISO(r.drv.Volume) && r.drv.Opts["media"] != "cdrom"
+}
+
+// unsettable says why qm set refuses any line for the disk's volume, and
+// where Proxmox says so; "" when it takes one. An ISO image that is not a
+// CD-ROM: check_drive_param wants media=cdrom for it. A path outside /dev:
+// cleanup_drive_path turns it into a storage's volume or refuses it
+// ("unable to associate path ... to any storage"); which storage's
+// volume a path is, is not modelled, so every such path counts as
+// refused, and its fix is the edit of the config file, which always works.
+func (r *diskRun) unsettable() (why, where string) {
+	if r.iso() {
+		return "qm set refuses an ISO image without media=cdrom", "API2/Qemu.pm"
+	}
+	if v := r.drv.Volume; strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "/dev/") {
+		return "qm set takes a path outside /dev only as a storage's volume", "QemuServer.pm cleanup_drive_path"
+	}
+	return "", ""
 }
 
 // isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
@@ -551,14 +568,15 @@ func (r *diskRun) fix() ([]string, string) {
 		argv = append(argv, j.bootOrder(r.d.ID, key)...)
 		return argv, "with the VM stopped: " + shellJoin(argv) + note + " (adjust the guest's fstab/boot device)"
 	}
-	if lineChanged && r.iso() {
-		// qm set refuses the line (an ISO image without media=cdrom):
-		// the fix is an edit of the file, and the VM option a qm set.
+	if why, _ := r.unsettable(); lineChanged && why != "" {
+		// qm set refuses the line (an ISO image without media=cdrom, a
+		// path no storage holds): the fix is an edit of the file, and the
+		// VM option a qm set.
 		text := ""
 		if len(argv) > 3 {
 			text = shellJoin(argv) + note + ", and "
 		}
-		text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (qm set refuses an ISO image without media=cdrom)"
+		text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (" + why + ")"
 		if j.v.Running {
 			text += ", then qm reboot " + vmid + " " + restartHint
 		}

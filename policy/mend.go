@@ -18,6 +18,9 @@ type Proposal struct {
 	Line   *qemuserver.Drive
 	SCSIHW string
 	Move   bool
+	// Unmovable, when set, says why no fix may move the disk (qm set
+	// refuses its line under any key).
+	Unmovable string
 }
 
 // Mend is a Proposal as the policy leaves it: every requirement selecting
@@ -44,7 +47,8 @@ func (m Mend) Unfixed(x Violation) string {
 // give a line Proxmox refuses, is not made; that requirement is Unfixed,
 // with why. Nothing changes for a disk no rule selects.
 func (p *Policy) Mend(v *vm.VM, site Site, d *vm.Disk, pr Proposal) Mend {
-	out := Mend{Proposal: Proposal{Line: pr.Line.Clone(), SCSIHW: pr.SCSIHW, Move: pr.Move}, unfixed: map[int]string{}}
+	out := Mend{Proposal: pr, unfixed: map[int]string{}}
+	out.Line = pr.Line.Clone()
 	base := d.Pending
 	if base == nil {
 		base = d.Configured
@@ -140,6 +144,15 @@ func (m *mender) accept(q *Req, reqs []*Req, held map[*Req]bool) string {
 	return ""
 }
 
+// unmovable says why a fix may not move the disk ("" when it may): only a
+// disk moves (check's move), and only one whose line qm set takes.
+func (m *mender) unmovable() string {
+	if m.st.Line.Kind() != qemuserver.KindDisk {
+		return "only a disk is moved, not a CD-ROM drive"
+	}
+	return m.st.Unmovable
+}
+
 // bus is the proposal's bus (scsi once it moves).
 func (m *mender) bus() string { return m.line().Bus }
 
@@ -213,8 +226,8 @@ func (m *mender) ioThread(want bool) string {
 	case "scsi":
 		m.st.SCSIHW = "virtio-scsi-single"
 	default:
-		if l.Kind() != qemuserver.KindDisk {
-			return "a CD-ROM drive on " + strings.ToUpper(l.Bus) + " has no IO thread, and only a disk is moved by a fix"
+		if why := m.unmovable(); why != "" {
+			return strings.ToUpper(l.Bus) + " has no IO thread, and the disk is not moved to SCSI: " + why
 		}
 		m.st.Move, m.st.SCSIHW = true, "virtio-scsi-single"
 	}
@@ -252,7 +265,10 @@ func (m *mender) controller(allowed []string) string {
 		m.st.Move = false // the proposed move would leave the controller the rule wants
 	case (l.Bus == "scsi" || m.st.Move) && len(scsi) > 0:
 		m.st.SCSIHW = pick()
-	case (l.Bus == "sata" || l.Bus == "ide") && len(scsi) > 0 && l.Kind() == qemuserver.KindDisk:
+	case (l.Bus == "sata" || l.Bus == "ide") && len(scsi) > 0:
+		if why := m.unmovable(); why != "" {
+			return "the disk is on " + own + " and not moved to SCSI: " + why
+		}
 		m.st.Move, m.st.SCSIHW = true, pick()
 	default:
 		return "the disk is on " + own + ": a move to " + orList(allowed) + " changes its key, which only the admin does (qm set VMID --delete " + l.Key + " --<new key> <its line>, with the VM stopped and the guest's driver ready)"
