@@ -252,4 +252,3 @@ func policyCheck(t *testing.T, n node.Node, p *policy.Policy) check.VMResult {
 	}
 	return v
 }
-
