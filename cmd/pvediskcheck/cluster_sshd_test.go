@@ -143,6 +143,39 @@ func TestClusterSSH(t *testing.T) {
 		}
 	})
 
+	t.Run("check-all-policy", func(t *testing.T) {
+		// A relative path: the nodes' sessions do not share this test's
+		// directory, so each node judges by the content sent.
+		out, errs, code := sc.run(t, "--json", "check", "--all", "--cluster", "--policy", "testdata/policy/cluster.yaml")
+		var d struct {
+			VMs []struct {
+				Node     string `json:"node"`
+				Findings []struct {
+					Code string `json:"code"`
+					Disk string `json:"disk"`
+				} `json:"findings"`
+			} `json:"vms"`
+			PolicyRules []struct {
+				Node       string `json:"node"`
+				Violations int    `json:"violations"`
+			} `json:"policy_rules"`
+		}
+		if err := json.Unmarshal([]byte(out), &d); err != nil || code != exitProblem || len(d.VMs) != 3 || len(d.PolicyRules) != 3 {
+			t.Fatalf("exit %d %q %v\n%s", code, errs, err, out)
+		}
+		for i, v := range d.VMs {
+			n := 0
+			for _, f := range v.Findings {
+				if f.Code == "policy" && f.Disk == "scsi0" {
+					n++
+				}
+			}
+			if n != 1 || d.PolicyRules[i].Violations != 1 || d.PolicyRules[i].Node != v.Node {
+				t.Errorf("%s: %d policy findings, rules %+v", v.Node, n, d.PolicyRules[i])
+			}
+		}
+	})
+
 	t.Run("vm-on-another-node", func(t *testing.T) {
 		out, errs, code := sc.run(t, "cache", "372")
 		if !strings.HasPrefix(out, "VM 372 on pve2 (asked over SSH, root@127.0.0.2)\nVM 372: running") || code != exitOK {
