@@ -116,6 +116,7 @@ install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/sbin/pvediskcheck
 	install -d $(DESTDIR)$(PREFIX)/share/pvediskcheck/prometheus
 	install -m 0644 $(MONITORING) $(DESTDIR)$(PREFIX)/share/pvediskcheck/prometheus/
+	install -D -m 0644 share/examples/policy.yaml $(DESTDIR)$(PREFIX)/share/doc/pvediskcheck/examples/policy.yaml
 
 # man and completion come from the built binary's own help text (hidden
 # commands gen-man, gen-bash-completion), so they never disagree with --help.

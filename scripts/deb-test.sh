@@ -4,7 +4,8 @@
 # what it installed (the alert rules, which promtool must accept, and the
 # dashboard too), and runs the installed binary: --version must print the
 # changelog's version, and `cache 370 --json` against Lab 37's VM 370, started
-# by the test harness (internal/demo serve), must show that VM as it runs; the
+# by the test harness (internal/demo serve), must show that VM as it runs, and
+# `check 370 --policy` judge it with the shipped example policy; the
 # systemd units are installed but not enabled, and the service's own command
 # line writes a textfile with that VM's disks that promtool accepts.
 # Needs root and QEMU, like the tests. Cleans up on any exit.
@@ -67,6 +68,10 @@ fi
 # dh_compress gzips docs over 4 KiB
 [ -f "$root/usr/share/doc/pvediskcheck/README.md" ] || [ -f "$root/usr/share/doc/pvediskcheck/README.md.gz" ] ||
 	fail "/usr/share/doc/pvediskcheck/README.md not installed"
+# The policy example (check --policy) is the repository's.
+example=$root/usr/share/doc/pvediskcheck/examples/policy.yaml
+[ -f "$example" ] || { [ -f "$example.gz" ] && gunzip "$example.gz"; } || fail "/usr/share/doc/pvediskcheck/examples/policy.yaml not installed"
+cmp -s share/examples/policy.yaml "$example" || fail "the installed policy example is not share/examples/policy.yaml"
 # Shipped disabled: no symlink and no enablement state in the scratch root
 # (dpkg --root runs the maintainer scripts with DPKG_ROOT, which
 # deb-systemd-helper honours).
@@ -105,6 +110,14 @@ rc=$?
 set -e
 [ "$rc" -eq 0 ] || { cat "$work/cache.json" "$work/cache.err"; fail "cache 370 --json exited $rc"; }
 "$work/demo" check-cache <"$work/cache.json" || { cat "$work/cache.json"; fail "unexpected cache --json"; }
+# The shipped policy example judges the VM (exit 1: findings, never 2).
+set +e
+"$bin" --root "$noderoot" check 370 --json --policy "$example" >"$work/policy.json" 2>"$work/policy.err"
+rc=$?
+set -e
+[ "$rc" -le 1 ] && grep -q '"rule": "local-lvm-iothread"' "$work/policy.json" ||
+	{ cat "$work/policy.json" "$work/policy.err"; fail "check --policy with the shipped example exited $rc"; }
+echo "deb-test: check --policy with the shipped example: exit $rc"
 
 # --- metrics --textfile, as pvediskcheck-metrics.service runs it -----------------
 exec_start=$(sed -n 's/^ExecStart=//p' "$root/lib/systemd/system/pvediskcheck-metrics.service")

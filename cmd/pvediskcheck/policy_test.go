@@ -183,3 +183,35 @@ func TestCheckPolicyRefused(t *testing.T) {
 		t.Errorf("warning: exit %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// TestPolicyExamplesParse: the policies the docs show are policies: the
+// README's, check --help's (its indented block under POLICY) and the
+// shipped example (/usr/share/doc/pvediskcheck/examples/policy.yaml).
+func TestPolicyExamplesParse(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(readme)[strings.Index(string(readme), "#### Policy: how every disk should be"):]
+	_, block, _ := strings.Cut(sec, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	help := helpText("check")
+	_, hb, _ := strings.Cut(help, "POLICY\n")
+	var lines []string
+	for _, l := range strings.Split(hb, "\n")[3:] {
+		if !strings.HasPrefix(l, "   ") {
+			break
+		}
+		lines = append(lines, strings.TrimPrefix(l, "   "))
+	}
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "share", "examples", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"README": block, "check --help": strings.Join(lines, "\n"), "shipped": string(shipped)} {
+		p, err := policy.Parse(name, []byte(text))
+		if err != nil || len(p.Rules) == 0 {
+			t.Errorf("%s's example: %v\n%s", name, err, text)
+		}
+	}
+}
