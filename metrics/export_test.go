@@ -6,6 +6,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/stall"
@@ -211,5 +212,27 @@ pvediskcheck_disk_stalled_seconds{disk="scsi1",vmid="100"} 87.5`
 	text := exposition(t, s)
 	if got := only(text, "pvediskcheck_disk_inflight") + "\n" + only(text, "pvediskcheck_disk_stalled"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A policy's series: its violations per VM and rule (0 where the rule's
+// disks hold it; a rule selecting none of the VM's disks has no series
+// for it), and per rule the disks it selects, 0 included; none without a
+// policy.
+func TestExportPolicy(t *testing.T) {
+	s := &Snapshot{Errors: map[Source]int{}, VMs: []VM{
+		{VMID: 100, Policy: []policy.RuleCount{{Rule: "ceph", Line: 2, Disks: 2, Violations: 3}, {Rule: "lvm", Line: 8, Disks: 1}}},
+		{VMID: 101},
+	}, PolicyRules: []policy.RuleCount{{Rule: "ceph", Line: 2, Disks: 2, Violations: 3}, {Rule: "lvm", Line: 8, Disks: 1}, {Rule: "none", Line: 12}}}
+	text := exposition(t, s)
+	if got := only(text, "pvediskcheck_policy_"); got != `pvediskcheck_policy_rule_disks{rule="ceph"} 2
+pvediskcheck_policy_rule_disks{rule="lvm"} 1
+pvediskcheck_policy_rule_disks{rule="none"} 0
+pvediskcheck_policy_violations{rule="ceph",vmid="100"} 3
+pvediskcheck_policy_violations{rule="lvm",vmid="100"} 0` {
+		t.Errorf("series:\n%s", got)
+	}
+	if got := only(exposition(t, sample(7)), "pvediskcheck_policy_"); got != "" {
+		t.Errorf("without a policy: %s", got)
 	}
 }
