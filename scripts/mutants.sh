@@ -16,7 +16,7 @@ if ! "$gremlins" --version >/dev/null 2>&1; then
 fi
 export PVE_CFG2CMD_DIR="${PVE_CFG2CMD_DIR:-$(cd .. && pwd)/shared/pve-cfg2cmd}"
 export PVE_REALWORLD_DIR="${PVE_REALWORLD_DIR:-$(cd .. && pwd)/shared/real-world}"
-pkgs=${MUTANT_PKGS:-"cache check discard flush limit thinpool storage storage/storagetype storage/zfs queues volchain stall latency backupcfg bench qemuserver fio fioreport top cluster metrics lvm pvesm guestdisk alloc threads vm sampler advisory dpkg"}
+pkgs=${MUTANT_PKGS:-"cache check discard flush limit thinpool storage storage/storagetype storage/zfs queues volchain stall latency backupcfg bench qemuserver fio fioreport top cluster metrics lvm pvesm guestdisk alloc threads vm sampler advisory dpkg policy"}
 fail=0
 for p in $pkgs; do
 	[ -d "$p" ] || continue
