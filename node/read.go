@@ -58,6 +58,20 @@ var ErrFileTimeout = exitcode.New(exitcode.Unreachable, "no answer")
 // below --root. So a config linked to /etc/shadow is never read, even with
 // --root /. A missing file is an error that errors.Is(os.ErrNotExist).
 func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return n.readWithin(ctx, path, n.Paths.readFile)
+}
+
+// ReadInput reads a file the admin names on the command line (bench
+// --jobs FILE): a path of this machine as given (relative to the working
+// directory, not below --root), with ReadFile's rules: only a regular
+// file is opened (a FIFO, /dev/zero or a directory is refused before it
+// is), at most max bytes, within n.Timeout and ctx. Its errors are bad
+// input (exit 2) but for a timeout (3).
+func (n Node) ReadInput(ctx context.Context, path string, max int) ([]byte, error) {
+	return n.readWithin(ctx, path, func(path string) ([]byte, error) { return readFileIn(path, "/", max) })
+}
+
+func (n Node) readWithin(ctx context.Context, path string, read func(string) ([]byte, error)) ([]byte, error) {
 	timeout := n.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -68,7 +82,7 @@ func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		b, err := n.Paths.readFile(path)
+		b, err := read(path)
 		ch <- result{b, err}
 	}()
 	t := time.NewTimer(timeout)
@@ -101,6 +115,12 @@ func (p Paths) readFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readFileIn(path, tree, MaxFileBytes)
+}
+
+// readFileIn is readFile's checks for a file that must lie in tree, of at
+// most max bytes.
+func readFileIn(path, tree string, max int) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -128,14 +148,24 @@ func (p Paths) readFile(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() || !below(real, tree) {
 		return nil, refused(path, real, tree, st.Mode())
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxFileBytes {
+	if len(b) > max && max == MaxFileBytes {
 		return nil, &FileError{path, fmt.Sprintf("is larger than %d MiB: not a file of a Proxmox VE node", MaxFileBytes>>20)}
 	}
+	if len(b) > max {
+		return nil, &FileError{path, fmt.Sprintf("is larger than %s: not the file the option takes", sizeText(max))}
+	}
 	return b, nil
+}
+
+func sizeText(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return strconv.Itoa(n>>20) + " MiB"
+	}
+	return strconv.Itoa(n) + " bytes"
 }
 
 // refused says why path is not read: where it leads when that is outside

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -33,12 +33,12 @@ func benchCommand() *cli.Command {
 		ArgsUsage:   "VMID DISK...",
 		Description: helpText("bench"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "repetitions of each timed job (interleaved across disks)"},
+			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: fmt.Sprintf("repetitions of each timed job (interleaved across disks; 1 to %d)", bench.MaxRuns)},
 			&cli.DurationFlag{Name: "runtime", Value: bench.DefaultRuntime, Usage: "measured time per timed job (whole seconds)"},
 			&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"},
 			&cli.StringFlag{Name: "size", Value: bench.DefaultSize, Usage: "test area per disk (fio size=)"},
 			&cli.StringSliceFlag{Name: "job", Usage: "run only this job (repeatable; default: every job)"},
-			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (filename= and directory= are bench's)"},
+			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
 			&cli.BoolFlag{Name: "no-precondition", Usage: "skip the fill job that writes the area before the timed jobs"},
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
@@ -77,9 +77,17 @@ func benchRuns(c *cli.Context) time.Duration {
 func benchMethod(c *cli.Context) (bench.Method, error) {
 	jobs := bench.LabJobSet()
 	if f := c.String("jobs"); f != "" {
-		b, err := os.ReadFile(f)
+		// The admin's file, read as the node's files are (a FIFO or
+		// /dev/zero is refused, the size bounded); an error quotes it
+		// only once it parsed as a job file (ParseJobFile).
+		rd := node.New(node.NewPaths("/", "", ""), c.Duration("timeout"))
+		b, err := rd.ReadInput(c.Context, f, bench.MaxJobFileBytes)
 		if err != nil {
-			return bench.Method{}, exitcode.Usagef("--jobs: %v", err)
+			code := exitcode.Usage
+			if errors.Is(err, node.ErrFileTimeout) {
+				code = exitcode.Unreachable
+			}
+			return bench.Method{}, exitcode.Wrap(code, "--jobs", err)
 		}
 		if jobs, err = bench.ParseJobFile(f, string(b)); err != nil {
 			return bench.Method{}, err
