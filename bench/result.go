@@ -25,6 +25,10 @@ type Result struct {
 	Complete bool     `json:"complete"`
 	Missing  []string `json:"missing"`
 	Stopped  string   `json:"stopped,omitempty"`
+	// LeftInGuest is what the run may have left in the guest (a fio not
+	// seen to stop, a test file not removed), each with the command that
+	// finishes it.
+	LeftInGuest []string `json:"left_in_guest,omitempty"`
 	// Histograms says per disk what was done about its latency histogram
 	// (--histogram: set for the bench and cleared after, or found set and
 	// used as it is); omitted without.
@@ -105,6 +109,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 	if out.Err != nil {
 		r.Stopped = out.Err.Error()
 	}
+	r.LeftInGuest = out.Left
 	var results []*fio.Result
 	for _, d := range out.Done {
 		results = append(results, d.Res)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -155,7 +159,9 @@ func benchAction(c *cli.Context) error {
 	if c.Bool("histogram") {
 		obs.TrackLatency()
 	}
-	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram,
+	abort, stopAbort := secondInterrupt(e.ctx())
+	defer stopAbort()
+	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram, Abort: abort,
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	notes, rerr := obs.ReleaseLatency(e.ctx())
 	if rerr != nil {
@@ -174,6 +180,34 @@ func benchAction(c *cli.Context) error {
 		printBench(e, res)
 	}
 	return outcome.Err
+}
+
+// secondInterrupt is a context that ends at the second SIGINT, SIGTERM or
+// SIGHUP after ctx's (main's signal context ends at the first): bench then
+// leaves the guest at once instead of within bench.InterruptGrace.
+func secondInterrupt(ctx context.Context) (context.Context, func()) {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ch := make(chan os.Signal, 2)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) { // under nohup it stays ignored (main.go)
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(ch, sigs...)
+	go func() {
+		defer cancel()
+		seen := 0
+		for {
+			select {
+			case <-ch:
+				if seen++; seen >= 2 {
+					return
+				}
+			case <-actx.Done():
+				return
+			}
+		}
+	}()
+	return actx, func() { signal.Stop(ch); cancel() }
 }
 
 // benchProgress is one stderr line per step: what runs, and the time left.
@@ -273,6 +307,9 @@ func printBench(e *env, r *bench.Result) {
 	}
 	if !r.Complete {
 		fmt.Fprintf(e.out, "\nIncomplete: %d run(s) not measured (%s): %s\n", len(r.Missing), strings.Join(clipList(r.Missing, 6), " "), r.Stopped)
+	}
+	for _, l := range r.LeftInGuest {
+		fmt.Fprintf(e.out, "Left in the guest: %s\n", l)
 	}
 	fmt.Fprintf(e.out, "\nRead again with: pvediskcheck fio summary %s  (fio compare --dir %s A B)\n", filepath.Clean(r.Out), filepath.Clean(r.Out))
 }
