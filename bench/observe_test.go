@@ -213,3 +213,36 @@ func TestNodeObserverARC(t *testing.T) {
 		t.Errorf("no arcstats: %+v", got)
 	}
 }
+
+// Issue 31: a sample whose exchange fails (a loaded QEMU on a shared
+// socket, here an error for the first query-blockstats) is asked again,
+// and the step keeps its figures; one that fails twice is said for that
+// disk's step alone.
+func TestNodeObserverRetriesASample(t *testing.T) {
+	for _, fails := range []int{1, 2} {
+		n := 0
+		stats := blockstats72(t)
+		q := qmptest.NewQEMU(t, func(cmd string, _ gjson.Result) string {
+			if cmd == "query-blockstats" {
+				if n++; n <= fails {
+					return qmptest.Fail("GenericError", "busy")
+				}
+				return qmptest.Return(stats)
+			}
+			return qmptest.NotFound(cmd)
+		})
+		v := runningVM(t, 370, q)
+		o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: v, Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}}}
+		got := o.Start(context.Background(), Step{Disk: "scsi1", Job: LabJobSet()[6], Run: 1})()
+		switch fails {
+		case 1:
+			if got.FlushOps == nil || got.FlushWhy != "" {
+				t.Errorf("one failure: %+v", got)
+			}
+		case 2:
+			if got.FlushOps != nil || !strings.Contains(got.FlushWhy, "busy") {
+				t.Errorf("two failures: %+v", got)
+			}
+		}
+	}
+}

@@ -223,3 +223,24 @@ func TestRunInterruptedDuringStart(t *testing.T) {
 		t.Errorf("%v, left %q, killed %v", out.Err, out.Left, g.killed)
 	}
 }
+
+// fio --version that never exits (a guest whose fio hangs) is given up
+// after ProbeTimeout, exit 3; so is the probe of a disk whose blkid hangs.
+func TestGuestChecksHaveDeadlines(t *testing.T) {
+	if ProbeTimeout > time.Minute {
+		t.Fatalf("ProbeTimeout %s", ProbeTimeout)
+	}
+	g := &guest{osinfo: fixture(t, "osinfo.json"), status: fioStatus(t), running: 1 << 30}
+	a := newGuest(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // stands for ProbeTimeout
+	defer cancel()
+	if _, _, err := FindFio(ctx, a, 370); exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "still running") {
+		t.Errorf("fio --version hangs: %v", err)
+	}
+	hang := &guest{status: func([]string) string { return fixture(t, "fio-running.status.json") }}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if _, err := Probe(ctx2, newGuest(t, hang), "/dev/sdb"); exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "checking /dev/sdb") {
+		t.Errorf("probe hangs: %v", err)
+	}
+}
