@@ -165,6 +165,27 @@ type Outcome struct {
 	Left []string
 }
 
+func orErr(err error) error {
+	if err == nil {
+		return errors.New("the run ended")
+	}
+	return err
+}
+
+// stopHow is the command that stops fio (guest pid pid) in VM vmid: TERM
+// lets it stop its job processes and exit; KILL of it would leave them.
+func stopHow(vmid, pid int) string {
+	return fmt.Sprintf("stop it with `qm guest exec %d -- kill -TERM %d` (fio stops its job processes and exits)", vmid, pid)
+}
+
+// agentWhy says why an exchange after Ctrl-C failed.
+func agentWhy(lctx context.Context, err error) string {
+	if lctx.Err() != nil {
+		return fmt.Sprintf("the guest agent did not answer within %s after Ctrl-C", units.Duration(InterruptGrace))
+	}
+	return err.Error()
+}
+
 // afterInterrupt is a context that outlives ctx by InterruptGrace (what
 // must follow an interrupt: stopping fio, removing test files), ended at
 // once by abort.
@@ -214,7 +235,7 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 	defer func() {
 		r.removeTestFiles(lctx, out)
 		if len(out.Left) > 0 {
-			out.Err = errors.Join(out.Err, exitcode.Unreachablef("left in the guest: %s", strings.Join(out.Left, "; ")))
+			out.Err = exitcode.Wrap(exitcode.Unreachable, "", fmt.Errorf("%w; %d thing(s) may be left in the guest, each said with the results and how to finish it", orErr(out.Err), len(out.Left)))
 		}
 	}()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -340,7 +361,7 @@ func (r *runState) runFio(ctx, lctx context.Context, argv []string, due time.Dur
 	}
 	if err != nil {
 		if ctx.Err() != nil && !unsent(err) {
-			out.Left = append(out.Left, fmt.Sprintf("fio may have started (its guest-exec was sent, no pid came back: %v): look with `qm guest exec %d -- pidof fio` and stop it with `qm guest exec %d -- kill -KILL PID`", err, r.vmid, r.vmid))
+			out.Left = append(out.Left, fmt.Sprintf("fio may have started (its guest-exec was sent, no pid came back: %s): look with `qm guest exec %d -- pidof fio` and stop it with `qm guest exec %d -- kill -TERM PID`", agentWhy(lctx, err), r.vmid, r.vmid))
 		}
 		return qmp.ExecStatus{}, err
 	}
@@ -401,12 +422,15 @@ func missedSync(err error) bool {
 }
 
 // stopScript sends SIGTERM to fio ($1: it stops its job processes itself),
-// waits up to $2 seconds, then SIGKILLs its children and it; then removes
-// each test file and folder given after ($3 $4, $5 $6, ...): it goes on in
-// the guest should bench have left. Exit 3 when a removal failed.
+// waits up to $2 tenths of a second for it to be gone (a zombie the agent
+// has not reaped yet is gone), then SIGKILLs its children and it; then
+// removes each test file and folder given after ($3 $4, $5 $6, ...): it
+// goes on in the guest should bench have left. Exit 3 when a removal
+// failed.
 const stopScript = `p=$1; w=$2; shift 2; kill -TERM "$p" 2>/dev/null
-i=0; while [ -d /proc/$p ] && [ $i -lt $w ]; do sleep 1; i=$((i+1)); done
-if [ -d /proc/$p ]; then for c in $(cat /proc/$p/task/*/children 2>/dev/null); do kill -KILL "$c"; done; kill -KILL "$p"; fi
+alive() { [ -d /proc/$p ] && ! grep -qs '^State:[[:space:]]*Z' /proc/$p/status; }
+i=0; while alive && [ $i -lt $w ]; do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done
+if alive; then for c in $(cat /proc/$p/task/*/children 2>/dev/null); do kill -KILL "$c"; done; kill -KILL "$p"; fi
 rc=0; while [ $# -ge 2 ]; do rm -f -- "$2" && rmdir -- "$1" || rc=3; shift 2; done
 exit $rc`
 
@@ -424,7 +448,7 @@ func (r *runState) stopFio(lctx context.Context, pid int, interrupted bool, out 
 	}
 	ctx, cancel := context.WithTimeout(lctx, wait+5*time.Second)
 	defer cancel()
-	args := []string{"-c", stopScript, "sh", strconv.Itoa(pid), strconv.Itoa(int(wait / time.Second))}
+	args := []string{"-c", stopScript, "sh", strconv.Itoa(pid), strconv.Itoa(int(wait / (100 * time.Millisecond)))}
 	var files []string
 	for _, d := range r.disks {
 		if r.claimed[d.ID] && !r.cleaned[d.ID] {
@@ -442,7 +466,7 @@ func (r *runState) stopFio(lctx context.Context, pid int, interrupted bool, out 
 		}
 	}
 	if err != nil || spid == 0 {
-		out.Left = append(out.Left, fmt.Sprintf("fio (guest pid %d) may still be running: the guest agent did not take the stop (%v); stop it with `qm guest exec %d -- kill -KILL %d`", pid, err, r.vmid, pid))
+		out.Left = append(out.Left, fmt.Sprintf("fio (guest pid %d) may still be running: the stop was not sent (%s); %s", pid, agentWhy(ctx, err), stopHow(r.vmid, pid)))
 		return
 	}
 	stopped := false
@@ -463,8 +487,8 @@ func (r *runState) stopFio(lctx context.Context, pid int, interrupted bool, out 
 		}
 	}
 	if !stopped {
-		out.Left = append(out.Left, fmt.Sprintf("fio (guest pid %d) was not seen to exit; the guest's stop script (pid %d) sends it SIGKILL %s after SIGTERM: check with `qm guest exec %d -- kill -0 %d` (an error: it is gone) and stop it with `qm guest exec %d -- kill -KILL %d`",
-			pid, spid, units.Duration(wait), r.vmid, pid, r.vmid, pid))
+		out.Left = append(out.Left, fmt.Sprintf("fio (guest pid %d) was not seen to exit; the guest's stop script (pid %d) sends it and its job processes SIGKILL %s after SIGTERM: check with `qm guest exec %d -- kill -0 %d` (an error: it is gone), else %s",
+			pid, spid, units.Duration(wait), r.vmid, pid, stopHow(r.vmid, pid)))
 		return
 	}
 	// The test files: removed by the stop script once fio was gone.
@@ -500,7 +524,7 @@ func (r *runState) removeTestFiles(lctx context.Context, out *Outcome) {
 			err = fmt.Errorf("rm exited %d: %s", st.ExitCode, clip(st.Stderr))
 		}
 		if err != nil {
-			out.Left = append(out.Left, fmt.Sprintf("%s: the test file %s and its folder were not removed (%v): remove them with `qm guest exec %d -- rm -r %s`", d.ID, d.Target.Path, err, r.vmid, d.Target.Dir))
+			out.Left = append(out.Left, fmt.Sprintf("%s: the test file %s and its folder were not seen removed (%s): look, and remove them with `qm guest exec %d -- rm -r %s`", d.ID, d.Target.Path, agentWhy(lctx, err), r.vmid, d.Target.Dir))
 			continue
 		}
 		r.cleaned[d.ID] = true

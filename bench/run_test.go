@@ -174,7 +174,7 @@ func TestRunInterrupted(t *testing.T) {
 	}
 	// After Ctrl-C: SIGKILL a second after SIGTERM, the test file and
 	// folder removed by the stop script itself.
-	if len(stop) != 8 || stop[4] != strconv.Itoa(1002) || stop[5] != "1" || stop[6] != "/mnt/v/"+TestDirName {
+	if len(stop) != 8 || stop[4] != strconv.Itoa(1002) || stop[5] != "10" || stop[6] != "/mnt/v/"+TestDirName {
 		t.Errorf("stop %q", stop)
 	}
 	if len(g.ran("fio")) != 1 || len(g.scripts(cleanScript)) != 0 || len(out.Left) != 0 {
