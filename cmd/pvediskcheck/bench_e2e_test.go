@@ -39,9 +39,7 @@ func TestBenchGuestE2E(t *testing.T) {
 	lab370(t, n, "agent: 1\n")
 	g := bootGuest(t, n, 370, n.QEMU)
 	short := []string{"--runtime", "2s", "--ramp", "1s", "--size", "32M", "--runs", "2"}
-	vol := func(id string) string {
-		return n.ThinVolumeFile(map[string]string{"scsi0": "vm-370-disk-0", "scsi1": "vm-370-disk-1", "virtio1": "vm-370-disk-2", "sata1": "vm-370-disk-3"}[id])
-	}
+	vol := func(id string) string { return lab370Volume(n, id) }
 	hashes := func() map[string]string {
 		h := map[string]string{}
 		for _, id := range []string{"scsi0", "scsi1", "virtio1", "sata1"} {
@@ -208,6 +206,12 @@ func TestBenchGuestE2E(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(idir, "*.json")); len(files) != 1 {
 		t.Errorf("after Ctrl-C the results are %v, want the fill alone", files)
 	}
+}
+
+// lab370Volume is the file of VM 370's disk id on the fake node's
+// local-lvm (fakenode.CreateLab370).
+func lab370Volume(n *fakenode.Node, id string) string {
+	return n.ThinVolumeFile(map[string]string{"scsi0": "vm-370-disk-0", "scsi1": "vm-370-disk-1", "virtio1": "vm-370-disk-2", "sata1": "vm-370-disk-3"}[id])
 }
 
 // recordExec records the guest agent's guest-exec-status reply to bench's

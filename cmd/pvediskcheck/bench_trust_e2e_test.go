@@ -29,10 +29,7 @@ func TestBenchTrustE2E(t *testing.T) {
 	n.UseDoubles(t)
 	lab370(t, n, "agent: 1\n")
 	g := bootGuest(t, n, 370, n.QEMU)
-	vol := func(id string) string {
-		return n.ThinVolumeFile(map[string]string{"scsi0": "vm-370-disk-0", "scsi1": "vm-370-disk-1", "virtio1": "vm-370-disk-2", "sata1": "vm-370-disk-3"}[id])
-	}
-	hash := func(id string) string { return fileHash(t, vol(id)) }
+	hash := func(id string) string { return fileHash(t, lab370Volume(n, id)) }
 	short := []string{"--runtime", "2s", "--ramp", "1s", "--size", "32M", "--runs", "1"}
 	tried, held := 0, 0
 	holds := func(name string, ok bool, detail ...any) {
