@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,20 +166,21 @@ func TestGuardArgv(t *testing.T) {
 // second Ctrl-C (Abort) ends the grace at once.
 func TestRunInterruptedAgentHangs(t *testing.T) {
 	for _, abort := range []bool{false, true} {
-		hang := false
+		var hang atomic.Bool
 		g := &guest{status: fioStatus(t), running: 1 << 30}
-		g.silent = func(n int, argv []string) bool { return hang }
+		g.silent = func(n int, argv []string) bool { return hang.Load() }
 		a := newGuest(t, g)
 		a.Timeout = 10 * time.Second // the agent's own: the grace must cut it
 		ctx, cancel := context.WithCancel(context.Background())
 		actx, acancel := context.WithCancel(context.Background())
 		m := method(t, "rr4k")
-		var t0 time.Time
+		var t0 atomic.Int64
 		out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}, Abort: actx,
 			OnProgress: func(p Progress) {
 				if !p.Done {
 					time.AfterFunc(50*time.Millisecond, func() {
-						hang, t0 = true, time.Now()
+						hang.Store(true)
+						t0.Store(time.Now().UnixNano())
 						cancel()
 						if abort {
 							time.AfterFunc(100*time.Millisecond, acancel)
@@ -186,7 +188,7 @@ func TestRunInterruptedAgentHangs(t *testing.T) {
 					})
 				}
 			}})
-		took := time.Since(t0)
+		took := time.Since(time.Unix(0, t0.Load()))
 		acancel()
 		if exitcode.Of(out.Err) != exitcode.Unreachable || len(out.Left) != 2 || !strings.Contains(out.Err.Error(), "2 thing(s) may be left in the guest") {
 			t.Fatalf("abort %v: %v, left %q", abort, out.Err, out.Left)

@@ -176,18 +176,18 @@ func TestBenchGuestE2E(t *testing.T) {
 	g.sh(t, "mkdir -p /mnt/a && mount -t ext4 "+strings.TrimSpace(sata)+" /mnt/a")
 	idir := filepath.Join(t.TempDir(), "int")
 	ctx, cancel := context.WithCancel(context.Background())
+	var cancelled time.Time // written before cancel, read after the run: ordered by ctx
 	go func() {
 		defer cancel()
 		for i := 0; i < 1200; i++ {
 			if _, err := os.Stat(filepath.Join(idir, "sata1-fill.json")); err == nil {
 				time.Sleep(4 * time.Second) // inside rr4k run 1 (1 s ramp + 30 s)
+				cancelled = time.Now()
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	var cancelled time.Time
-	go func() { <-ctx.Done(); cancelled = time.Now() }()
 	out, errs, code, took = runCLICtx(t, ctx, "--root", n.Root, "bench", "370", "sata1", "--runtime", "30s", "--ramp", "1s", "--size", "32M", "--out", idir)
 	t.Logf("interrupted after %.1f s, ended %.2f s after Ctrl-C: exit %d\n%s\n%s", took.Seconds(), time.Since(cancelled).Seconds(), code, out, errs)
 	if code != 3 || !strings.Contains(out, "Incomplete") || !strings.Contains(errs, "interrupted") {
