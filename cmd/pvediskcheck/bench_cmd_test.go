@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -163,5 +164,28 @@ func TestBenchPlanHistogram(t *testing.T) {
 	}
 	if !strings.Contains(plain.String(), "results: res/\n\nscsi1-rr4k-1.json\tfio ") {
 		t.Errorf("plan:\n%s", plain.String())
+	}
+}
+
+// The first Ctrl-C ends main's context (bench gives the guest
+// bench.InterruptGrace); the second ends bench's abort context at once.
+func TestBenchSecondInterrupt(t *testing.T) {
+	abort, stop := secondInterrupt(context.Background())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-abort.Done():
+		t.Fatal("the first Ctrl-C ended the abort context")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-abort.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Ctrl-C did not end the abort context")
 	}
 }
