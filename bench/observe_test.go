@@ -144,7 +144,7 @@ func TestQEMULatencyFolds(t *testing.T) {
 		{Latency: &latency.Percentiles{WriteP50Ms: f(330), WriteP95Ms: f(420), WriteP99Ms: f(430)}},
 		{LatencyWhy: "no request completed in a latency histogram during the step"},
 	}
-	got, why := qemuLatency(runs)
+	got, why := qemuLatency(runs, latency.Kinds)
 	w := got["write_p50"]
 	if len(got) != 4 || w.N != 2 || w.Mean != 315 || got["flush_p50"].N != 1 || got["write_p99"].Mean != 420 || why != "query-blockstats failed: gone" {
 		t.Errorf("%+v %q", got, why)
@@ -152,10 +152,10 @@ func TestQEMULatencyFolds(t *testing.T) {
 	if _, ok := got["read_p50"]; ok {
 		t.Errorf("read_p50 without a read")
 	}
-	if got, why := qemuLatency([]Observation{{}, {}}); got != nil || why != "" {
+	if got, why := qemuLatency([]Observation{{}, {}}, latency.Kinds); got != nil || why != "" {
 		t.Errorf("without --histogram: %+v %q", got, why)
 	}
-	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}); got != nil || why != "x" {
+	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}, latency.Kinds); got != nil || why != "x" {
 		t.Errorf("no run with percentiles: %+v %q", got, why)
 	}
 }

@@ -246,3 +246,22 @@ func TestGuestChecksHaveDeadlines(t *testing.T) {
 		t.Errorf("probe hangs: %v", err)
 	}
 }
+
+// A job's QEMU percentiles are of the kinds it makes: the guard's probe
+// reads before a write job's fio (the real guest's rw4k showed read
+// percentiles) are not the job's.
+func TestJobKinds(t *testing.T) {
+	jobs, err := ParseJobFile("k.fio", "[mixed]\nrw=randrw\n[trim]\nrw=randtrim\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Method{Jobs: append(LabJobSet(), jobs...)}
+	for _, c := range []struct{ job, want string }{
+		{"rr4k", "[read]"}, {"sr1m", "[read]"}, {"rw4k", "[write]"}, {"rw4kqd1", "[write]"}, {"sw1m", "[write]"},
+		{"sync", "[write flush]"}, {"mixed", "[read write]"}, {"trim", "[write]"}, {"nosuch", "[read write flush]"},
+	} {
+		if got := fmt.Sprint(jobKinds(m, c.job)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.job, got, c.want)
+		}
+	}
+}
