@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +56,15 @@ type guest struct {
 	pidArgv    map[int][]string
 	killed     map[int]bool // fio pids the stop script was run for
 	execs      int
+	// guard, when set, answers a run's guard (GuardArgv): a status reply
+	// to refuse the run, "" to exec the program after it (the default).
+	guard func(args []string) string
+	// folder answers folderScript ("" for pvediskcheck-folder=ok, exit 0).
+	folder string
+	// headReply, when set, answers each guest-file-read of count bytes.
+	headReply func(n, count int) string
+	guards    [][]string // the guards' own arguments (mode, x, y, first)
+	reads     int
 	// With clock set, fio answers "running" until runFor has passed on
 	// it since its guest-exec, instead of for running polls.
 	clock   *stepClock
@@ -109,7 +120,13 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 		case "guest-file-open":
 			reply = qmptest.Return("1000")
 		case "guest-file-read":
-			reply = qmptest.Return(g.head)
+			g.reads++
+			n := int(req.Get("arguments.count").Int())
+			if g.headReply != nil {
+				reply = g.headReply(g.reads, n)
+			} else {
+				reply = readOf(t, g.head, n)
+			}
 		case "guest-file-close":
 			reply = qmptest.Return("{}")
 		case "guest-exec":
@@ -118,10 +135,32 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 			for _, a := range req.Get("arguments.arg").Array() {
 				argv = append(argv, a.String())
 			}
+			var guarded string
+			if len(argv) > 8 && argv[2] == guardScript {
+				g.guards = append(g.guards, argv[4:8])
+				if g.guard != nil {
+					guarded = g.guard(argv[4:8])
+				}
+				if guarded == "" {
+					argv = argv[8:] // the guard execs the program
+				}
+			}
 			if g.silent != nil && g.silent(g.execs, argv) {
 				return
 			}
 			g.argvs = append(g.argvs, argv)
+			if guarded != "" {
+				pid := 1000 + g.execs
+				g.pidArgv[pid] = []string{"guard:" + guarded}
+				reply = qmptest.Return(fmt.Sprintf(`{"pid": %d}`, pid))
+				break
+			}
+			if len(argv) > 2 && argv[0] == "sh" && (argv[2] == folderScript || argv[2] == cleanScript) {
+				pid := 1000 + g.execs
+				g.pidArgv[pid] = argv
+				reply = qmptest.Return(fmt.Sprintf(`{"pid": %d}`, pid))
+				break
+			}
 			if g.status(argv) == "" {
 				reply = noSuchProgram(argv[0])
 				break
@@ -139,7 +178,13 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 		case "guest-exec-status":
 			pid := int(req.Get("arguments.pid").Int())
 			g.polls[pid]++
-			if g.killed[pid] {
+			if a := g.pidArgv[pid]; len(a) == 1 && strings.HasPrefix(a[0], "guard:") {
+				reply = qmptest.Return(strings.TrimPrefix(a[0], "guard:"))
+			} else if len(a) > 2 && a[0] == "sh" && a[2] == folderScript {
+				reply = qmptest.Return(orDefault(g.folder, scriptStatus(0, "pvediskcheck-folder=ok\n")))
+			} else if len(a) > 2 && a[0] == "sh" && a[2] == cleanScript {
+				reply = qmptest.Return(fixture(t, "kill.status.json"))
+			} else if g.killed[pid] {
 				reply = qmptest.Return(fixture(t, "fio-killed.status.json"))
 			} else if g.pidArgv[pid][0] == "fio" && g.clock != nil && g.clock.Now().Sub(g.started[pid]) < g.runFor {
 				reply = qmptest.Return(fixture(t, "fio-running.status.json"))
@@ -154,6 +199,38 @@ func newGuest(t *testing.T, g *guest) qmp.Agent {
 		fmt.Fprint(w, reply+"\n")
 	}
 	return qmp.Agent{Path: a.Sock(), Timeout: 2 * time.Second}
+}
+
+// scriptStatus is guest-exec-status's reply, in qemu-ga 7.2's shape
+// (testdata/probe-blank.status.json), for one of bench's own scripts that
+// exited code printing out: their output is bench's, not the guest's.
+func scriptStatus(code int, out string) string {
+	return fmt.Sprintf(`{"exitcode": %d, "out-data": %q, "out-truncated": false, "exited": true}`, code, base64.StdEncoding.EncodeToString([]byte(out)))
+}
+
+// readOf answers a guest-file-read of count bytes with the recorded
+// reply's bytes (reply) repeated to count, as qemu-ga's fread fills a
+// read of a block device whole.
+func readOf(t *testing.T, reply string, count int) string {
+	b, err := base64.StdEncoding.DecodeString(gjson.Get(reply, "buf-b64").String())
+	if err != nil || len(b) == 0 {
+		t.Fatalf("guest-file-read fixture: %v", err)
+	}
+	out := bytes.Repeat(b, count/len(b)+1)[:count]
+	return qmptest.Return(fmt.Sprintf(`{"count": %d, "buf-b64": %q, "eof": false}`, count, base64.StdEncoding.EncodeToString(out)))
+}
+
+// scripts lists the runs of one of bench's scripts (argv[2]).
+func (g *guest) scripts(script string) [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out [][]string
+	for _, a := range g.argvs {
+		if len(a) > 2 && a[0] == "sh" && a[2] == script {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (g *guest) ran(prog string) [][]string {
@@ -243,10 +320,10 @@ func TestPlace(t *testing.T) {
 		{"data without signature", blank, "probe-after-bench.status.json", "file-read-data.json", exitcode.Usage, "", "data in its first MiB", true},
 		{"boot disk", Placement{Disk: "scsi0", Seen: guestdisk.Seen{Device: "/dev/sda"}, Boot: true}, "probe-blank.status.json", "file-read-zero.json", exitcode.Usage, "", "a boot disk", true},
 		{"ext4 --destroy", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb"}, Destroy: true}, "probe-ext4.status.json", "file-read-zero.json", exitcode.OK, Raw, "/dev/sdb", true},
-		{"mounted: file mode", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/mnt/x"}}, FreeBytes: map[string]int64{"/mnt/x": 223465472 - 14336}}, "", "", exitcode.OK, File, "/mnt/x/" + TestFileName, false},
+		{"mounted: file mode", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/mnt/x"}}, FreeBytes: map[string]int64{"/mnt/x": 223465472 - 14336}}, "", "", exitcode.OK, File, "/mnt/x/" + TestDirName + "/" + TestFileName, false},
 		{"mounted, too little space", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/mnt/x"}}, FreeBytes: map[string]int64{"/mnt/x": 100 << 20}}, "", "", exitcode.Usage, "", "has 100 MiB free", false},
 		{"mounted twice", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/a", "/b"}}}, "", "", exitcode.Usage, "", "name one with --file-in", false},
-		{"mounted twice, --file-in", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/a", "/b"}}, FileIn: []string{"/b"}}, "", "", exitcode.OK, File, "/b/" + TestFileName, false},
+		{"mounted twice, --file-in", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/a", "/b"}}, FileIn: []string{"/b"}, FreeBytes: map[string]int64{"/b": 1 << 30}}, "", "", exitcode.OK, File, "/b/" + TestDirName + "/" + TestFileName, false},
 		{"mounted, --destroy", Placement{Disk: "scsi1", Seen: guestdisk.Seen{Device: "/dev/sdb", Mounts: []string{"/a"}}, Destroy: true}, "", "", exitcode.Usage, "", "does not write a mounted device", false},
 		{"not found in the guest", Placement{Disk: "scsi1"}, "", "", exitcode.Unreachable, "", "did not place this disk", false},
 	} {
@@ -266,7 +343,7 @@ func TestPlace(t *testing.T) {
 		case err == nil && (tg.Mode != c.mode || tg.Path != c.want):
 			t.Errorf("%s: %+v", c.name, tg)
 		}
-		if got := len(g.ran("sh")) > 0; got != c.probes {
+		if got := len(g.scripts(probeScript)) > 0; got != c.probes {
 			t.Errorf("%s: probed %v", c.name, got)
 		}
 		if strings.HasSuffix(c.name, "--destroy") && err == nil && !strings.Contains(strings.Join(tg.Found, ";"), "ext4") {

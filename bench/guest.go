@@ -86,7 +86,9 @@ func FindFio(ctx context.Context, a qmp.Agent, vmid int) (version string, os Gue
 	if os.Windows() {
 		return "", os, ErrWindows
 	}
-	st, err := a.Run(ctx, "fio", []string{"--version"}, nil, 100*time.Millisecond)
+	vctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	st, err := a.Run(vctx, "fio", []string{"--version"}, nil, 100*time.Millisecond)
 	var ae *qmp.AgentError
 	if errors.As(err, &ae) && strings.Contains(ae.Desc, "No such file") {
 		return "", os, exitcode.Unreachablef("VM %d: fio is not installed in the guest%s: install it there (%s), then run bench again; bench installs nothing",

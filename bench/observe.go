@@ -115,7 +115,13 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 	}
 	nbs := n.Neighbours[s.Disk]
 	nb0 := neighbourStats(ctx, nbs)
-	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: observeTimeout}
+	// Each sample's exchange gets observeTimeout whatever the wait for a
+	// busy socket (Patience: a Window's default of its interval cut the
+	// exchange to what was left of 500 ms, and a loaded QEMU's histogram
+	// set missed it), and a failed one is asked once more: a sample that
+	// still fails is said for this disk's step (FlushWhy, LatencyWhy),
+	// never the whole result.
+	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: observeTimeout, Patience: observeTimeout}
 	if n.Latency != nil {
 		bs.Prepare = func(qs qmp.Session, stats map[string]qmp.BlockStats) error {
 			return n.Latency.Ensure(qs, n.VM.VMID, n.VM.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
@@ -123,7 +129,7 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			}, []string{s.Disk}, stats)
 		}
 	}
-	flush0, errFlush := bs.Take(ctx)
+	flush0, errFlush := takeTwice(ctx, &bs)
 	mem0, errMem := n.Host.Memory()
 	if errMem != nil {
 		o.DirtyWhy = "/proc/meminfo unreadable: " + errMem.Error()
@@ -188,7 +194,7 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 				o.Neighbours = append(o.Neighbours, Neighbour{VMID: nbs[i].VMID, Disks: strings.Join(nbs[i].Disks, " "), Bytes: moved})
 			}
 		}
-		flush1, err := bs.Take(context.WithoutCancel(ctx))
+		flush1, err := takeTwice(context.WithoutCancel(ctx), &bs)
 		a, okA := flush0.Stats[s.Disk]
 		b, okB := flush1.Stats[s.Disk]
 		switch {
@@ -221,6 +227,16 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 		}
 		return o
 	}
+}
+
+// takeTwice is one sample, asked again once when it failed (not when ctx
+// ended).
+func takeTwice(ctx context.Context, w *sampler.Window) (sampler.Sample, error) {
+	s, err := w.Take(ctx)
+	if err != nil && ctx.Err() == nil {
+		s, err = w.Take(ctx)
+	}
+	return s, err
 }
 
 // latencyWhy says why a step has no percentiles: its samples failed

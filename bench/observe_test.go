@@ -144,7 +144,7 @@ func TestQEMULatencyFolds(t *testing.T) {
 		{Latency: &latency.Percentiles{WriteP50Ms: f(330), WriteP95Ms: f(420), WriteP99Ms: f(430)}},
 		{LatencyWhy: "no request completed in a latency histogram during the step"},
 	}
-	got, why := qemuLatency(runs)
+	got, why := qemuLatency(runs, latency.Kinds)
 	w := got["write_p50"]
 	if len(got) != 4 || w.N != 2 || w.Mean != 315 || got["flush_p50"].N != 1 || got["write_p99"].Mean != 420 || why != "query-blockstats failed: gone" {
 		t.Errorf("%+v %q", got, why)
@@ -152,10 +152,10 @@ func TestQEMULatencyFolds(t *testing.T) {
 	if _, ok := got["read_p50"]; ok {
 		t.Errorf("read_p50 without a read")
 	}
-	if got, why := qemuLatency([]Observation{{}, {}}); got != nil || why != "" {
+	if got, why := qemuLatency([]Observation{{}, {}}, latency.Kinds); got != nil || why != "" {
 		t.Errorf("without --histogram: %+v %q", got, why)
 	}
-	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}); got != nil || why != "x" {
+	if got, why := qemuLatency([]Observation{{LatencyWhy: "x"}}, latency.Kinds); got != nil || why != "x" {
 		t.Errorf("no run with percentiles: %+v %q", got, why)
 	}
 }
@@ -211,5 +211,38 @@ func TestNodeObserverARC(t *testing.T) {
 	}
 	if got := o.Start(context.Background(), Step{Disk: "scsi1", Job: rr, Run: 1})(); got.ARCDataHits != nil || !strings.Contains(got.ARCWhy, arcstats) {
 		t.Errorf("no arcstats: %+v", got)
+	}
+}
+
+// Issue 31: a sample whose exchange fails (a loaded QEMU on a shared
+// socket, here an error for the first query-blockstats) is asked again,
+// and the step keeps its figures; one that fails twice is said for that
+// disk's step alone.
+func TestNodeObserverRetriesASample(t *testing.T) {
+	for _, fails := range []int{1, 2} {
+		n := 0
+		stats := blockstats72(t)
+		q := qmptest.NewQEMU(t, func(cmd string, _ gjson.Result) string {
+			if cmd == "query-blockstats" {
+				if n++; n <= fails {
+					return qmptest.Fail("GenericError", "busy")
+				}
+				return qmptest.Return(stats)
+			}
+			return qmptest.NotFound(cmd)
+		})
+		v := runningVM(t, 370, q)
+		o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: v, Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}}}
+		got := o.Start(context.Background(), Step{Disk: "scsi1", Job: LabJobSet()[6], Run: 1})()
+		switch fails {
+		case 1:
+			if got.FlushOps == nil || got.FlushWhy != "" {
+				t.Errorf("one failure: %+v", got)
+			}
+		case 2:
+			if got.FlushOps != nil || !strings.Contains(got.FlushWhy, "busy") {
+				t.Errorf("two failures: %+v", got)
+			}
+		}
 	}
 }

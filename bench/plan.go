@@ -25,6 +25,10 @@ const (
 	DefaultSize    = "2G"
 )
 
+// MaxRuns bounds --runs: Lab 19 takes 2 to 5; 100 runs of its 6 jobs on
+// one disk are some 4 hours.
+const MaxRuns = 100
+
 // FillJob is the preconditioning pass (fio's own isPrecondition name): one
 // sequential write over the whole area, so reads hit written blocks.
 const FillJob = "fill"
@@ -76,78 +80,6 @@ func LabJobSet() []Job {
 		jobs = append(jobs, job)
 	}
 	return jobs
-}
-
-// forbidden are job-file options that would point fio somewhere else than
-// the target bench checked, or run commands in the guest.
-var forbidden = map[string]string{
-	"filename": "bench sets the target", "directory": "bench sets the target",
-	"filename_format": "bench sets the target", "opendir": "bench sets the target",
-	"nrfiles": "bench writes one target", "unique_filename": "bench sets the target",
-	"output": "bench keeps the output", "output-format": "bench reads fio's JSON",
-	"exec_prerun": "runs a command in the guest", "exec_postrun": "runs a command in the guest",
-	"ioengine=exec": "runs a command in the guest",
-}
-
-// ParseJobFile reads a fio job file (--jobs FILE): [global] options apply
-// to every job, each other section is a job; a section named fill is the
-// preconditioning pass; every other job is timed with --runtime and --ramp,
-// which come after the file's options on fio's command line and so win.
-// Options that would move the target or run commands
-// are refused (exit 2).
-func ParseJobFile(name, text string) ([]Job, error) {
-	var global []Opt
-	var jobs []Job
-	cur := -2 // -2: before any section, -1: in [global]
-	for i, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		where := fmt.Sprintf("%s:%d", name, i+1)
-		if strings.HasPrefix(line, "[") {
-			sec, ok := strings.CutSuffix(line[1:], "]")
-			if !ok || !jobName(sec) {
-				return nil, exitcode.Usagef("--jobs %s: section %q: a job name holds letters, digits and _.+ only", where, line)
-			}
-			if sec == "global" {
-				cur = -1
-				continue
-			}
-			if slices.ContainsFunc(jobs, func(j Job) bool { return j.Name == sec }) {
-				return nil, exitcode.Usagef("--jobs %s: job %s twice", where, sec)
-			}
-			jobs = append(jobs, Job{Name: sec, Timed: sec != FillJob})
-			cur = len(jobs) - 1
-			continue
-		}
-		if cur == -2 {
-			return nil, exitcode.Usagef("--jobs %s: option %q before any [section]", where, line)
-		}
-		k, v, _ := strings.Cut(line, "=")
-		o := Opt{strings.TrimSpace(k), strings.TrimSpace(v)}
-		if why, bad := forbidden[o.Key]; bad {
-			return nil, exitcode.Usagef("--jobs %s: %s is not accepted (%s)", where, o.Key, why)
-		}
-		if why, bad := forbidden[o.Key+"="+o.Value]; bad {
-			return nil, exitcode.Usagef("--jobs %s: %s=%s is not accepted (%s)", where, o.Key, o.Value, why)
-		}
-		if strings.ContainsAny(o.Key+o.Value, "\x00\r") || o.Key == "" {
-			return nil, exitcode.Usagef("--jobs %s: %q is not an option", where, line)
-		}
-		if cur == -1 {
-			global = append(global, o)
-		} else {
-			jobs[cur].Opts = append(jobs[cur].Opts, o)
-		}
-	}
-	if len(jobs) == 0 {
-		return nil, exitcode.Usagef("--jobs %s: no job section", name)
-	}
-	for i := range jobs {
-		jobs[i].Opts = append(slices.Clone(global), jobs[i].Opts...)
-	}
-	return jobs, nil
 }
 
 // jobName: what a job name may hold; it goes into file names
@@ -206,8 +138,8 @@ func NewMethod(jobs []Job, runs int, runtime, ramp time.Duration, size string) (
 	m := Method{Jobs: jobs, Runs: runs, Runtime: runtime, Ramp: ramp, Size: strings.TrimSpace(size)}
 	n, ok := fio.ParseSize(m.Size)
 	switch {
-	case runs < 1:
-		return m, exitcode.Usagef("--runs %d: at least 1 (2 for a spread)", runs)
+	case runs < 1 || runs > MaxRuns:
+		return m, exitcode.Usagef("--runs %d: from 1 to %d (2 for a spread)", runs, MaxRuns)
 	case runtime < time.Second || runtime%time.Second != 0:
 		return m, exitcode.Usagef("--runtime %s: whole seconds, at least 1s", runtime)
 	case ramp < 0 || ramp%time.Second != 0:

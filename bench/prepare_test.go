@@ -143,7 +143,7 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("%d disks", len(disks))
 	}
 	want := map[string][5]string{ // guest device, mode, path, settings, volume
-		"scsi1":   {"/dev/sdb", string(File), "/mnt/x/" + TestFileName, "virtio-scsi-single scsi-hd cache none io_uring iothread", "local-lvm:vm-370-disk-1"},
+		"scsi1":   {"/dev/sdb", string(File), "/mnt/x/" + TestDirName + "/" + TestFileName, "virtio-scsi-single scsi-hd cache none io_uring iothread", "local-lvm:vm-370-disk-1"},
 		"virtio1": {"/dev/vda", string(Raw), "/dev/vda", "virtio-blk virtio-blk-pci cache none io_uring iothread", "local-lvm:vm-370-disk-2"},
 		"sata1":   {"/dev/sdc", string(Raw), "/dev/sdc", "sata ide-hd cache none io_uring", "local-lvm:vm-370-disk-3"},
 	}
@@ -182,8 +182,12 @@ func TestPrepare(t *testing.T) {
 	}
 	// The probe ran on the raw targets alone.
 	var probed []string
-	for _, a := range l.g.ran("sh") {
+	for _, a := range l.g.scripts(probeScript) {
 		probed = append(probed, a[len(a)-1])
+	}
+	// The file target's folder checked, not made (Prepare writes nothing).
+	if f := l.g.scripts(folderScript); len(f) != 1 || f[0][4] != "/mnt/x" || f[0][6] != "0" {
+		t.Errorf("folder checks %q", f)
 	}
 	if len(probed) != 2 {
 		t.Errorf("probed %q, want the two raw devices", probed)
@@ -228,7 +232,7 @@ func TestPrepareRefuses(t *testing.T) {
 	// --destroy of a selected disk and --file-in of its mount point pass.
 	l := newLab370(t, "")
 	disks, _, err := l.prepare(t, Request{Destroy: []string{"virtio1"}, FileIn: []string{"/mnt/x"}}, "scsi1", "virtio1")
-	if err != nil || len(disks) != 2 || disks[0].Target.Path != "/mnt/x/"+TestFileName || disks[1].Target.Mode != Raw {
+	if err != nil || len(disks) != 2 || disks[0].Target.Path != "/mnt/x/"+TestDirName+"/"+TestFileName || disks[1].Target.Mode != Raw {
 		t.Errorf("%+v %v", disks, err)
 	}
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,10 @@ type Result struct {
 	Complete bool     `json:"complete"`
 	Missing  []string `json:"missing"`
 	Stopped  string   `json:"stopped,omitempty"`
+	// LeftInGuest is what the run may have left in the guest (a fio not
+	// seen to stop, a test file not removed), each with the command that
+	// finishes it.
+	LeftInGuest []string `json:"left_in_guest,omitempty"`
 	// Histograms says per disk what was done about its latency histogram
 	// (--histogram: set for the bench and cleared after, or found set and
 	// used as it is); omitted without.
@@ -105,6 +110,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 	if out.Err != nil {
 		r.Stopped = out.Err.Error()
 	}
+	r.LeftInGuest = out.Left
 	var results []*fio.Result
 	for _, d := range out.Done {
 		results = append(results, d.Res)
@@ -132,7 +138,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 				runs = append(runs, sr.Obs)
 				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
 			}
-			jr.QEMULatencyMs, jr.QEMULatencyWhy = qemuLatency(runs)
+			jr.QEMULatencyMs, jr.QEMULatencyWhy = qemuLatency(runs, jobKinds(m, g.Job))
 			dr.Jobs = append(dr.Jobs, jr)
 		}
 		dr.Evidence = Unseen(d.Facts, obs)
@@ -183,10 +189,33 @@ func (j JobResult) QEMULatencyLines() []string {
 	return out
 }
 
-// qemuLatency folds the runs' percentiles by kind and percentile
+// jobKinds are the request kinds a job makes (a read job reads, a write
+// job writes, an fsync job writes and flushes): QEMU's percentiles of
+// another kind during it are another's requests (the guard's probe before
+// fio, the guest's own), not the job's.
+func jobKinds(m Method, name string) []latency.Kind {
+	i := slices.IndexFunc(m.Jobs, func(j Job) bool { return j.Name == name })
+	if i < 0 {
+		return latency.Kinds
+	}
+	j := m.Jobs[i]
+	var k []latency.Kind
+	if j.Read() {
+		k = append(k, latency.Read)
+	}
+	if j.Write() || j.Fsync() {
+		k = append(k, latency.Write)
+	}
+	if j.Fsync() {
+		k = append(k, latency.Flush)
+	}
+	return k
+}
+
+// qemuLatency folds the runs' percentiles of kinds by kind and percentile
 // ("read_p50" ... "flush_p99"), each over the runs that have it; the first
 // reason a run had none; nil and "" when no run was observed for them.
-func qemuLatency(runs []Observation) (map[string]fio.Stat, string) {
+func qemuLatency(runs []Observation, kinds []latency.Kind) (map[string]fio.Stat, string) {
 	vals := map[string][]float64{}
 	why := ""
 	for _, o := range runs {
@@ -196,7 +225,7 @@ func qemuLatency(runs []Observation) (map[string]fio.Stat, string) {
 			}
 			continue
 		}
-		for _, k := range latency.Kinds {
+		for _, k := range kinds {
 			p50, p95, p99 := o.Latency.Of(k)
 			for _, q := range []struct {
 				name string

@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
 // fioStatus answers fio runs with the recorded test-guest runs (rr4k and
@@ -30,6 +31,14 @@ func fioStatus(t *testing.T) func([]string) string {
 		}
 		return ""
 	}
+}
+
+// runFioT is one run of argv as Run makes it, outside a Run.
+func runFioT(ctx context.Context, a qmp.Agent, argv []string, due time.Duration, clock Clock) (qmp.ExecStatus, error) {
+	r := &runState{a: a, vmid: 370, claimed: map[string]bool{}, cleaned: map[string]bool{}}
+	lctx, cancel := afterInterrupt(ctx, nil)
+	defer cancel()
+	return r.runFio(ctx, lctx, argv, due, clock, &Outcome{})
 }
 
 type fixedObserver struct{ o Observation }
@@ -54,7 +63,7 @@ func twoDisks() []Disk {
 	return []Disk{
 		{ID: "scsi1", Target: Target{Disk: "scsi1", Device: "/dev/sdb", Mode: Raw, Path: "/dev/sdb"},
 			Facts: DiskFacts{Cache: qemuserver.CacheOf("none"), AreaBytes: 32 << 20}},
-		{ID: "virtio1", Target: Target{Disk: "virtio1", Device: "/dev/vda", Mode: File, Path: "/mnt/v/" + TestFileName, Mount: "/mnt/v"},
+		{ID: "virtio1", Target: Target{Disk: "virtio1", Device: "/dev/vda", Mode: File, Path: "/mnt/v/" + TestDirName + "/" + TestFileName, Dir: "/mnt/v/" + TestDirName, Mount: "/mnt/v"},
 			Facts: DiskFacts{Cache: qemuserver.CacheOf("unsafe"), AreaBytes: 32 << 20}},
 	}
 }
@@ -80,12 +89,24 @@ func TestRunSavesEveryRunAndJudges(t *testing.T) {
 		t.Errorf("progress %q", strings.Join(progress, " "))
 	}
 	fios := g.ran("fio")
-	if len(fios) != 8 || fios[0][2] != "--filename=/dev/sdb" || fios[2][2] != "--filename=/mnt/v/"+TestFileName {
+	if len(fios) != 8 || fios[0][2] != "--filename=/dev/sdb" || fios[2][2] != "--filename=/mnt/v/"+TestDirName+"/"+TestFileName {
 		t.Errorf("fio runs %v", fios)
 	}
-	// The test file is removed afterwards; the raw device is not touched.
-	if rm := g.ran("rm"); len(rm) != 1 || rm[0][3] != "/mnt/v/"+TestFileName {
-		t.Errorf("rm %v", rm)
+	// Every run behind its guard: the raw disk's first MiB read again
+	// until a job writes it (rr4k reads, sync writes), the file's folder.
+	var guards []string
+	for _, gd := range g.guards {
+		guards = append(guards, gd[0]+" "+gd[1]+" "+gd[3])
+	}
+	if want := "raw /dev/sdb 1 raw /dev/sdb 1 file /mnt/v/.pvediskcheck-bench 0 file /mnt/v/.pvediskcheck-bench 0 " +
+		"raw /dev/sdb 0 raw /dev/sdb 0 file /mnt/v/.pvediskcheck-bench 0 file /mnt/v/.pvediskcheck-bench 0"; strings.Join(guards, " ") != want {
+		t.Errorf("guards %q", strings.Join(guards, " "))
+	}
+	// The folder made first, the test file and folder removed afterwards;
+	// the raw device is not touched.
+	if f, rm := g.scripts(folderScript), g.scripts(cleanScript); len(f) != 1 || f[0][5] != "/mnt/v/"+TestDirName || f[0][6] != "1" ||
+		len(rm) != 1 || rm[0][4] != "/mnt/v/"+TestDirName || rm[0][5] != "/mnt/v/"+TestDirName+"/"+TestFileName {
+		t.Errorf("folder %v rm %v", f, rm)
 	}
 	sum, err := fio.Load([]string{dir}, fio.Options{})
 	if err != nil || len(sum.Groups) != 4 {
@@ -151,11 +172,13 @@ func TestRunInterrupted(t *testing.T) {
 			stop = s
 		}
 	}
-	if len(stop) != 6 || stop[4] != strconv.Itoa(1001) || stop[5] != "10" {
+	// After Ctrl-C: SIGKILL a second after SIGTERM, the test file and
+	// folder removed by the stop script itself.
+	if len(stop) != 8 || stop[4] != strconv.Itoa(1002) || stop[5] != "10" || stop[6] != "/mnt/v/"+TestDirName {
 		t.Errorf("stop %q", stop)
 	}
-	if len(g.ran("fio")) != 1 || len(g.ran("rm")) != 1 {
-		t.Errorf("fio %v rm %v", g.ran("fio"), g.ran("rm"))
+	if len(g.ran("fio")) != 1 || len(g.scripts(cleanScript)) != 0 || len(out.Left) != 0 {
+		t.Errorf("fio %v rm %v left %v", g.ran("fio"), g.scripts(cleanScript), out.Left)
 	}
 	r := Summarise(m, twoDisks(), out, 0)
 	if r.Complete || len(r.Missing) != 4 || !strings.Contains(r.Stopped, "stopped during scsi1-rr4k-1.json") {
@@ -164,9 +187,9 @@ func TestRunInterrupted(t *testing.T) {
 }
 
 func TestRunAgentStops(t *testing.T) {
-	// The agent stops answering fio's third start: what completed is kept,
+	// The agent stops answering fio's third start (exec 4: the folder's is 1): what completed is kept,
 	// and the test file is still removed once it answers again.
-	g := &guest{status: fioStatus(t), silent: func(n int, argv []string) bool { return n >= 3 && argv[0] == "fio" }}
+	g := &guest{status: fioStatus(t), silent: func(n int, argv []string) bool { return n >= 4 && argv[0] == "fio" }}
 	a := newGuest(t, g)
 	a.Timeout = 300 * time.Millisecond
 	m := method(t, "rr4k")
@@ -179,7 +202,7 @@ func TestRunAgentStops(t *testing.T) {
 		t.Errorf("%v", out.Err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	if len(g.ran("rm")) != 1 || len(files) != 2 {
+	if len(g.scripts(cleanScript)) != 1 || len(files) != 2 {
 		t.Errorf("files %v", files)
 	}
 	r := Summarise(m, twoDisks(), out, 0)
@@ -245,7 +268,7 @@ func TestRunFioPolls(t *testing.T) {
 	} {
 		clock := &stepClock{}
 		g := &guest{status: fioStatus(t), clock: clock, runFor: c.runFor}
-		st, err := runFio(context.Background(), newGuest(t, g), []string{"fio", "--name=rr4k"}, c.due, clock)
+		st, err := runFioT(context.Background(), newGuest(t, g), []string{"fio", "--name=rr4k"}, c.due, clock)
 		if err != nil || !st.Exited {
 			t.Fatalf("%s: %v %+v", c.name, err, st)
 		}
@@ -310,7 +333,7 @@ func TestRunFioMissedSyncs(t *testing.T) {
 		{name: "one poll missed", silent: func(n int) bool { return n == 3 }, polls: 2, execs: 1},
 		{name: "SilentTries-1 polls in a row missed", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries-1 }, polls: 2, execs: 1},
 		{name: "missed polls apart do not add up", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries-1 || n >= 9 && n < 9+SilentTries-1 }, polls: -1, execs: 1, runFor: time.Minute},
-		{name: "SilentTries polls in a row missed", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries }, err: "the guest agent left 6 polls in a row unanswered", polls: 1, execs: 1},
+		{name: "SilentTries polls in a row missed", silent: func(n int) bool { return n >= 3 && n < 3+SilentTries }, err: "the guest agent left 6 polls in a row unanswered", polls: 1, execs: 2}, // then the stop
 	} {
 		clock := &stepClock{}
 		if c.runFor == 0 {
@@ -319,7 +342,7 @@ func TestRunFioMissedSyncs(t *testing.T) {
 		g := &guest{status: fioStatus(t), clock: clock, runFor: c.runFor, syncSilent: c.silent}
 		a := newGuest(t, g)
 		a.Timeout = 50 * time.Millisecond
-		st, err := runFio(context.Background(), a, []string{"fio", "--name=rr4k"}, 3*time.Second, clock)
+		st, err := runFioT(context.Background(), a, []string{"fio", "--name=rr4k"}, 3*time.Second, clock)
 		switch {
 		case c.err == "" && (err != nil || !st.OK()):
 			t.Errorf("%s: %v %+v", c.name, err, st)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -28,8 +30,21 @@ const (
 	File Mode = "file"
 )
 
-// TestFileName is the test file file mode writes in the mount point.
-const TestFileName = ".pvediskcheck-bench.fio"
+// TestDirName is the folder file mode creates in the mount point (mkdir,
+// which fails on anything already there, a symlink too), and TestFileName
+// the test file fio writes in it. Only root can add to or swap a 0700
+// folder of root's in a mount point only root may rename in, so fio's
+// path leads to bench's own file: a name pre-planted as a symlink (to
+// another disk's device, say) is never followed.
+const (
+	TestDirName  = ".pvediskcheck-bench"
+	TestFileName = "test.fio"
+)
+
+// ProbeTimeout bounds each guest check of a disk (the probe, the first
+// MiB's read, the folder check): a guest whose disk hangs blkid is not
+// waited for.
+const ProbeTimeout = 30 * time.Second
 
 // HeadBytes is how much of a device is read to see that it is blank: past
 // the GPT (34 sectors), LVM's label (sector 1), md 1.1/1.2 (0, 4 KiB) and
@@ -43,6 +58,11 @@ type Target struct {
 	Mode   Mode   `json:"mode"`
 	Path   string `json:"path"` // the device, or the test file
 	Mount  string `json:"mount,omitempty"`
+	// Dir is file mode's folder (TestDirName in Mount).
+	Dir string `json:"test_dir,omitempty"`
+	// Accepted are the probe's lines (ProbeLines) --destroy accepted:
+	// each fio run's guard refuses any other (for a blank disk, any).
+	Accepted []string `json:"-"`
 	// Found is what the checks found on a raw device that --destroy let
 	// bench write over anyway.
 	Found []string `json:"found_overridden,omitempty"`
@@ -89,18 +109,29 @@ func Place(ctx context.Context, a qmp.Agent, p Placement, size int64) (Target, e
 			return t, exitcode.Usagef("%s (%s) is mounted at %s: --destroy does not write a mounted device; unmount it first, or drop --destroy to test a file there",
 				p.Disk, t.Device, in[0])
 		}
-		t.Mode, t.Mount, t.Path = File, in[0], path.Join(in[0], TestFileName)
-		if free, ok := p.FreeBytes[in[0]]; ok && free >= 0 && free < size+size/10 {
+		t.Mode, t.Mount, t.Dir = File, in[0], path.Join(in[0], TestDirName)
+		t.Path = path.Join(t.Dir, TestFileName)
+		free, ok := p.FreeBytes[in[0]]
+		switch {
+		case !ok || free < 0:
+			return t, exitcode.Unreachablef("%s: the guest agent does not say how much of %s is free (guest-get-fsinfo): the test file's %d MiB are not written blind (nothing written)",
+				p.Disk, in[0], size>>20)
+		case free < size+size/10:
 			return t, exitcode.Usagef("%s: %s has %d MiB free, the test file needs %d MiB and a tenth more: give a smaller --size (nothing written)",
 				p.Disk, in[0], free>>20, size>>20)
 		}
-		return t, nil
+		return t, CheckFolder(ctx, a, t, false)
 	}
 	t.Mode, t.Path = Raw, t.Device
-	found, err := Probe(ctx, a, t.Device)
+	found, lines, err := probe(ctx, a, t.Device)
 	if err != nil {
 		return t, err
 	}
+	if inUse := InUse(lines); len(inUse) > 0 && p.Destroy {
+		return t, exitcode.Usagef("%s (%s in the guest) is in use: %s. --destroy does not write a device in use: unmount it, swapoff it or deactivate what holds it first (nothing written)",
+			p.Disk, t.Device, strings.Join(ProbeFindings(strings.Join(inUse, "\n")), "; "))
+	}
+	t.Accepted = lines
 	if p.Boot {
 		found = append([]string{"a boot disk of the VM (boot: in the config)"}, found...)
 	}
@@ -114,45 +145,89 @@ func Place(ctx context.Context, a qmp.Agent, p Placement, size int64) (Target, e
 	return t, nil
 }
 
-// probeScript reports, for the device in $1: blkid's low-level probe
-// (superblocks and partition tables, not its cache), partitions, holders
-// (LVM, dm, md on it), swap and mounts of it or its partitions.
-const probeScript = `d=$1; n=${d##*/}
+// probeFn is a shell function reporting, for the device in $1: blkid's
+// low-level probe (superblocks and partition tables, not its cache),
+// partitions, holders (LVM, dm, md on it), swap and mounts of it or its
+// partitions.
+const probeFn = `probe() { d=$1; n=${d##*/}
 blkid -p -o export "$d"; echo "pvediskcheck-blkid-exit=$?"
 for p in /sys/block/$n/$n*; do [ -e "$p/partition" ] && echo "pvediskcheck-partition=${p##*/}"; done
 for h in /sys/block/$n/holders/*; do [ -e "$h" ] && echo "pvediskcheck-holder=${h##*/}"; done
 while read -r f rest; do case "$f" in "$d"|"$d"[0-9]*|"$d"p[0-9]*) echo "pvediskcheck-swap=$f";; esac; done < /proc/swaps
 while read -r f m rest; do case "$f" in "$d"|"$d"[0-9]*|"$d"p[0-9]*) echo "pvediskcheck-mount=$f $m";; esac; done < /proc/mounts
-exit 0`
+}`
+
+const probeScript = probeFn + "\nprobe \"$1\"; exit 0"
 
 // ProbeArgv is the guest program and arguments that probe dev.
 func ProbeArgv(dev string) (string, []string) { return "sh", []string{"-c", probeScript, "sh", dev} }
 
 // Probe reads in the guest what is on a device: ProbeFindings of the
 // probe script's output, then, when that found nothing, whether the first
-// HeadBytes are all zero (guest-file-read). Nothing is written.
+// HeadBytes are all zero (guest-file-read: a short or failed read proves
+// nothing and fails). Nothing is written. Each exchange is bounded by
+// ProbeTimeout.
 func Probe(ctx context.Context, a qmp.Agent, dev string) ([]string, error) {
+	found, _, err := probe(ctx, a, dev)
+	return found, err
+}
+
+func probe(ctx context.Context, a qmp.Agent, dev string) (found, lines []string, err error) {
 	path, args := ProbeArgv(dev)
-	st, err := a.Run(ctx, path, args, nil, 100*time.Millisecond)
+	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	st, err := a.Run(pctx, path, args, nil, 100*time.Millisecond)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unreachable, "checking "+dev+" in the guest", err)
+		return nil, nil, exitcode.Wrap(exitcode.Unreachable, "checking "+dev+" in the guest", err)
 	}
 	if !st.OK() {
-		return nil, exitcode.Unreachablef("checking %s in the guest: sh exited %d: %s", dev, st.ExitCode, clip(st.Stderr))
+		return nil, nil, exitcode.Unreachablef("checking %s in the guest: sh exited %d: %s", dev, st.ExitCode, clip(st.Stderr))
 	}
-	found := ProbeFindings(string(st.Stdout))
+	found, lines = ProbeFindings(string(st.Stdout)), ProbeLines(string(st.Stdout))
 	if len(found) > 0 {
-		return found, nil
+		return found, lines, nil
 	}
-	head, err := ReadHead(ctx, a, dev, HeadBytes)
+	hctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	head, err := ReadHead(hctx, a, dev, HeadBytes)
 	if err != nil {
-		return nil, exitcode.Wrap(exitcode.Unreachable, "reading the first MiB of "+dev+" in the guest (guest-file-read)", err)
+		return nil, nil, exitcode.Wrap(exitcode.Unreachable, "reading the first MiB of "+dev+" in the guest (guest-file-read): it is not proved blank, nothing written", err)
 	}
 	if i := bytes.IndexFunc(head, func(r rune) bool { return r != 0 }); i >= 0 {
 		return []string{fmt.Sprintf("data in its first MiB (byte %d is not zero) without a signature blkid knows: "+
-			"data of an earlier benchmark, or of a tool blkid does not know", i)}, nil
+			"data of an earlier benchmark, or of a tool blkid does not know", i)}, lines, nil
 	}
-	return nil, nil
+	return nil, lines, nil
+}
+
+// ProbeLines are the probe output's lines that say something is on the
+// device (blkid's TYPE and PTTYPE, partitions, holders, swap, mounts, a
+// blkid that failed): what each fio run's guard compares with.
+func ProbeLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "pvediskcheck-blkid-exit=0", l == "pvediskcheck-blkid-exit=2":
+		case strings.HasPrefix(l, "TYPE="), strings.HasPrefix(l, "PTTYPE="), strings.HasPrefix(l, "pvediskcheck-"):
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// InUse are the lines of ProbeLines that say the device is in use now
+// (mounted, swap, held by LVM, dm or md).
+func InUse(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		for _, k := range []string{"pvediskcheck-mount=", "pvediskcheck-swap=", "pvediskcheck-holder="} {
+			if strings.HasPrefix(l, k) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // ProbeFindings reads the probe script's output: each thing found, as a
@@ -215,6 +290,9 @@ func ReadHead(ctx context.Context, a qmp.Agent, dev string, n int) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	if h.Type != gjson.Number {
+		return nil, fmt.Errorf("guest-file-open answered %s, not a handle", clip([]byte(h.Raw)))
+	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -222,7 +300,8 @@ func ReadHead(ctx context.Context, a qmp.Agent, dev string, n int) ([]byte, erro
 	}()
 	var out []byte
 	for len(out) < n {
-		r, err := a.Call(ctx, "guest-file-read", map[string]any{"handle": h.Int(), "count": min(n-len(out), 256<<10)})
+		ask := min(n-len(out), 256<<10)
+		r, err := a.Call(ctx, "guest-file-read", map[string]any{"handle": h.Int(), "count": ask})
 		if err != nil {
 			return nil, err
 		}
@@ -230,9 +309,15 @@ func ReadHead(ctx context.Context, a qmp.Agent, dev string, n int) ([]byte, erro
 		if err != nil {
 			return nil, fmt.Errorf("guest-file-read: %w", err)
 		}
+		// qemu-ga reads a whole count (fread) unless the file ends: a
+		// shorter answer, or a count that is not the bytes sent, proves
+		// nothing of the bytes not sent.
+		if c := r.Get("count"); !c.Exists() || c.Int() != int64(len(b)) || len(b) > ask {
+			return nil, fmt.Errorf("guest-file-read of %d bytes at %d answered %d bytes (count %s): not a read to trust", ask, len(out), len(b), orDefault(c.Raw, "missing"))
+		}
 		out = append(out, b...)
-		if r.Get("eof").Bool() || len(b) == 0 {
-			break
+		if len(b) < ask {
+			return nil, fmt.Errorf("guest-file-read of %d bytes at %d gave %d (eof %v): %s has %d of the %d bytes checked", ask, len(out)-len(b), len(b), r.Get("eof").Bool(), dev, len(out), n)
 		}
 	}
 	return out, nil

@@ -53,6 +53,10 @@ type vmHist struct {
 	pid      int
 	exchange Exchanger
 	disks    map[string]*diskHist
+	// sent are disks whose block-latency-histogram-set went out without
+	// a reply (a deadline on a busy socket): QEMU may have set it, so a
+	// histogram of pvediskcheck's boundaries found there next is ours.
+	sent map[string]bool
 }
 
 type diskHist struct {
@@ -85,7 +89,7 @@ func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []s
 	t.mu.Lock()
 	vh := t.vms[vmid]
 	if vh == nil || vh.pid != pid {
-		vh = &vmHist{pid: pid, exchange: exch, disks: map[string]*diskHist{}}
+		vh = &vmHist{pid: pid, exchange: exch, disks: map[string]*diskHist{}, sent: map[string]bool{}}
 		t.vms[vmid] = vh
 	}
 	t.mu.Unlock()
@@ -101,7 +105,14 @@ func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []s
 			continue
 		}
 		dh := &diskHist{note: Note{VMID: vmid, Disk: id}, base: map[Kind]baseline{}}
-		if h := firstOf(&b); h != nil {
+		t.mu.Lock()
+		sent := vh.sent[id]
+		t.mu.Unlock()
+		if h := firstOf(&b); h != nil && sent && Ours(h) {
+			// The set whose reply was lost took: ours, cleared on exit;
+			// its bins count from here.
+			dh.note.Owner, dh.note.Boundaries = SetByUs, len(h.Boundaries)
+		} else if h != nil {
 			dh.note.Owner, dh.note.Boundaries = Existing, len(h.Boundaries)
 		} else {
 			_, err := s.Exec("block-latency-histogram-set", map[string]any{"id": id,
@@ -111,6 +122,9 @@ func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []s
 			case errors.As(err, &qe):
 				dh.note.Owner, dh.note.Error = Refused, qe.Error()
 			case err != nil:
+				t.mu.Lock()
+				vh.sent[id] = true
+				t.mu.Unlock()
 				return err
 			default:
 				dh.note.Owner, dh.note.Boundaries = SetByUs, len(Boundaries)

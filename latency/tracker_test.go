@@ -228,3 +228,49 @@ func TestTrackerRefused(t *testing.T) {
 		t.Errorf("asked again after a refusal: %d commands", got)
 	}
 }
+
+// Issue 31: a block-latency-histogram-set whose reply a loaded QEMU
+// gave after the exchange's deadline ("no reply ... within 500ms") took
+// all the same: the next sample finds pvediskcheck's boundaries there and
+// keeps the histogram as this run's, cleared on exit, instead of taking
+// it for someone else's and leaving it set.
+func TestTrackerSetWithoutReply(t *testing.T) {
+	f := newFakeHist(t, "none", false)
+	slow := f.q.Handler
+	f.q.Handler = func(cmd string, args gjson.Result) string {
+		r := slow(cmd, args)
+		if cmd == "block-latency-histogram-set" && args.Get("boundaries-write").Exists() {
+			time.Sleep(400 * time.Millisecond) // past the exchange's deadline: set, no reply in time
+		}
+		return r
+	}
+	tr := NewTracker()
+	err := qmp.Do(context.Background(), f.q.Sock(), 200*time.Millisecond, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		if err != nil {
+			return err
+		}
+		stats := map[string]qmp.BlockStats{}
+		for _, b := range qmp.ParseBlockstats(ret) {
+			stats[b.ID] = b
+		}
+		return tr.Ensure(s, 370, 1000, f.exch, []string{"scsi1"}, stats)
+	})
+	if err == nil || !strings.Contains(err.Error(), "no reply to block-latency-histogram-set") {
+		t.Fatalf("the set's exchange: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the fake finishes the set
+	f.ensure(t, tr, 1000, "scsi1")
+	if n := tr.Notes(); len(n) != 1 || n[0].Owner != SetByUs {
+		t.Errorf("notes %+v, want scsi1 set by us", n)
+	}
+	if sets := f.Sets(); len(sets) != 1 {
+		t.Errorf("set again: %v", sets)
+	}
+	if err := tr.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sets := f.Sets(); len(sets) != 2 || sets[1].Get("boundaries-write").Exists() {
+		t.Errorf("not cleared on release: %v", sets)
+	}
+}

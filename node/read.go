@@ -58,21 +58,20 @@ var ErrFileTimeout = exitcode.New(exitcode.Unreachable, "no answer")
 // below --root. So a config linked to /etc/shadow is never read, even with
 // --root /. A missing file is an error that errors.Is(os.ErrNotExist).
 func (n Node) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	return n.bounded(ctx, path, func() ([]byte, error) { return n.Paths.readFile(path) })
+	return n.readWithin(ctx, path, n.Paths.readFile)
 }
 
-// ReadInput reads a file the admin names on the command line (check
-// --policy): ReadFile's rules, but the file is the admin's, not the
-// node's, so it is not held to a tree below --root (a policy beside a
-// copied support bundle is read as named), and at most max bytes (a
-// larger file is refused, naming its size). Only a regular file is opened;
-// within n.Timeout and ctx.
+// ReadInput reads a file the admin names on the command line (bench
+// --jobs FILE, check --policy FILE): a path of this machine as given (relative to the working
+// directory, not below --root), with ReadFile's rules: only a regular
+// file is opened (a FIFO, /dev/zero or a directory is refused before it
+// is), at most max bytes, within n.Timeout and ctx. Its errors are bad
+// input (exit 2) but for a timeout (3).
 func (n Node) ReadInput(ctx context.Context, path string, max int) ([]byte, error) {
-	return n.bounded(ctx, path, func() ([]byte, error) { return readRegular(path, max) })
+	return n.readWithin(ctx, path, func(path string) ([]byte, error) { return readFileIn(path, "/", max) })
 }
 
-// bounded runs read within n.Timeout and ctx.
-func (n Node) bounded(ctx context.Context, path string, read func() ([]byte, error)) ([]byte, error) {
+func (n Node) readWithin(ctx context.Context, path string, read func(string) ([]byte, error)) ([]byte, error) {
 	timeout := n.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -83,7 +82,7 @@ func (n Node) bounded(ctx context.Context, path string, read func() ([]byte, err
 	}
 	ch := make(chan result, 1)
 	go func() {
-		b, err := read()
+		b, err := read(path)
 		ch <- result{b, err}
 	}()
 	t := time.NewTimer(timeout)
@@ -116,6 +115,12 @@ func (p Paths) readFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readFileIn(path, tree, MaxFileBytes)
+}
+
+// readFileIn is readFile's checks for a file that must lie in tree, of at
+// most max bytes.
+func readFileIn(path, tree string, max int) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -143,49 +148,21 @@ func (p Paths) readFile(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() || !below(real, tree) {
 		return nil, refused(path, real, tree, st.Mode())
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxFileBytes {
-		return nil, &FileError{path, fmt.Sprintf("is larger than %d MiB: not a file of a Proxmox VE node", MaxFileBytes>>20)}
-	}
-	return b, nil
-}
-
-// readRegular reads a regular file of at most max bytes: a stat before the
-// open (nothing else is opened), the opened file checked again.
-func readRegular(path string, max int) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
-	}
-	f, err := openFile(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err = f.Stat(); err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &FileError{path, "is " + kind(st.Mode()) + ", not a regular file"}
-	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
+	if len(b) > max && max == MaxFileBytes {
+		return nil, &FileError{path, fmt.Sprintf("is larger than %d MiB: not a file of a Proxmox VE node", MaxFileBytes>>20)}
+	}
 	if len(b) > max {
-		return nil, &FileError{path, fmt.Sprintf("is larger than %s: refused", sizeName(max))}
+		return nil, &FileError{path, fmt.Sprintf("is larger than %s: not the file the option takes", sizeText(max))}
 	}
 	return b, nil
 }
 
-// sizeName says a byte bound as the admin reads it: 64 KiB, 16 MiB.
-func sizeName(n int) string {
+// sizeText says a byte bound as the admin reads it: 64 KiB, 16 MiB.
+func sizeText(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return strconv.Itoa(n>>20) + " MiB"

@@ -276,7 +276,7 @@ func TestProcDir(t *testing.T) {
 // ReadInput: a file the admin names is read wherever it is (not held to
 // the tree below --root), a regular file only, at most max bytes at the
 // edge, within the timeout.
-func TestReadInput(t *testing.T) {
+func TestReadInputPolicy(t *testing.T) {
 	n, _ := readTree(t)
 	ctx := context.Background()
 	outside := filepath.Join(t.TempDir(), "policy.yaml")
@@ -290,7 +290,7 @@ func TestReadInput(t *testing.T) {
 	if _, err := n.ReadFile(ctx, outside); !errors.Is(err, ErrBadFile) {
 		t.Errorf("ReadFile of a file outside the root: %v", err)
 	}
-	if _, err := n.ReadInput(ctx, outside, 7); !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != outside+": is larger than 7 bytes: refused" {
+	if _, err := n.ReadInput(ctx, outside, 7); !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != outside+": is larger than 7 bytes: not the file the option takes" {
 		t.Errorf("one byte over: %v", err)
 	}
 	if _, err := n.ReadInput(ctx, outside, 1<<10); err != nil {
@@ -298,7 +298,7 @@ func TestReadInput(t *testing.T) {
 	}
 	big := filepath.Join(t.TempDir(), "big")
 	os.WriteFile(big, make([]byte, 64<<10+1), 0o644)
-	if _, err := n.ReadInput(ctx, big, 64<<10); err == nil || err.Error() != big+": is larger than 64 KiB: refused" {
+	if _, err := n.ReadInput(ctx, big, 64<<10); err == nil || err.Error() != big+": is larger than 64 KiB: not the file the option takes" {
 		t.Errorf("64 KiB + 1: %v", err)
 	}
 	fifo := filepath.Join(t.TempDir(), "fifo")
@@ -321,5 +321,52 @@ func TestReadInput(t *testing.T) {
 	n.Timeout = 50 * time.Millisecond
 	if _, err := n.ReadInput(ctx, outside, 1<<10); !errors.Is(err, ErrFileTimeout) {
 		t.Errorf("stall: %v", err)
+	}
+}
+
+// ReadInput (bench --jobs FILE): a file of this machine as given, with
+// ReadFile's refusals, each exit 2 at once: /dev/zero (it streamed 360
+// MB/s into memory), a FIFO (it hung), a directory, a file over the bound;
+// a relative path and one outside --root are read; a missing one is
+// os.ErrNotExist.
+func TestReadInput(t *testing.T) {
+	n, outside := readTree(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(outside, "my.fio")
+	if err := os.WriteFile(job, []byte("[a]\nrw=read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, 1025), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for _, c := range []struct{ path, want string }{
+		{"/dev/zero", "/dev/zero: is a character device, not a regular file"},
+		{fifo, fifo + ": is a FIFO, not a regular file"},
+		{dir, dir + ": is a directory, not a regular file"},
+		{big, big + ": is larger than 1 KiB: not the file the option takes"},
+	} {
+		b, err := n.ReadInput(context.Background(), c.path, 1024)
+		if b != nil || !errors.Is(err, ErrBadFile) || exitcode.Of(err) != exitcode.Usage || err.Error() != c.want {
+			t.Errorf("%s: %d bytes, %v", c.path, len(b), err)
+		}
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("refusals took %s", d)
+	}
+	if b, err := n.ReadInput(context.Background(), job, 1024); err != nil || string(b) != "[a]\nrw=read\n" {
+		t.Errorf("outside --root: %q %v", b, err)
+	}
+	t.Chdir(outside)
+	if b, err := n.ReadInput(context.Background(), "my.fio", 1024); err != nil || len(b) != 12 {
+		t.Errorf("relative: %q %v", b, err)
+	}
+	if _, err := n.ReadInput(context.Background(), "nosuch.fio", 1024); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing: %v", err)
 	}
 }

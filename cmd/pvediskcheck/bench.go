@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -14,6 +17,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -33,12 +37,12 @@ func benchCommand() *cli.Command {
 		ArgsUsage:   "VMID DISK...",
 		Description: helpText("bench"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "repetitions of each timed job (interleaved across disks)"},
+			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: fmt.Sprintf("repetitions of each timed job (interleaved across disks; 1 to %d)", bench.MaxRuns)},
 			&cli.DurationFlag{Name: "runtime", Value: bench.DefaultRuntime, Usage: "measured time per timed job (whole seconds)"},
 			&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"},
 			&cli.StringFlag{Name: "size", Value: bench.DefaultSize, Usage: "test area per disk (fio size=)"},
 			&cli.StringSliceFlag{Name: "job", Usage: "run only this job (repeatable; default: every job)"},
-			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (filename= and directory= are bench's)"},
+			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
 			&cli.BoolFlag{Name: "no-precondition", Usage: "skip the fill job that writes the area before the timed jobs"},
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
@@ -77,9 +81,17 @@ func benchRuns(c *cli.Context) time.Duration {
 func benchMethod(c *cli.Context) (bench.Method, error) {
 	jobs := bench.LabJobSet()
 	if f := c.String("jobs"); f != "" {
-		b, err := os.ReadFile(f)
+		// The admin's file, read as the node's files are (a FIFO or
+		// /dev/zero is refused, the size bounded); an error quotes it
+		// only once it parsed as a job file (ParseJobFile).
+		rd := node.New(node.NewPaths("/", "", ""), c.Duration("timeout"))
+		b, err := rd.ReadInput(c.Context, f, bench.MaxJobFileBytes)
 		if err != nil {
-			return bench.Method{}, exitcode.Usagef("--jobs: %v", err)
+			code := exitcode.Usage
+			if errors.Is(err, node.ErrFileTimeout) {
+				code = exitcode.Unreachable
+			}
+			return bench.Method{}, exitcode.Wrap(code, "--jobs", err)
 		}
 		if jobs, err = bench.ParseJobFile(f, string(b)); err != nil {
 			return bench.Method{}, err
@@ -147,7 +159,9 @@ func benchAction(c *cli.Context) error {
 	if c.Bool("histogram") {
 		obs.TrackLatency()
 	}
-	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram,
+	abort, stopAbort := secondInterrupt(e.ctx())
+	defer stopAbort()
+	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram, Abort: abort,
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	notes, rerr := obs.ReleaseLatency(e.ctx())
 	if rerr != nil {
@@ -166,6 +180,34 @@ func benchAction(c *cli.Context) error {
 		printBench(e, res)
 	}
 	return outcome.Err
+}
+
+// secondInterrupt is a context that ends at the second SIGINT, SIGTERM or
+// SIGHUP after ctx's (main's signal context ends at the first): bench then
+// leaves the guest at once instead of within bench.InterruptGrace.
+func secondInterrupt(ctx context.Context) (context.Context, func()) {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ch := make(chan os.Signal, 2)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) { // under nohup it stays ignored (main.go)
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(ch, sigs...)
+	go func() {
+		defer cancel()
+		seen := 0
+		for {
+			select {
+			case <-ch:
+				if seen++; seen >= 2 {
+					return
+				}
+			case <-actx.Done():
+				return
+			}
+		}
+	}()
+	return actx, func() { signal.Stop(ch); cancel() }
 }
 
 // benchProgress is one stderr line per step: what runs, and the time left.
@@ -265,6 +307,9 @@ func printBench(e *env, r *bench.Result) {
 	}
 	if !r.Complete {
 		fmt.Fprintf(e.out, "\nIncomplete: %d run(s) not measured (%s): %s\n", len(r.Missing), strings.Join(clipList(r.Missing, 6), " "), r.Stopped)
+	}
+	for _, l := range r.LeftInGuest {
+		fmt.Fprintf(e.out, "Left in the guest: %s\n", l)
 	}
 	fmt.Fprintf(e.out, "\nRead again with: pvediskcheck fio summary %s  (fio compare --dir %s A B)\n", filepath.Clean(r.Out), filepath.Clean(r.Out))
 }

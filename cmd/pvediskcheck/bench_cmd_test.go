@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,12 +18,35 @@ import (
 )
 
 func TestBenchUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "jobs.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	secret := file("shadow", "root:$y$j9T$s3cretsalt$hash:19700:0:99999:7:::\n")
+	pwned := file("pwned.fio", "[a]\nrw=read\nexec_prer=touch /tmp/PWNED\n")
+	big := file("big.fio", "[a]\n"+strings.Repeat("; comment\n", bench.MaxJobFileBytes/10+1))
+	t0 := time.Now()
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"bench", "370"}, "name the disks to measure"},
 		{[]string{"bench", "370", "scsi1", "--runs", "0"}, "--runs 0"},
+		{[]string{"bench", "370", "scsi1", "--runs", "101"}, "--runs 101: from 1 to 100"},
+		{[]string{"bench", "370", "scsi1", "--jobs", "/dev/zero"}, "--jobs: /dev/zero: is a character device, not a regular file"},
+		{[]string{"bench", "370", "scsi1", "--jobs", fifo}, "is a FIFO, not a regular file"},
+		{[]string{"bench", "370", "scsi1", "--jobs", dir}, "is a directory"},
+		{[]string{"bench", "370", "scsi1", "--jobs", big}, "is larger than 1 MiB"},
+		{[]string{"bench", "370", "scsi1", "--jobs", secret}, "not a fio job file (line 1 is neither a [section], a comment nor an option); nothing of it is shown"},
+		{[]string{"bench", "370", "scsi1", "--jobs", pwned}, "pwned.fio:3: exec_prer is not a whole option name: fio's command line would take it for exec_prerun"},
 		{[]string{"bench", "370", "scsi1", "--runtime", "1500ms"}, "whole seconds"},
 		{[]string{"bench", "370", "scsi1", "--size", "512K"}, "--size"},
 		{[]string{"bench", "370", "scsi1", "--job", "nosuch"}, `--job "nosuch": no such job`},
@@ -30,9 +55,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "x", "scsi1"}, "VMID"},
 	} {
 		_, errs, code := runCLI(t, c.args...)
-		if code != 2 || !strings.Contains(errs, c.want) {
+		if code != 2 || !strings.Contains(errs, c.want) || strings.Contains(errs, "s3cret") {
 			t.Errorf("%v: exit %d: %s", c.args, code, errs)
 		}
+	}
+	if d := time.Since(t0); d > time.Minute {
+		t.Errorf("the refusals took %s (a FIFO or /dev/zero read?)", d)
 	}
 }
 
@@ -136,5 +164,28 @@ func TestBenchPlanHistogram(t *testing.T) {
 	}
 	if !strings.Contains(plain.String(), "results: res/\n\nscsi1-rr4k-1.json\tfio ") {
 		t.Errorf("plan:\n%s", plain.String())
+	}
+}
+
+// The first Ctrl-C ends main's context (bench gives the guest
+// bench.InterruptGrace); the second ends bench's abort context at once.
+func TestBenchSecondInterrupt(t *testing.T) {
+	abort, stop := secondInterrupt(context.Background())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-abort.Done():
+		t.Fatal("the first Ctrl-C ended the abort context")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-abort.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Ctrl-C did not end the abort context")
 	}
 }
