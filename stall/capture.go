@@ -67,8 +67,9 @@ type Captured struct {
 // Capture keeps the evidence of VM vmid's disks in a new folder below
 // o.Out before anyone restarts it: the disks' settings, query-block,
 // query-blockstats, query-block-jobs, the throttle groups' limits, every
-// QEMU thread's stat, wchan and stack (stack needs root), the node devices'
-// inflight and stat (the volume's device, or the filesystem's that holds
+// QEMU thread's stat, wchan, stack and syscall (stack and syscall need
+// root), the threads in state D with the file each works on, the node
+// devices' inflight and stat (the volume's device, or the filesystem's that holds
 // it), the thin pools' state and the samples the caller kept. It changes
 // nothing: QMP queries, reads of procfs and sysfs, lvs.
 func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Captured, error) {
@@ -155,6 +156,11 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 	w.json("settings.json", settings(v, wanted))
 	c.Verdicts = Detect(ctx, n, v.Pid, disks, stats, after, o.Confirm)
 	w.json("verdicts.json", c.Verdicts)
+	// Every thread in D with what it works on (its syscall line and the
+	// file of its descriptor), placed on a disk or not.
+	if bl, err := blocked(ctx, n, v.Pid); err == nil {
+		w.json("blocked.json", bl)
+	}
 	w.threads(ctx, n, v.Pid)
 	w.devices(ctx, n, v, disks)
 	w.pools(ctx, n, v, wanted)
@@ -229,7 +235,8 @@ func (w *writer) json(rel string, v any) {
 	w.file(rel, append(b, '\n'))
 }
 
-// threads copies every thread's stat, wchan and stack.
+// threads copies every thread's stat, wchan, stack and syscall (stack
+// and syscall need root).
 func (w *writer) threads(ctx context.Context, n node.Node, pid int) {
 	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
 	ents, err := os.ReadDir(taskDir)
@@ -245,7 +252,7 @@ func (w *writer) threads(ctx context.Context, n node.Node, pid int) {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		for _, f := range []string{"stat", "wchan", "stack"} {
+		for _, f := range []string{"stat", "wchan", "stack", "syscall"} {
 			m, err := task.ReadSmall(ctx, e.Name()+"/"+f, buf)
 			if err != nil {
 				unread[f+": "+errText(err)]++

@@ -129,7 +129,7 @@ func TestCapture(t *testing.T) {
 		t.Errorf("dir %s", c.Dir)
 	}
 	for _, f := range []string{"query-block.json", "query-blockstats.json", "query-block-jobs.json", "query-iothreads.json", "query-cpus-fast.json",
-		"throttle-groups.json", "settings.json", "verdicts.json", "samples.json", "not-read.json", "threads/2460/stat", "threads/2460/wchan"} {
+		"throttle-groups.json", "settings.json", "verdicts.json", "blocked.json", "samples.json", "not-read.json", "threads/2460/stat", "threads/2460/wchan"} {
 		if _, err := os.Stat(filepath.Join(c.Dir, f)); err != nil {
 			t.Errorf("missing %s", f)
 		}
@@ -142,10 +142,10 @@ func TestCapture(t *testing.T) {
 	if json.Unmarshal(b, &set) != nil || len(set) != 1 || set[0]["config"] != "local:100/vm-100-disk-1.raw,iothread=1,aio=io_uring,size=16M" {
 		t.Errorf("settings %s", b)
 	}
-	// A fixture tree has no kernel stacks and the volumes are not there:
-	// both said, nothing else.
+	// This fixture tree has no kernel stacks nor syscall lines and the
+	// volumes are not there: each said, nothing else.
 	want := []string{"device under scsi1: stat " + filepath.Join(n.Paths.ProcPid(2452), "root", "var/lib/vz/images/100/vm-100-disk-1.raw") + ": no such file or directory",
-		"threads' stack: no such file or directory (30 threads)"}
+		"threads' stack: no such file or directory (30 threads)", "threads' syscall: no such file or directory (30 threads)"}
 	if strings.Join(c.NotRead, "\n") != strings.Join(want, "\n") {
 		t.Errorf("not read:\n%s\nwant\n%s", strings.Join(c.NotRead, "\n"), strings.Join(want, "\n"))
 	}

@@ -22,8 +22,9 @@ import (
 const maxStat = 2048
 
 // Read looks at QEMU process pid and the node devices devs: every thread's
-// state (stat), the wchan of those in state D, and each device's requests
-// in flight. No QMP: procfs and sysfs only.
+// state (stat), the wchan of those in state D and what they work on (their
+// system call and its descriptor's file: place), and each device's
+// requests in flight. No QMP: procfs and sysfs only.
 func Read(ctx context.Context, n node.Node, pid int, devs []string) Look {
 	look := Look{InFlight: inFlight(n, devs)}
 	look.Blocked, look.ThreadsErr = blocked(ctx, n, pid)
@@ -46,7 +47,8 @@ func inFlight(n node.Node, devs []string) map[string]int64 {
 	return out
 }
 
-// blocked lists the threads of pid in state D with their wchan.
+// blocked lists the threads of pid in state D with their wchan and, but
+// for io_uring's workers, what they work on (place).
 func blocked(ctx context.Context, n node.Node, pid int) ([]Thread, error) {
 	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
 	ents, err := os.ReadDir(taskDir)
@@ -77,6 +79,7 @@ func blocked(ctx context.Context, n node.Node, pid int) ([]Thread, error) {
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
+	place(ctx, n, pid, task, out)
 	return out, nil
 }
 
@@ -97,7 +100,8 @@ func ParseStat(b []byte) (comm, state string, ok bool) {
 
 // Disks builds the rule's view of a VM's running disks: which thread
 // serves each (the thread map's iothreads, else the main loop), whether it
-// runs on the thread pool (aio=threads) and the node device under it.
+// runs on the thread pool (aio=threads), the image or device QEMU opened
+// and the node device under it.
 func Disks(n node.Node, v *vm.VM, m threads.Map) []Disk {
 	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
 	return disksWith(v, m, func(path string) string {
@@ -133,7 +137,7 @@ func disksWith(v *vm.VM, m threads.Map, devOf func(path string) string) []Disk {
 			}
 		}
 		if r.Path != "" {
-			sd.Dev = devOf(r.Path)
+			sd.Path, sd.Dev = r.Path, devOf(r.Path)
 		}
 		out = append(out, sd)
 	}

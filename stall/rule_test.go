@@ -106,7 +106,8 @@ func TestDetectorRereadsAfterHalf(t *testing.T) {
 }
 
 // The rule's view of a VM's running disks: the storage, the thread pool
-// for aio=threads only, the node device under a path, no CD-ROM; without
+// for aio=threads only, the path QEMU opened and the node device under
+// it, no CD-ROM; without
 // known iothreads every disk is served by the main loop.
 func TestDisks(t *testing.T) {
 	conf := "scsihw: virtio-scsi-single\nscsi0: local:100/vm-100-disk-0.raw,aio=threads,size=1G\nscsi1: local:100/vm-100-disk-1.raw,iothread=1,size=1G\nide2: none,media=cdrom\n"
@@ -126,8 +127,8 @@ func TestDisks(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 	want := []Disk{
-		{ID: "scsi0", Storage: "local", ServingTID: v.Pid, ThreadPool: true, Dev: "dev-of-vm-100-disk-0.raw"},
-		{ID: "scsi1", Storage: "local", ServingTID: v.Pid, Dev: "dev-of-vm-100-disk-1.raw"},
+		{ID: "scsi0", Storage: "local", ServingTID: v.Pid, ThreadPool: true, Path: "/var/lib/vz/images/100/vm-100-disk-0.raw", Dev: "dev-of-vm-100-disk-0.raw"},
+		{ID: "scsi1", Storage: "local", ServingTID: v.Pid, Path: "/var/lib/vz/images/100/vm-100-disk-1.raw", Dev: "dev-of-vm-100-disk-1.raw"},
 	}
 	for i := range want {
 		if got[i] != want[i] {

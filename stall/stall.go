@@ -15,10 +15,11 @@
 //     on an idle disk (QEMU-FACTS "Stalls"), so the requests must be seen
 //     where they wait, on the node: the QEMU threads that serve the disk in
 //     uninterruptible sleep (state D; io_uring's workers iou-wrk-<TID of the
-//     submitting thread>, the thread pool's "worker" threads for
-//     aio=threads, the iothread or main loop itself for a blocking
-//     submission), or the node block device under the volume with requests
-//     in flight (/sys/block/DEV/stat's in-flight field). A disk with no such
+//     submitting thread>, the iothread or main loop itself for a blocking
+//     submission, and the thread pool's "worker" threads, placed on their
+//     disk by the file their system call works on: attrib.go), or the node
+//     block device under the volume with requests in flight
+//     (/sys/block/DEV/stat's in-flight field). A disk with no such
 //     evidence is never stalled, however long it has been idle.
 //
 // The guest's own view (/sys/block/*/inflight through the agent) is not
@@ -79,9 +80,13 @@ type Disk struct {
 	// ServingTID is the thread that submits the disk's I/O: its iothread,
 	// or the main loop (the process id).
 	ServingTID int
-	// ThreadPool: aio=threads, requests run in QEMU's "worker" threads,
-	// which do not say which thread (so which disk) handed them work.
+	// ThreadPool: aio=threads, every request runs in QEMU's "worker"
+	// threads, whose name does not say which disk handed them work: a
+	// worker whose file could not be read counts for these disks.
 	ThreadPool bool
+	// Path is the image or device QEMU opened for the disk, as its command
+	// line names it; "" for a remote volume (rbd, iscsi, nbd).
+	Path string
 	// Dev is the node block device under the volume (dm-3, loop0, zd16);
 	// "" when the volume is a file or remote.
 	Dev string
@@ -93,6 +98,20 @@ type Thread struct {
 	Comm  string `json:"comm"`
 	State string `json:"state"`
 	Wchan string `json:"wchan"` // "" when unreadable
+	// Syscall is the thread's /proc/PID/task/TID/syscall line as read
+	// (the call's number, its six arguments, the stack and instruction
+	// pointers); "" when not read, and for io_uring's workers, which are
+	// placed by their name.
+	Syscall string `json:"syscall,omitempty"`
+	// Call names the call when it works on a descriptor (fallocate,
+	// pwritev, ioctl, fdatasync...), FD is that descriptor.
+	Call string `json:"call,omitempty"`
+	FD   *int   `json:"fd,omitempty"`
+	// File is what FD names, as QEMU sees it (/proc/PID/fd/N): a disk's
+	// image or device, and so the disk the thread works for. "" when not
+	// known; Unread then says why (empty when nothing was tried).
+	File   string `json:"fd_target,omitempty"`
+	Unread string `json:"fd_target_unread,omitempty"`
 }
 
 // Look is what the node showed of one QEMU process at one moment.
@@ -176,7 +195,14 @@ func Judge(d Disk, b qmp.BlockStats, look Look, after time.Duration) Verdict {
 			outstanding = true
 			v.Evidence = append(v.Evidence, Evidence{SourceThreads, describe(v.Blocked)})
 		} else {
-			v.Evidence = append(v.Evidence, Evidence{SourceThreads, "no thread serving the disk is blocked"})
+			says := "no thread serving the disk is blocked"
+			if u := unplaced(look.Blocked); len(u) > 0 {
+				// Not counted for a disk that is not aio=threads (its zero
+				// writes and discards alone go to the pool): said, since
+				// one of them may be this disk's.
+				says += fmt.Sprintf("; %d pool worker(s) in state D whose disk could not be read (%s): this disk's zero writes and discards run there too", len(u), whyUnread(u))
+			}
+			v.Evidence = append(v.Evidence, Evidence{SourceThreads, says})
 		}
 	}
 	switch {
@@ -196,15 +222,26 @@ func Judge(d Disk, b qmp.BlockStats, look Look, after time.Duration) Verdict {
 }
 
 // serving picks the blocked threads that serve d: its serving thread
-// itself (a submission that blocks), io_uring's workers of that thread
-// (iou-wrk-<TID>), and for aio=threads QEMU's thread-pool workers.
-// Disks that share a serving thread (several on the main loop) share its
-// workers: which of them the request is for, the node cannot tell.
+// itself (a submission that blocks) and io_uring's workers of that thread
+// (iou-wrk-<TID>), whatever they work on: disks that share a serving
+// thread (several on the main loop) share it and its workers, and which
+// of them a request is for, the node cannot tell. Any other thread counts
+// where the file its system call works on is d's image or device (a pool
+// worker in fallocate for a zero write or a discard, whatever d's aio);
+// a pool worker whose file could not be read counts for an aio=threads
+// disk, as every pool worker did before they could be placed.
 func serving(d Disk, blocked []Thread) []Thread {
 	out := []Thread{}
 	iou := "iou-wrk-" + strconv.Itoa(d.ServingTID)
 	for _, t := range blocked {
-		if t.TID == d.ServingTID || t.Comm == iou || d.ThreadPool && t.Comm == "worker" {
+		switch {
+		case t.TID == d.ServingTID || t.Comm == iou:
+			out = append(out, t)
+		case t.File != "":
+			if d.names(t.File) {
+				out = append(out, t)
+			}
+		case d.ThreadPool && t.Comm == poolComm:
 			out = append(out, t)
 		}
 	}
@@ -212,7 +249,20 @@ func serving(d Disk, blocked []Thread) []Thread {
 	return out
 }
 
-// describe says which threads are blocked and where (wchan).
+// unplaced are the pool workers in D whose file could not be read.
+func unplaced(blocked []Thread) []Thread {
+	var out []Thread
+	for _, t := range blocked {
+		if t.Comm == poolComm && t.File == "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// describe says which threads are blocked and where (wchan), what each
+// placed on a file works on, and which pool workers were counted without
+// knowing their disk.
 func describe(ts []Thread) string {
 	wchans := map[string]int{}
 	for _, t := range ts {
@@ -222,20 +272,66 @@ func describe(ts []Thread) string {
 		}
 		wchans[w]++
 	}
-	keys := make([]string, 0, len(wchans))
-	for k := range wchans {
+	names := ts[0].Comm
+	if len(ts) > 1 {
+		names += fmt.Sprintf(" and %d more", len(ts)-1)
+	}
+	s := fmt.Sprintf("%d thread(s) serving the disk in state D (%s; wchan %s)", len(ts), names, counted(wchans))
+	on := map[string]int{}
+	var blind []Thread
+	for _, t := range ts {
+		switch {
+		case t.File != "":
+			on[fmt.Sprintf("%s(fd %d -> %s)", t.Call, *t.FD, t.File)]++
+		case t.Comm == poolComm:
+			blind = append(blind, t)
+		}
+	}
+	if len(on) > 0 {
+		s += "; " + counted(on)
+	}
+	if len(blind) > 0 {
+		s += fmt.Sprintf("; %d pool worker(s) counted for the aio=threads disks, their own disk not read (%s)", len(blind), whyUnread(blind))
+	}
+	return s
+}
+
+// counted is "N in K" for each key, in key order.
+func counted(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	var at []string
 	for _, k := range keys {
-		at = append(at, fmt.Sprintf("%d in %s", wchans[k], k))
+		at = append(at, fmt.Sprintf("%d in %s", m[k], k))
 	}
-	names := ts[0].Comm
-	if len(ts) > 1 {
-		names += fmt.Sprintf(" and %d more", len(ts)-1)
+	return strings.Join(at, ", ")
+}
+
+// whyUnread is why the threads' files are not known, each reason once,
+// with how many threads it holds for when more than one.
+func whyUnread(ts []Thread) string {
+	why := map[string]int{}
+	for _, t := range ts {
+		w := t.Unread
+		if w == "" {
+			w = "not read"
+		}
+		why[w]++
 	}
-	return fmt.Sprintf("%d thread(s) serving the disk in state D (%s; wchan %s)", len(ts), names, strings.Join(at, ", "))
+	keys := make([]string, 0, len(why))
+	for k := range why {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if why[k] > 1 {
+			keys[i] = fmt.Sprintf("%s (%d threads)", k, why[k])
+		}
+	}
+	return strings.Join(keys, "; ")
 }
 
 // ValidateAfter checks --stall-after as typed: at least MinAfter (0s is

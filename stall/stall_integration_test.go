@@ -5,7 +5,6 @@ package stall
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,7 +92,7 @@ func TestFrozenFilesystemStalls(t *testing.T) {
 	}
 	t.Logf("stalled: %s", s.Summary())
 	if dir := os.Getenv("PVEDISKCHECK_RECORD_STALL"); dir != "" {
-		record(t, dir, n, v)
+		fakenode.RecordStall(t, dir, n, v)
 	}
 	fz.Thaw(t)
 	var st map[string]qmp.BlockStats
@@ -108,49 +107,6 @@ func TestFrozenFilesystemStalls(t *testing.T) {
 	got = Detect(context.Background(), nd, v.Pid, disks, st, after, 0)
 	if got[1].Stalled || got[1].StalledSeconds != 0 || len(got[1].Evidence) != 0 {
 		t.Errorf("after the thaw: %+v", got[1])
-	}
-}
-
-// record writes what the unit tests replay: query-blockstats, every
-// thread's stat and the blocked ones' wchan, and the command line.
-func record(t *testing.T, dir string, n *fakenode.Node, v *fakenode.VM) {
-	exec := func(cmd string) []byte {
-		var out []byte
-		err := qmp.Do(context.Background(), n.Paths.QMPSocket(100), 5*time.Second, func(s qmp.Session) error {
-			r, err := s.Exec(cmd, nil)
-			out = []byte(r.Raw)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	fix := func(b []byte) []byte { return []byte(strings.ReplaceAll(string(b), n.Root, "/ROOT")) }
-	write := func(p string, b []byte) {
-		p = filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(v.Pid), "cmdline"))
-	write("cmdline", fix(raw))
-	write("query-blockstats.json", fix(exec("query-blockstats")))
-	write("query-iothreads.json", exec("query-iothreads"))
-	write("query-block.json", fix(exec("query-block")))
-	write("query-block-jobs.json", exec("query-block-jobs"))
-	write("query-cpus-fast.json", exec("query-cpus-fast"))
-	tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(v.Pid), "task"))
-	for _, task := range tasks {
-		for _, f := range []string{"stat", "wchan"} {
-			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(v.Pid), "task", task.Name(), f))
-			if err == nil {
-				write(filepath.Join("proc", strconv.Itoa(v.Pid), "task", task.Name(), f), b)
-			}
-		}
 	}
 }
 
