@@ -50,7 +50,7 @@ var (
 // Disks builds it: the recorded config, storage.cfg and command line (the
 // paths QEMU opened), the recorded iothreads; no node device (file
 // volumes).
-func zeroesDisks(t *testing.T, z zeroes) []Disk {
+func zeroesDisks(t testing.TB, z zeroes) []Disk {
 	t.Helper()
 	read := func(f string) string {
 		b, err := os.ReadFile(filepath.Join(z.dir, f))
@@ -375,5 +375,17 @@ func TestPlaceRefusesOutsideProc(t *testing.T) {
 	var fe *node.FileError
 	if _, err := n.ReadLink(filepath.Join(n.Paths.ProcPid(z.pid), "fd", "20")); !errors.As(err, &fe) {
 		t.Errorf("ReadLink: %v", err)
+	}
+}
+
+// BenchmarkDetectZeroes: a look at the recorded VM with two pool workers
+// blocked: the thread listing, each D thread's wchan and syscall, QEMU's
+// root and the two descriptors' links (BenchmarkDetectCandidate's 8
+// io_uring workers are placed by name, with no syscall read).
+func BenchmarkDetectZeroes(b *testing.B) {
+	disks := zeroesDisks(b, zeroes72)
+	n, stats := recordedIn(b, zeroes72.dir)
+	for i := 0; i < b.N; i++ {
+		Detect(context.Background(), n, zeroes72.pid, disks, stats, recAfter, 0)
 	}
 }
