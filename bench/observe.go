@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,22 @@ type NodeObserver struct {
 	// where none is (latency.Tracker.Ensure), read at each step's end;
 	// ReleaseLatency clears those it set.
 	Latency *latency.Tracker
+
+	mu   sync.Mutex
+	left map[string]latency.Leftover // by disk: HistogramsLeft
+}
+
+// HistogramsLeft are the latency histograms of pvediskcheck's the steps
+// found on the disks and this run did not set (latency.Leftover), by disk.
+func (n *NodeObserver) HistogramsLeft() []latency.Leftover {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]latency.Leftover, 0, len(n.left))
+	for _, l := range n.left {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Disk < out[j].Disk })
+	return out
 }
 
 // TrackLatency makes the observer set and read latency histograms.
@@ -130,6 +147,17 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 		}
 	}
 	flush0, errFlush := takeTwice(ctx, &bs)
+	if errFlush == nil {
+		left := n.Latency.Leftovers(n.VM.VMID, n.VM.Pid, n.VM.QMPSocket(), flush0.Stats)
+		n.mu.Lock()
+		for _, l := range left {
+			if n.left == nil {
+				n.left = map[string]latency.Leftover{}
+			}
+			n.left[l.Disk] = l
+		}
+		n.mu.Unlock()
+	}
 	mem0, errMem := n.Host.Memory()
 	if errMem != nil {
 		o.DirtyWhy = "/proc/meminfo unreadable: " + errMem.Error()

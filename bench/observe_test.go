@@ -246,3 +246,33 @@ func TestNodeObserverRetriesASample(t *testing.T) {
 		}
 	}
 }
+
+// The steps say a histogram of pvediskcheck's they find and this run did
+// not set (a killed run's), with or without TrackLatency; not one the
+// observer set.
+func TestNodeObserverHistogramsLeft(t *testing.T) {
+	bare, a, b := latencytest.Recorded(t)
+	for _, c := range []struct {
+		name    string
+		track   bool
+		replies []string
+		left    bool
+	}{{"left", false, []string{a, b}, true}, {"left, --histogram", true, []string{a, b}, true}, {"set by this run", true, []string{bare, a, b}, false}, {"none", false, []string{bare}, false}} {
+		q := qmptest.NewQEMU(t, latencytest.NewQEMU(c.replies...).Handle)
+		v := runningVM(t, 370, q)
+		o := &NodeObserver{Host: sampler.Host{Proc: "/proc", Sys: "/sys"}, VM: v, Facts: map[string]DiskFacts{"scsi1": {Cache: qemuserver.CacheOf("none")}}}
+		if c.track {
+			o.TrackLatency()
+		}
+		rw := LabJobSet()[2]
+		o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 1})()
+		o.Start(context.Background(), Step{Disk: "scsi1", Job: rw, Run: 2})()
+		want := []latency.Leftover{}
+		if c.left {
+			want = append(want, latency.Leftover{VMID: 370, Disk: "scsi1", Clear: latency.ClearCommand(v.QMPSocket(), "scsi1")})
+		}
+		if got := o.HistogramsLeft(); !slices.Equal(got, want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, want)
+		}
+	}
+}

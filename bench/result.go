@@ -34,6 +34,11 @@ type Result struct {
 	// (--histogram: set for the bench and cleared after, or found set and
 	// used as it is); omitted without.
 	Histograms []latency.Note `json:"histograms,omitempty"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's on the
+	// disks that this run did not set (latency.Leftover: a run killed
+	// before it could clear them), each with the command that clears it;
+	// with or without --histogram, omitted when none.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 	// Summary is fio summary's view of the saved files (the text table).
 	Summary *fio.Summary `json:"-"`
 }

@@ -104,6 +104,9 @@ const (
 	// CodePolicy: a disk breaks a requirement of the --policy file (package
 	// policy): in the config, the running VM or [PENDING].
 	CodePolicy Code = "policy"
+	// CodeHistogramLeft: a latency histogram pvediskcheck set and did not
+	// clear (package latency's Leftover).
+	CodeHistogramLeft Code = "latency-histogram-left"
 )
 
 // Codes lists every code (help text, README).
@@ -111,7 +114,7 @@ var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsuppo
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
 	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover,
-	CodeQEMUAdvisory, CodeQEMUOutdated, CodePolicy}
+	CodeQEMUAdvisory, CodeQEMUOutdated, CodePolicy, CodeHistogramLeft}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {

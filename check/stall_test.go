@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -17,6 +21,13 @@ import (
 // stallNode is stall's recording (stall/testdata/README.md) as a node tree:
 // VM 100's config, command line, threads and QEMU's answers.
 func stallNode(t *testing.T) (node.Node, *qmptest.QEMU) {
+	t.Helper()
+	return stallNodeWith(t, "")
+}
+
+// stallNodeWith is stallNode answering query-blockstats with blockstats
+// ("": the recording's).
+func stallNodeWith(t *testing.T, blockstats string) (node.Node, *qmptest.QEMU) {
 	t.Helper()
 	rec := filepath.Join("..", "stall", "testdata", "frozen-7.2")
 	read := func(name string) string {
@@ -43,8 +54,11 @@ func stallNode(t *testing.T) (node.Node, *qmptest.QEMU) {
 	if err := os.CopyFS(filepath.Join(n.Paths.ProcPid(2452), "task"), os.DirFS(filepath.Join(rec, "proc", "2452", "task"))); err != nil {
 		t.Fatal(err)
 	}
+	if blockstats == "" {
+		blockstats = read("query-blockstats.json")
+	}
 	q := qmptest.NewQEMU(t, qmptest.Replies(map[string]string{
-		"query-blockstats": read("query-blockstats.json"),
+		"query-blockstats": blockstats,
 		"query-iothreads":  read("query-iothreads.json"),
 		"query-cpus-fast":  read("query-cpus-fast.json"),
 	}))
@@ -78,11 +92,56 @@ func TestDiskStalled(t *testing.T) {
 	if len(later.Findings) != 0 || len(later.NotChecked) != 0 {
 		t.Errorf("past the idle time: %+v", later)
 	}
-	// QEMU gone: not checked, said.
+	// QEMU gone: not checked (nor latency-histogram-left, which rests on
+	// the same query-blockstats), said.
 	q.Kill()
 	var gone VMResult
 	stalls(context.Background(), n, v, 2*time.Second, &gone)
-	if len(gone.Findings) != 0 || len(gone.NotChecked) != 1 || gone.NotChecked[0] != CodeDiskStalled || !strings.HasPrefix(strings.Join(gone.Notes, ""), "disk-stalled not checked: ") {
+	if len(gone.Findings) != 0 || !slices.Equal(gone.NotChecked, []Code{CodeDiskStalled, CodeHistogramLeft}) || !strings.HasPrefix(strings.Join(gone.Notes, ""), "disk-stalled and latency-histogram-left not checked: ") {
 		t.Errorf("QEMU gone: %+v", gone)
+	}
+}
+
+// TestHistogramLeft: a latency histogram with pvediskcheck's boundaries on
+// a disk is a latency-histogram-left info with the command that clears it
+// (check sets none: any of pvediskcheck's is another run's); someone
+// else's histogram and none at all are no finding. Read from the stall
+// look's query-blockstats: no command more.
+func TestHistogramLeft(t *testing.T) {
+	bare, ours, _ := latencytest.Recorded(t)
+	foreign, err := os.ReadFile("../latency/testdata/qemu-7.2.22/query-blockstats-foreign.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, stats string
+		left        bool
+	}{{"pvediskcheck's", ours, true}, {"someone else's", string(foreign), false}, {"none", bare, false}} {
+		n, q := stallNodeWith(t, c.stats)
+		v, err := vm.Load(context.Background(), n, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out VMResult
+		stalls(context.Background(), n, v, time.Hour, &out)
+		var got []Finding
+		for _, f := range out.Findings {
+			if f.Code == CodeHistogramLeft {
+				got = append(got, f)
+			}
+		}
+		if got := strings.Join(q.Seen(), " "); got != "query-blockstats query-iothreads query-cpus-fast" {
+			t.Errorf("%s: commands %s", c.name, got)
+		}
+		if !c.left {
+			if len(got) != 0 || len(out.NotChecked) != 0 {
+				t.Errorf("%s: %+v", c.name, out)
+			}
+			continue
+		}
+		l := latency.Leftover{VMID: 100, Disk: "scsi1", Clear: latency.ClearCommand(n.Paths.QMPSocket(100), "scsi1")}
+		if len(got) != 1 || !reflect.DeepEqual(got[0], Finding{Severity: Info, Code: CodeHistogramLeft, Disk: "scsi1", Message: l.Message(), Fix: l.Clear}) {
+			t.Errorf("%s: %+v", c.name, got)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package discard
 
-import "github.com/pvediskcheck/pvediskcheck/alloc"
+import (
+	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/latency"
+)
 
 // Report is the --json schema of `discard` (README "JSON schemas").
 type Report struct {
@@ -16,6 +19,10 @@ type Report struct {
 	GuestFstrim []GuestPath `json:"guest_fstrim,omitempty"`
 	Disks       []Disk      `json:"disks"`
 	Notes       []string    `json:"notes,omitempty"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's on the
+	// disks that no run cleared (latency.Leftover: one killed before it
+	// could), each with the command that clears it; omitted when none.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 }
 
 // Disk is one disk of the report.

@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -157,6 +158,9 @@ func (r *run) snapshot(ctx context.Context) (*Snapshot, error) {
 			return nil, vm.QMPError(r.v.VMID, err)
 		}
 		s = snapshotOf(smp)
+		if r.rep.HistogramsLeft == nil {
+			r.rep.HistogramsLeft = latency.LeftoversOf(r.v.VMID, r.v.Pid, r.v.QMPSocket(), smp.Stats)
+		}
 	}
 	return s, measureAlloc(ctx, r.newMeter(), r.v.VMID, r.ts, s)
 }

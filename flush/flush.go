@@ -154,6 +154,11 @@ type Result struct {
 	// Histograms what was done about them; both omitted without.
 	Percentiles map[string]latency.Percentiles `json:"latency_percentiles,omitempty"`
 	Histograms  []latency.Note                 `json:"histograms,omitempty"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's on the
+	// disks that this run did not set (latency.Leftover: a run killed
+	// before it could clear them), each with the command that clears it;
+	// with or without --histogram, omitted when none.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 }
 
 // Ignored reports whether any disk's flushes are ignored (exit 1).

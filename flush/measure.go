@@ -141,6 +141,7 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 		}
 	}
 	_, err := bs.Run(mctx, o.Window)
+	res.HistogramsLeft = hist.Leftovers(v.VMID, v.Pid, v.QMPSocket(), first.Stats)
 	if hist != nil {
 		res.Histograms = hist.Notes()
 		res.Percentiles = map[string]latency.Percentiles{}

@@ -17,8 +17,8 @@ const (
 	// SetByUs: pvediskcheck set it (Boundaries) and clears it on exit.
 	SetByUs Owner = "set"
 	// Existing: a histogram was already set (another tool, an operator, an
-	// earlier run that was killed): used as it is, with its own boundaries,
-	// and left in place on exit. It is never replaced.
+	// earlier run that was killed: Note.Leftover): used as it is, with its
+	// own boundaries, and left in place on exit. It is never replaced.
 	Existing Owner = "existing"
 	// Refused: QEMU refused block-latency-histogram-set (Error says why);
 	// the disk has no percentiles.
@@ -35,6 +35,9 @@ type Note struct {
 	// pvediskcheck's own); 0 when refused.
 	Boundaries int    `json:"boundaries,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Leftover: an Existing histogram with pvediskcheck's own boundaries
+	// (Leftover, the type, says what that means and how to clear it).
+	Leftover bool `json:"leftover,omitempty"`
 }
 
 // Exchanger runs fn in one QMP exchange with a VM (vm.VM.Exchange with
@@ -113,7 +116,7 @@ func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []s
 			// its bins count from here.
 			dh.note.Owner, dh.note.Boundaries = SetByUs, len(h.Boundaries)
 		} else if h != nil {
-			dh.note.Owner, dh.note.Boundaries = Existing, len(h.Boundaries)
+			dh.note.Owner, dh.note.Boundaries, dh.note.Leftover = Existing, len(h.Boundaries), Ours(h)
 		} else {
 			_, err := s.Exec("block-latency-histogram-set", map[string]any{"id": id,
 				"boundaries-read": Boundaries, "boundaries-write": Boundaries, "boundaries-flush": Boundaries})
@@ -155,6 +158,82 @@ func firstOf(b *qmp.BlockStats) *qmp.LatencyHistogram {
 		}
 	}
 	return nil
+}
+
+// Leftover is a latency histogram on a disk with pvediskcheck's own
+// boundaries (Ours) that this run did not set: the one rule by which every
+// command that reads a VM's query-blockstats knows it (Tracker.Leftovers),
+// and by which a run with --histogram finds one set (Ensure: Existing,
+// Note.Leftover). A run clears what it set when it ends, on Ctrl-C,
+// SIGTERM and SIGHUP too; one killed with SIGKILL (the OOM killer, a
+// timeout's kill -9) cannot, and QEMU keeps the histogram, counting every
+// request of the disk, until it is cleared or the VM restarts. The same
+// boundaries are also what another run holds while it runs (top or
+// metrics --listen with --histogram on the VM): nothing on the node tells
+// the two apart, so the message says both.
+type Leftover struct {
+	VMID int    `json:"vmid"`
+	Disk string `json:"disk"`
+	// Clear is the shell command that clears it on the node: QEMU's own
+	// block-latency-histogram-set without boundaries, sent to the VM's QMP
+	// socket with socat (qemu-server's `qm terminal` runs socat, so a
+	// Proxmox VE node has it).
+	Clear string `json:"clear"`
+}
+
+// Message is what a command says of it.
+func (l Leftover) Message() string {
+	return fmt.Sprintf("latency histogram of %s set by pvediskcheck and not cleared: a run was killed before it could clear it (SIGKILL, the OOM killer), unless one with --histogram still runs on VM %d; QEMU counts every request in it until it is cleared or the VM restarts. With no such run, clear it: %s", l.Disk, l.VMID, l.Clear)
+}
+
+// ClearCommand is the command that clears disk's latency histogram through
+// the QMP socket at socket: the capabilities handshake, then
+// block-latency-histogram-set with the disk's id alone (QEMU removes the
+// histogram), socat's input held open a second so QEMU answers before the
+// connection closes (a request still queued when its client hangs up is
+// dropped).
+func ClearCommand(socket, disk string) string {
+	req := fmt.Sprintf(`{"execute":"block-latency-histogram-set","arguments":{"id":%q}}`, disk)
+	return fmt.Sprintf(`(echo '{"execute":"qmp_capabilities"}'; echo '%s'; sleep 1) | socat - UNIX-CONNECT:%s`, req, socket)
+}
+
+// Leftovers are the disks of VM vmid (QEMU process pid) whose histogram in
+// stats (one query-blockstats answer, by disk id) is a Leftover, in disk
+// order; socket is the VM's QMP socket on this node (Clear's). A nil
+// tracker is a run that sets none: every histogram of pvediskcheck's is
+// then left by another.
+func (t *Tracker) Leftovers(vmid, pid int, socket string, stats map[string]qmp.BlockStats) []Leftover {
+	var out []Leftover
+	for id, b := range stats {
+		if Ours(firstOf(&b)) && !t.setHere(vmid, pid, id) {
+			out = append(out, Leftover{VMID: vmid, Disk: id, Clear: ClearCommand(socket, id)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Disk < out[j].Disk })
+	return out
+}
+
+// LeftoversOf is Leftovers for a run that sets no histogram.
+func LeftoversOf(vmid, pid int, socket string, stats map[string]qmp.BlockStats) []Leftover {
+	return (*Tracker)(nil).Leftovers(vmid, pid, socket, stats)
+}
+
+// setHere says whether this tracker set disk's histogram on process pid.
+func (t *Tracker) setHere(vmid, pid int, disk string) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	vh := t.vms[vmid]
+	if vh == nil || vh.pid != pid {
+		return false
+	}
+	if vh.sent[disk] {
+		return true // a set whose reply was lost: one of ours found there is this run's (Ensure)
+	}
+	dh := vh.disks[disk]
+	return dh != nil && dh.note.Owner == SetByUs
 }
 
 // Notes lists what was done per disk, by VMID and disk.

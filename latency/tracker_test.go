@@ -260,6 +260,10 @@ func TestTrackerSetWithoutReply(t *testing.T) {
 		t.Fatalf("the set's exchange: %v", err)
 	}
 	time.Sleep(300 * time.Millisecond) // the fake finishes the set
+	// Before the next sample decides it, it is this run's: no leftover.
+	if got := tr.Leftovers(370, 1000, "/var/run/qemu-server/370.qmp", f.stats(t)); len(got) != 0 {
+		t.Errorf("a set whose reply was lost, taken for a leftover: %+v", got)
+	}
 	f.ensure(t, tr, 1000, "scsi1")
 	if n := tr.Notes(); len(n) != 1 || n[0].Owner != SetByUs {
 		t.Errorf("notes %+v, want scsi1 set by us", n)
@@ -272,5 +276,81 @@ func TestTrackerSetWithoutReply(t *testing.T) {
 	}
 	if sets := f.Sets(); len(sets) != 2 || sets[1].Get("boundaries-write").Exists() {
 		t.Errorf("not cleared on release: %v", sets)
+	}
+}
+
+// stats answers query-blockstats of the fake, by disk.
+func (f *fakeHist) stats(t *testing.T) map[string]qmp.BlockStats {
+	t.Helper()
+	var out map[string]qmp.BlockStats
+	if err := f.exch(context.Background(), func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		out = map[string]qmp.BlockStats{}
+		for _, b := range qmp.ParseBlockstats(ret) {
+			out[b.ID] = b
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A histogram with pvediskcheck's boundaries that the run did not set is
+// a leftover, whichever run it is (none set, another VM's process, the
+// same VM restarted): said with the command that clears it. One the run
+// set, one with other boundaries and none at all are not; the run that
+// finds one with --histogram notes it as existing and left over.
+func TestLeftovers(t *testing.T) {
+	const sock = "/var/run/qemu-server/370.qmp"
+	want := []Leftover{{VMID: 370, Disk: "scsi1", Clear: `(echo '{"execute":"qmp_capabilities"}'; echo '{"execute":"block-latency-histogram-set","arguments":{"id":"scsi1"}}'; sleep 1) | socat - UNIX-CONNECT:/var/run/qemu-server/370.qmp`}}
+	ours := newFakeHist(t, "ours", false)
+	var none *Tracker
+	if got := none.Leftovers(370, 1000, sock, ours.stats(t)); !slices.Equal(got, want) {
+		t.Errorf("no tracker:\n got %+v\nwant %+v", got, want)
+	}
+	// A run with --histogram finds it: existing, left over, not replaced.
+	tr := NewTracker()
+	stats := ours.ensure(t, tr, 1000, "scsi1")
+	if n := tr.Notes(); len(n) != 1 || n[0].Owner != Existing || !n[0].Leftover || n[0].Boundaries != len(Boundaries) || len(ours.Sets()) != 0 {
+		t.Errorf("notes %+v, sets %v", n, ours.Sets())
+	}
+	if got := tr.Leftovers(370, 1000, sock, stats); !slices.Equal(got, want) {
+		t.Errorf("found by a run with --histogram: %+v", got)
+	}
+	// One this run set, on this process, is not; on a process since
+	// restarted it would be another run's.
+	f := newFakeHist(t, "none", false)
+	mine := NewTracker()
+	f.ensure(t, mine, 1000, "scsi1")
+	now := f.stats(t)
+	if got := mine.Leftovers(370, 1000, sock, now); len(got) != 0 {
+		t.Errorf("the run's own histogram: %+v", got)
+	}
+	if got := mine.Leftovers(370, 1001, sock, now); !slices.Equal(got, want) {
+		t.Errorf("on another process: %+v", got)
+	}
+	if got := mine.Leftovers(371, 1000, "/var/run/qemu-server/371.qmp", now); len(got) != 1 || got[0].VMID != 371 || !strings.HasSuffix(got[0].Clear, "UNIX-CONNECT:/var/run/qemu-server/371.qmp") {
+		t.Errorf("another VM: %+v", got)
+	}
+	// Someone else's boundaries, and no histogram, are nobody's leftover.
+	foreign := newFakeHist(t, "foreign", false)
+	ftr := NewTracker()
+	fstats := foreign.ensure(t, ftr, 1000, "scsi1")
+	if n := ftr.Notes(); len(n) != 1 || n[0].Owner != Existing || n[0].Leftover {
+		t.Errorf("foreign notes %+v", n)
+	}
+	if got := append(none.Leftovers(370, 1000, sock, fstats), none.Leftovers(370, 1000, sock, newFakeHist(t, "none", false).stats(t))...); len(got) != 0 {
+		t.Errorf("foreign or none: %+v", got)
+	}
+	// Cleared (Release), it is gone from the next answer.
+	if err := mine.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := none.Leftovers(370, 1000, sock, f.stats(t)); len(got) != 0 {
+		t.Errorf("after Release: %+v", got)
+	}
+	if m := want[0].Message(); !strings.HasPrefix(m, "latency histogram of scsi1 set by pvediskcheck and not cleared: a run was killed before it could clear it (SIGKILL, the OOM killer), unless one with --histogram still runs on VM 370;") || !strings.HasSuffix(m, "clear it: "+want[0].Clear) {
+		t.Errorf("message %s", m)
 	}
 }

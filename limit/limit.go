@@ -444,6 +444,9 @@ func verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result,
 		}()
 	}
 	m, err := measure(ctx, n, v, d.ID, window, onSample, hist)
+	if len(m.Samples) > 0 {
+		res.HistogramsLeft = hist.Leftovers(v.VMID, v.Pid, v.QMPSocket(), m.Samples[0].Stats)
+	}
 	if hist != nil {
 		for _, note := range hist.Notes() {
 			res.Histogram = &note

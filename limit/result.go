@@ -18,6 +18,11 @@ type Result struct {
 	// latency histogram for the window (set and cleared after, found set
 	// and used as it is, or refused).
 	Histogram *latency.Note `json:"histogram,omitempty"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's on the
+	// disk that this run did not set (latency.Leftover: a run killed
+	// before it could clear them), each with the command that clears it;
+	// with or without --histogram, omitted when none.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 }
 
 // Sets holds limits by Proxmox key in Proxmox units (MiB/s, ops/s,

@@ -127,6 +127,10 @@ type VM struct {
 	// Policy are the policy's rules that select a disk of the VM, with
 	// the requirements its disks break (pvediskcheck_policy_violations).
 	Policy []policy.RuleCount
+	// HistogramsLeft are the latency histograms of pvediskcheck's on its
+	// disks that this run did not set (latency.Leftover; each is also a
+	// latency-histogram-left finding).
+	HistogramsLeft []latency.Leftover
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
 }
@@ -271,6 +275,11 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 		return out, []Source{SourceQMP}
 	}
 	out.Live = true
+	// A latency histogram of pvediskcheck's that this run did not set, in
+	// the counters just read: check's latency-histogram-left, as check
+	// says it from its own look.
+	out.HistogramsLeft = hist.Leftovers(vmid, v.Pid, v.QMPSocket(), l.stats)
+	out.Findings = append(out.Findings, check.HistogramsLeft(out.HistogramsLeft)...)
 	out.Disks = disks(v, l)
 	judgeStalls(ctx, n, v, l, out.Disks, stallAfter)
 	var errs []Source

@@ -14,6 +14,9 @@
 #   prometheus                   metrics: promtool checks the exposition, and a real
 #                                Prometheus (started by the test on loopback, its own
 #                                config and data dir) scrapes metrics --listen
+#   socat                        a leftover latency histogram is cleared with the
+#                                command the tool prints, as on a Proxmox VE node
+#                                (qemu-server's qm terminal needs socat)
 # QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
 # .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
@@ -30,6 +33,7 @@ command -v ssh-keygen >/dev/null 2>&1 || need="$need openssh-client"
 command -v tmux >/dev/null 2>&1 || need="$need tmux"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 { command -v promtool && command -v prometheus; } >/dev/null 2>&1 || need="$need prometheus"
+command -v socat >/dev/null 2>&1 || need="$need socat"
 if [ -n "$need" ]; then
 	echo "test-deps: installing$need"
 	export DEBIAN_FRONTEND=noninteractive

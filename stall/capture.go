@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
@@ -62,6 +63,10 @@ type Captured struct {
 	Bytes    int64     `json:"bytes"`
 	// NotRead lists what could not be read, and why.
 	NotRead []string `json:"not_read"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's on the
+	// VM's disks that no run cleared (latency.Leftover: one killed before
+	// it could), each with the command that clears it; omitted when none.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 }
 
 // Capture keeps the evidence of VM vmid's disks in a new folder below
@@ -153,6 +158,7 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 			disks = append(disks, d)
 		}
 	}
+	c.HistogramsLeft = latency.LeftoversOf(vmid, v.Pid, v.QMPSocket(), stats)
 	w.json("settings.json", settings(v, wanted))
 	c.Verdicts = Detect(ctx, n, v.Pid, disks, stats, after, o.Confirm)
 	w.json("verdicts.json", c.Verdicts)

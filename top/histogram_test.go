@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 )
 
@@ -84,6 +85,80 @@ func TestHistogramSetOnceAndCleared(t *testing.T) {
 		seen := v.q.Seen()
 		if i := slices.Index(seen, "block-latency-histogram-set"); i < 0 || seen[len(seen)-1] != "block-latency-histogram-set" || len(seen)-1 == i {
 			t.Errorf("release did not clear: %v", seen[max(0, len(seen)-4):])
+		}
+	}
+}
+
+// A histogram with pvediskcheck's boundaries that the run did not set (an
+// earlier run killed) is said in every sample, with the command that
+// clears it, as a latency-histogram-left finding, with or without
+// --histogram (which then uses it as found and leaves it); the samples
+// send the commands they send without it. One the run set itself is not.
+func TestHistogramLeft(t *testing.T) {
+	r := recording(t, "blockdev")
+	bare, a, b := latencytest.Recorded(t)
+	for _, c := range []struct {
+		name    string
+		hist    bool
+		replies []string
+		left    bool
+	}{
+		{"left, no --histogram", false, []string{a, a, b}, true},
+		{"left, --histogram", true, []string{a, a, b}, true},
+		{"none", false, []string{bare, bare, bare}, false},
+		{"set by this run", true, []string{bare, a, b}, false},
+	} {
+		n := newFakeNode(t)
+		v := n.addRecorded(r, 370)
+		v.set("query-blockstats", c.replies...)
+		v.set("block-latency-histogram-set", "{}")
+		m := n.monitor(Options{Histogram: c.hist})
+		var counts []int
+		var samples []Sample
+		for i := 0; i < 3; i++ {
+			before := len(v.q.Seen())
+			samples = append(samples, m.Sample(context.Background()))
+			counts = append(counts, len(v.q.Seen())-before)
+		}
+		want := latency.Leftover{VMID: 370, Disk: "scsi1", Clear: latency.ClearCommand(n.paths.QMPSocket(370), "scsi1")}
+		for i, s := range samples {
+			var codes []Code
+			for _, f := range s.Findings {
+				if f.Code == HistogramLeft {
+					codes = append(codes, f.Code)
+					if f.VMID != 370 || !slices.Equal(f.Disks, []string{"scsi1"}) || f.Message != "VM 370: "+want.Message() {
+						t.Errorf("%s: sample %d: finding %+v", c.name, i, f)
+					}
+				}
+			}
+			if !c.left {
+				if len(s.HistogramsLeft) != 0 || len(codes) != 0 {
+					t.Errorf("%s: sample %d: left %+v", c.name, i, s.HistogramsLeft)
+				}
+				continue
+			}
+			if !slices.Equal(s.HistogramsLeft, []latency.Leftover{want}) || len(codes) != 1 {
+				t.Errorf("%s: sample %d: left %+v, %d findings", c.name, i, s.HistogramsLeft, len(codes))
+			}
+		}
+		if c.hist && c.left {
+			if got := samples[2].Histograms; len(got) != 1 || got[0].Owner != latency.Existing || !got[0].Leftover {
+				t.Errorf("%s: notes %+v", c.name, got)
+			}
+		}
+		sets := 0
+		for _, cmd := range v.q.Seen() {
+			if cmd == "block-latency-histogram-set" {
+				sets++
+			}
+		}
+		if want := map[bool]int{true: 1}[c.hist && !c.left]; sets != want {
+			t.Errorf("%s: %d histogram sets, want %d", c.name, sets, want)
+		}
+		// Three commands per VM and sample after the first (README
+		// "Speed"): the leftover costs none.
+		if counts[1] != 3 || counts[2] != 3 {
+			t.Errorf("%s: commands per sample %v", c.name, counts)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package top
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -70,6 +71,10 @@ const (
 	// DiskStalled: the disk has requests outstanding and completed none
 	// for --stall-after (package stall; the message says the evidence).
 	DiskStalled Code = "disk-stalled"
+	// HistogramLeft: a latency histogram pvediskcheck set and did not
+	// clear is still set on the disk (latency.Leftover: the message says
+	// how to clear it).
+	HistogramLeft Code = "latency-histogram-left"
 )
 
 // Thresholds of the findings, with the measurements that set them.
@@ -154,6 +159,9 @@ func Judge(s Sample) []Finding {
 	}
 	for _, k := range order {
 		out = append(out, *saturated[k])
+	}
+	for _, l := range s.HistogramsLeft {
+		out = append(out, Finding{Code: HistogramLeft, VMID: l.VMID, Disks: []string{l.Disk}, Message: "VM " + strconv.Itoa(l.VMID) + ": " + l.Message()})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].VMID != out[j].VMID {

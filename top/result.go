@@ -19,6 +19,11 @@ type Sample struct {
 	// latency histogram: set by this run (cleared when it ends), found set
 	// (used as it is, left in place) or refused by QEMU.
 	Histograms []latency.Note `json:"histograms,omitempty"`
+	// HistogramsLeft are the latency histograms of pvediskcheck's that
+	// this run did not set (a run killed before it could clear them), by
+	// VMID and disk, each with the command that clears it; with or
+	// without --histogram. Each is also a latency-histogram-left finding.
+	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
 }
 
 // Disk is one row: one disk of a running VM over one interval, as QEMU

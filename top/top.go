@@ -269,6 +269,9 @@ type snapshot struct {
 	DevicesAt time.Time
 	Devices   map[string]sampler.BlockStat // disk -> node device counters
 	Stalls    map[string]stall.Verdict     // disk -> the stall rule's verdict
+	// Left are the latency histograms of pvediskcheck's that this run
+	// did not set (latency.Leftover), from Stats.
+	Left []latency.Leftover
 }
 
 // Sample takes one sample of every VM watched. Rows and rates need a
@@ -352,6 +355,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		if st.prev == nil {
 			st.attachBackups(nil, snap, nil) // the first sample starts the baseline
 		}
+		out.HistogramsLeft = append(out.HistogramsLeft, snap.Left...)
 		st.prev = snap
 		m.askGuest(st)
 	}
@@ -485,6 +489,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		st.queuesRead = true
 	}
 	snap.At, snap.Stats, snap.Jobs, snap.JobInfo = a.At, a.Stats, a.Jobs, a.JobInfo
+	snap.Left = m.hist.Leftovers(st.vmid, st.pid, st.v.QMPSocket(), a.Stats)
 	if st.limits == nil {
 		st.limits = map[string]qemuserver.Limits{}
 	}

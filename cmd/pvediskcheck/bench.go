@@ -169,6 +169,7 @@ func benchAction(c *cli.Context) error {
 	}
 	res := bench.Summarise(m, disks, outcome, ram)
 	res.VMID, res.Out, res.Fio, res.Guest, res.Histograms = vmid, out, version, guest, notes
+	res.HistogramsLeft = obs.HistogramsLeft()
 	if err := writeReport(c.String("report"), bench.HTML(res)); err != nil {
 		return err
 	}
@@ -273,6 +274,7 @@ func printBench(e *env, r *bench.Result) {
 		summaryTable(e, r.Summary, false)
 	}
 	printBenchLatency(e, r)
+	e.histogramsLeft(r.HistogramsLeft)
 	var ev []string
 	for _, d := range r.Disks {
 		for _, j := range d.Jobs {

@@ -228,6 +228,7 @@ func printDiscard(e *env, out *discard.Report) {
 			e.warning("  ", w.Text, w.Fix)
 		}
 	}
+	e.histogramsLeft(out.HistogramsLeft)
 	e.notes(out.Notes)
 }
 

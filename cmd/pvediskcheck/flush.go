@@ -83,6 +83,7 @@ func flushAction(c *cli.Context) error {
 		for _, h := range res.Histograms {
 			fmt.Fprintln(e.out, histogramNote(h))
 		}
+		e.histogramsLeft(res.HistogramsLeft)
 		e.notes(v.IgnoredNotes())
 	}
 	if err != nil {

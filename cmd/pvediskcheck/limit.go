@@ -192,6 +192,7 @@ func printLimit(e *env, o *limit.Result) {
 	if h := o.Histogram; h != nil {
 		fmt.Fprintln(e.out, "  "+histogramNote(*h))
 	}
+	e.histogramsLeft(o.HistogramsLeft)
 	e.notes(o.Notes)
 }
 
@@ -201,6 +202,9 @@ func histogramNote(h latency.Note) string {
 	case latency.SetByUs:
 		return fmt.Sprintf("latency histogram of %s: set by pvediskcheck for the window, cleared after", h.Disk)
 	case latency.Existing:
+		if h.Leftover {
+			return fmt.Sprintf("latency histogram of %s: found set with pvediskcheck's boundaries by another run, used as it is and left in place", h.Disk)
+		}
 		return fmt.Sprintf("latency histogram of %s: found set (%d boundaries), used as it is and left in place", h.Disk, h.Boundaries)
 	}
 	return fmt.Sprintf("latency histogram of %s: refused by QEMU (%s): no percentiles", h.Disk, h.Error)

@@ -73,6 +73,7 @@ func metricsAction(c *cli.Context) error {
 			k.Forget(now)
 		}
 	}
+	o.OnSnapshot = sayHistogramsLeft(e, o.OnSnapshot)
 	if err := metrics.Validate(e.paths, o); err != nil {
 		return err
 	}
@@ -106,4 +107,29 @@ func metricsAction(c *cli.Context) error {
 		return errors.Join(err, o.Histograms.Release(ctx))
 	}
 	return metrics.WriteText(e.out, metrics.Collect(e.ctx(), e.node, o))
+}
+
+// sayHistogramsLeft chains to then (nil: nothing) a note on stderr for
+// each latency histogram a killed run left (metrics.VM.HistogramsLeft),
+// once per VM, disk and clear command for the process: the exposition has
+// it as check's latency-histogram-left finding at every scrape, the
+// journal of a --listen service gets it once.
+func sayHistogramsLeft(e *env, then func(*metrics.Snapshot)) func(*metrics.Snapshot) {
+	var mu sync.Mutex
+	said := map[latency.Leftover]bool{}
+	return func(s *metrics.Snapshot) {
+		if then != nil {
+			then(s)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range s.VMs {
+			for _, l := range v.HistogramsLeft {
+				if !said[l] {
+					said[l] = true
+					fmt.Fprintf(e.errOut, "pvediskcheck: VM %d: %s\n", l.VMID, l.Message())
+				}
+			}
+		}
+	}
 }

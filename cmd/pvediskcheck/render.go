@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
 // table prints aligned columns (plain text: a colour is added by the
@@ -67,5 +69,14 @@ func (e *env) warning(indent, text, fix string) {
 func (e *env) notes(notes []string) {
 	for _, n := range notes {
 		fmt.Fprintln(e.out, "note: "+n)
+	}
+}
+
+// histogramsLeft says, in text, each latency histogram a killed run left
+// on a disk (latency.Leftover) and how to clear it; --json has them as
+// histograms_left.
+func (e *env) histogramsLeft(ls []latency.Leftover) {
+	for _, l := range ls {
+		fmt.Fprintf(e.out, "note: VM %d: %s\n", l.VMID, l.Message())
 	}
 }

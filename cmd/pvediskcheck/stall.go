@@ -97,4 +97,5 @@ func printCapture(e *env, cp *stall.Captured) {
 	if len(cp.NotRead) > 0 {
 		fmt.Fprintf(e.out, "not read:\n  %s\n", strings.Join(cp.NotRead, "\n  "))
 	}
+	e.histogramsLeft(cp.HistogramsLeft)
 }
