@@ -65,21 +65,39 @@ func zeroesDisks(t testing.TB, z zeroes) []Disk {
 	return disksWith(v, m, func(string) string { return "" })
 }
 
-// zeroesNode is the recording's node, its proc tree copied where a test
-// may change it (mutate gets the copied tree's proc/PID).
-func zeroesNode(t *testing.T, z zeroes, mutate func(pid string)) (node.Node, map[string]qmp.BlockStats) {
+// zeroesNode is the recording's node, its proc tree copied with the
+// procfs links the recording lists (links: "PATH<tab>TARGET", kept out of
+// the repository as symlinks) made again; mutate, when set, gets the
+// copied tree's proc/PID to change.
+func zeroesNode(t testing.TB, z zeroes, mutate func(pid string)) (node.Node, map[string]qmp.BlockStats) {
 	t.Helper()
 	n, stats := recordedIn(t, z.dir)
-	if mutate == nil {
-		return n, stats
-	}
 	dst := t.TempDir()
 	if err := os.CopyFS(dst, os.DirFS(n.Paths.Proc)); err != nil {
 		t.Fatal(err)
 	}
-	// CopyFS copies the fd links and the root as links (fs.ReadLinkFS).
+	b, err := os.ReadFile(filepath.Join(z.dir, "links"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		p, target, ok := strings.Cut(line, "\t")
+		rel, inProc := strings.CutPrefix(p, "proc/")
+		if !ok || !inProc {
+			t.Fatalf("%s/links: %q", z.dir, line)
+		}
+		p = filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n.Paths.Proc = dst
-	mutate(n.Paths.ProcPid(z.pid))
+	if mutate != nil {
+		mutate(n.Paths.ProcPid(z.pid))
+	}
 	return n, stats
 }
 
@@ -384,7 +402,7 @@ func TestPlaceRefusesOutsideProc(t *testing.T) {
 // io_uring workers are placed by name, with no syscall read).
 func BenchmarkDetectZeroes(b *testing.B) {
 	disks := zeroesDisks(b, zeroes72)
-	n, stats := recordedIn(b, zeroes72.dir)
+	n, stats := zeroesNode(b, zeroes72, nil)
 	for i := 0; i < b.N; i++ {
 		Detect(context.Background(), n, zeroes72.pid, disks, stats, recAfter, 0)
 	}

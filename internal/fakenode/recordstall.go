@@ -18,10 +18,12 @@ import (
 // query-cpus-fast, and below proc/PID every thread's stat, wchan and
 // syscall as procfs gives them; for each thread in state D whose system
 // call works on a descriptor (a pool worker in fallocate), that
-// descriptor's link (proc/PID/fd/N, as a symlink to what the kernel
-// names) and QEMU's root (proc/PID/root). Only those descriptors: the
-// others say nothing of a stall. The node's scratch root is written as
-// /ROOT throughout.
+// descriptor's link (proc/PID/fd/N) and QEMU's root (proc/PID/root), each
+// a line "PATH<tab>TARGET" of the file links, never a symlink in the
+// repository: a link to / or to the chroot would take any tool that
+// follows links (cp, a copy of the module) through the whole machine.
+// Only those descriptors: the others say nothing of a stall. The node's
+// scratch root is written as /ROOT throughout.
 func RecordStall(t testing.TB, dir string, n *Node, v *VM) {
 	t.Helper()
 	exec := func(cmd string) []byte {
@@ -46,16 +48,8 @@ func RecordStall(t testing.TB, dir string, n *Node, v *VM) {
 			t.Fatal(err)
 		}
 	}
-	link := func(p, target string) {
-		p = filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		_ = os.Remove(p)
-		if err := os.Symlink(string(fix([]byte(target))), p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	var links []string
+	link := func(p, target string) { links = append(links, p+"\t"+string(fix([]byte(target)))+"\n") }
 	for src, dst := range map[string]string{n.Paths.VMConfig(v.VMID): strconv.Itoa(v.VMID) + ".conf", n.Paths.StorageCfg(): "storage.cfg"} {
 		if b, err := os.ReadFile(src); err == nil {
 			write(dst, fix(b))
@@ -102,4 +96,5 @@ func RecordStall(t testing.TB, dir string, n *Node, v *VM) {
 			}
 		}
 	}
+	write("links", []byte(strings.Join(links, "")))
 }
