@@ -34,6 +34,21 @@ func TestReadlink(t *testing.T) {
 	if _, err := n.Readlink(ctx, filepath.Join(p.ProcPid(4242), "cmdline")); err == nil {
 		t.Fatal("a regular file read as a link")
 	}
+	// A descriptor's link, its target absent here; and one reached through
+	// a folder linked outside the tree, refused.
+	fd := filepath.Join(p.ProcPid(4242), "fd")
+	if err := os.MkdirAll(fd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link(t, "/mnt/pve/nfs/images/100/vm-100-disk-1.raw", filepath.Join(fd, "13"))
+	if got, err := n.Readlink(ctx, filepath.Join(fd, "13")); err != nil || got != "/mnt/pve/nfs/images/100/vm-100-disk-1.raw" {
+		t.Fatalf("fd/13: %q %v", got, err)
+	}
+	link(t, "/etc/shadow", filepath.Join(outside, "13"))
+	link(t, outside, filepath.Join(p.ProcPid(4244)))
+	if got, err := n.Readlink(ctx, filepath.Join(p.ProcPid(4244), "13")); !errors.Is(err, ErrBadFile) {
+		t.Fatalf("through a folder linked outside: %q %v", got, err)
+	}
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := n.Readlink(canceled, exe); !errors.Is(err, context.Canceled) {

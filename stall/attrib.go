@@ -137,7 +137,7 @@ func place(ctx context.Context, n node.Node, pid int, task node.ProcDir, ts []Th
 		}
 		t.Call, t.FD = call, &fd
 		if root == "" && rootErr == nil {
-			if root, rootErr = n.ReadLink(filepath.Join(n.Paths.ProcPid(pid), "root")); rootErr == nil && root == "" {
+			if root, rootErr = n.Readlink(ctx, filepath.Join(n.Paths.ProcPid(pid), "root")); rootErr == nil && root == "" {
 				root = "/"
 			}
 		}
@@ -145,7 +145,7 @@ func place(ctx context.Context, n node.Node, pid int, task node.ProcDir, ts []Th
 			t.Unread = "QEMU's root: " + errText(rootErr)
 			continue
 		}
-		link, err := n.ReadLink(filepath.Join(n.Paths.ProcPid(pid), "fd", strconv.Itoa(fd)))
+		link, err := n.Readlink(ctx, filepath.Join(n.Paths.ProcPid(pid), "fd", strconv.Itoa(fd)))
 		if err != nil {
 			t.Unread = fmt.Sprintf("fd %d: %s", fd, errText(err))
 			continue

@@ -364,7 +364,7 @@ func TestQEMUView(t *testing.T) {
 	}
 }
 
-// A thread's file is read through node.ReadLink: a recording's fd link
+// A thread's file is read through node.Readlink: a recording's fd link
 // that leaves the proc tree through a directory link is refused, and the
 // worker stays unplaced with the reason.
 func TestPlaceRefusesOutsideProc(t *testing.T) {
@@ -391,8 +391,8 @@ func TestPlaceRefusesOutsideProc(t *testing.T) {
 		t.Errorf("stalled through a link outside --proc: %+v", got)
 	}
 	var fe *node.FileError
-	if _, err := n.ReadLink(filepath.Join(n.Paths.ProcPid(z.pid), "fd", "20")); !errors.As(err, &fe) {
-		t.Errorf("ReadLink: %v", err)
+	if _, err := n.Readlink(context.Background(), filepath.Join(n.Paths.ProcPid(z.pid), "fd", "20")); !errors.As(err, &fe) {
+		t.Errorf("Readlink: %v", err)
 	}
 }
 
