@@ -17,7 +17,7 @@ func benchResult(t *testing.T) *Result {
 	g := &guest{status: fioStatus(t)}
 	m := method(t, "rr4k", "sync")
 	dir := filepath.Join(t.TempDir(), "out")
-	out := Run(context.Background(), newGuest(t, g), m, twoDisks(), Options{VMID: 370, Out: dir, Clock: &stepClock{},
+	out := Run(context.Background(), newGuest(t, g), m, twoDisks(), Options{VMID: 370, Out: newFolder(t, dir), Clock: &stepClock{},
 		Observer: fixedObserver{Observation{FlushOps: p(300), DirtyGrowthBytes: p(0), CachedBytes: p(0)}}})
 	if out.Err != nil {
 		t.Fatal(out.Err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -133,8 +134,11 @@ type Progress struct {
 
 // Options of a run.
 type Options struct {
-	VMID       int
-	Out        string // the results directory (created)
+	VMID int
+	// Out is the results folder, made by the caller (outfile: a new
+	// folder, mode 0700; the raw fio JSON and the settings are new files
+	// in it, 0600).
+	Out        *outfile.Folder
 	Observer   Observer
 	OnProgress func(Progress)
 	// HostRAMBytes: fio summary's area-below-ram check.
@@ -238,11 +242,6 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 			out.Err = exitcode.Wrap(exitcode.Unreachable, "", fmt.Errorf("%w; %d thing(s) may be left in the guest, each said with the results and how to finish it", orErr(out.Err), len(out.Left)))
 		}
 	}()
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		out.Err = exitcode.Wrap(exitcode.Usage, "--out", err)
-		out.Missing = steps
-		return out
-	}
 	if err := writeSettings(o.Out, disks); err != nil {
 		out.Err = err
 		out.Missing = steps
@@ -299,10 +298,10 @@ func Run(ctx context.Context, a qmp.Agent, m Method, disks []Disk, o Options) *O
 			err = fmt.Errorf("fio exited %d (signal %d) on %s: %s", st.ExitCode, st.Signal, s.Disk, clip(append(st.Stderr, st.Stdout...)))
 		}
 		var res *fio.Result
-		file := filepath.Join(o.Out, s.File())
+		file := filepath.Join(o.Out.Path, s.File())
 		if err == nil {
 			if res, err = fio.Parse(file, st.Stdout); err == nil {
-				err = os.WriteFile(file, st.Stdout, 0o644)
+				err = o.Out.WriteFile(s.File(), st.Stdout)
 			}
 		}
 		p.Err = err
@@ -535,7 +534,7 @@ func (r *runState) removeTestFiles(lctx context.Context, out *Outcome) {
 // files (not *.json: fio summary reads those as results).
 const SettingsFile = "settings.txt"
 
-func writeSettings(dir string, disks []Disk) error {
+func writeSettings(dir *outfile.Folder, disks []Disk) error {
 	var b strings.Builder
 	b.WriteString("# pvediskcheck bench: each disk's settings as it ran (<disk>-<job>-<run>.json are fio's own JSON)\n")
 	for _, d := range disks {
@@ -544,8 +543,8 @@ func writeSettings(dir string, disks []Disk) error {
 			fmt.Fprintf(&b, "%s: written over with --destroy: %s\n", d.ID, strings.Join(d.Target.Found, "; "))
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, SettingsFile), []byte(b.String()), 0o644); err != nil {
-		return exitcode.Wrap(exitcode.Usage, "--out", err)
+	if err := dir.WriteFile(SettingsFile, []byte(b.String())); err != nil {
+		return exitcode.Wrap(exitcode.Unreachable, "--out "+dir.Path, err)
 	}
 	return nil
 }

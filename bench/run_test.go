@@ -12,6 +12,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -74,7 +75,7 @@ func TestRunSavesEveryRunAndJudges(t *testing.T) {
 	m := method(t, "rr4k", "sync")
 	dir := filepath.Join(t.TempDir(), "out")
 	var progress []string
-	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, Clock: &stepClock{},
+	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: newFolder(t, dir), Clock: &stepClock{},
 		Observer: fixedObserver{Observation{FlushOps: p(300), DirtyGrowthBytes: p(0), CachedBytes: p(0)}},
 		OnProgress: func(p Progress) {
 			if !p.Done {
@@ -156,7 +157,7 @@ func TestRunInterrupted(t *testing.T) {
 	a := newGuest(t, g)
 	m := method(t, "rr4k")
 	ctx, cancel := context.WithCancel(context.Background())
-	out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{},
+	out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{},
 		OnProgress: func(p Progress) {
 			if !p.Done {
 				time.AfterFunc(50*time.Millisecond, cancel)
@@ -193,8 +194,8 @@ func TestRunAgentStops(t *testing.T) {
 	a := newGuest(t, g)
 	a.Timeout = 300 * time.Millisecond
 	m := method(t, "rr4k")
-	dir := t.TempDir()
-	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: dir, Clock: &stepClock{}})
+	dir := filepath.Join(t.TempDir(), "out")
+	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: newFolder(t, dir), Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Unreachable || len(out.Done) != 2 || len(out.Missing) != 2 {
 		t.Fatalf("%v, done %d, missing %d", out.Err, len(out.Done), len(out.Missing))
 	}
@@ -304,7 +305,7 @@ func TestRunPollsFromThePlan(t *testing.T) {
 	clock := &stepClock{}
 	g := &guest{status: fioStatus(t), clock: clock, runFor: 3*time.Second + 150*time.Millisecond}
 	m := method(t, "rr4k")
-	out := Run(context.Background(), newGuest(t, g), m, twoDisks()[:1], Options{VMID: 370, Out: t.TempDir(), Clock: clock})
+	out := Run(context.Background(), newGuest(t, g), m, twoDisks()[:1], Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: clock})
 	if out.Err != nil || len(out.Done) != 2 {
 		t.Fatalf("%v, %d done", out.Err, len(out.Done))
 	}
@@ -353,4 +354,19 @@ func TestRunFioMissedSyncs(t *testing.T) {
 			t.Errorf("%s: %d fio started, %d polls answered (want %d, %d)", c.name, g.execs, g.polls[1001], c.execs, c.polls)
 		}
 	}
+}
+
+// newFolder makes the results folder dir as the command does (outfile).
+func newFolder(t testing.TB, dir string) *outfile.Folder {
+	t.Helper()
+	n, err := outfile.CheckNew("out", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := n.Create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -115,7 +116,7 @@ func TestRunGuardRefuses(t *testing.T) {
 	}}
 	a := newGuest(t, g)
 	m := method(t, "rr4k", "sync")
-	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}})
+	out := Run(context.Background(), a, m, twoDisks(), Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Usage || len(out.Done) != 1 || len(out.Missing) != 7 {
 		t.Fatalf("%v, done %d, missing %d", out.Err, len(out.Done), len(out.Missing))
 	}
@@ -134,14 +135,14 @@ func TestRunGuardRefuses(t *testing.T) {
 		}
 		return ""
 	}}
-	out = Run(context.Background(), newGuest(t, g), m, twoDisks()[1:], Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}})
+	out = Run(context.Background(), newGuest(t, g), m, twoDisks()[1:], Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Usage || !strings.Contains(out.Err.Error(), "no longer bench's folder") || len(g.ran("fio")) != 0 {
 		t.Errorf("%v, fio %d", out.Err, len(g.ran("fio")))
 	}
 	// The guard's own exit status from fio itself is fio's failure, not a
 	// refusal (no marker).
 	g = &guest{status: fioStatus(t), guard: func(args []string) string { return scriptStatus(GuardRefused, "fio: bad\n") }}
-	out = Run(context.Background(), newGuest(t, g), m, twoDisks()[:1], Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}})
+	out = Run(context.Background(), newGuest(t, g), m, twoDisks()[:1], Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Unreachable || !strings.Contains(out.Err.Error(), "fio exited 97") {
 		t.Errorf("%v", out.Err)
 	}
@@ -175,7 +176,7 @@ func TestRunInterruptedAgentHangs(t *testing.T) {
 		actx, acancel := context.WithCancel(context.Background())
 		m := method(t, "rr4k")
 		var t0 atomic.Int64
-		out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}, Abort: actx,
+		out := Run(ctx, a, m, twoDisks(), Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{}, Abort: actx,
 			OnProgress: func(p Progress) {
 				if !p.Done {
 					time.AfterFunc(50*time.Millisecond, func() {
@@ -220,7 +221,7 @@ func TestRunInterruptedDuringStart(t *testing.T) {
 		}
 		return false
 	}
-	out := Run(ctx, a, method(t, "rr4k"), twoDisks(), Options{VMID: 370, Out: t.TempDir(), Clock: &stepClock{}})
+	out := Run(ctx, a, method(t, "rr4k"), twoDisks(), Options{VMID: 370, Out: newFolder(t, filepath.Join(t.TempDir(), "out")), Clock: &stepClock{}})
 	if exitcode.Of(out.Err) != exitcode.Unreachable || len(out.Left) != 0 || !g.killed[1002] {
 		t.Errorf("%v, left %q, killed %v", out.Err, out.Left, g.killed)
 	}

@@ -84,12 +84,30 @@ const (
 // barColors, one per series, in order (colour-blind safe, Okabe-Ito).
 var barColors = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"}
 
+// Marker is in the head of every page HTML renders: what Ours recognises,
+// so that --report writes over a report of pvediskcheck's and no other file.
+const Marker = `<meta name="generator" content="pvediskcheck">`
+
+// head begins every page; the pages written before Marker have their
+// title there instead (every title begins with "pvediskcheck "): they are
+// reports of ours too.
+const (
+	head       = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	legacyHead = head + "<title>pvediskcheck "
+)
+
+// Ours reports whether the head of a file (its first few KiB) is a page
+// HTML wrote: --report replaces it, and refuses any other file.
+func Ours(b []byte) bool {
+	s := string(b)
+	return strings.HasPrefix(s, head+Marker) || strings.HasPrefix(s, legacyHead)
+}
+
 // HTML renders the page.
 func HTML(p Page) []byte {
 	var b strings.Builder
 	e := html.EscapeString
-	fmt.Fprintf(&b, `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>%s</title>
+	fmt.Fprintf(&b, head+Marker+`<title>%s</title>
 <style>
 body{font:14px sans-serif;margin:2em;color:#222}
 h1{font-size:20px}h2{font-size:16px;margin-top:2em}

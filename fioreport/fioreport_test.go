@@ -157,3 +157,25 @@ func TestComparePageMixedAndWarnings(t *testing.T) {
 	}
 	selfContained(t, string(HTML(pg)))
 }
+
+// --report writes over a page of ours and no other file (issue 31): a
+// page HTML renders and one from before Marker are ours; a password file,
+// another program's HTML and an empty file are not.
+func TestOurs(t *testing.T) {
+	for _, c := range []struct {
+		head string
+		ours bool
+	}{
+		{string(HTML(Page{Title: "pvediskcheck bench VM 100"})), true},
+		{string(HTML(Page{Title: "x"})), true},
+		{"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pvediskcheck fio compare</title>", true},
+		{"root:x:0:0:root:/root:/bin/bash\n", false},
+		{"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Grafana</title>", false},
+		{"<html>" + Marker, false},
+		{"", false},
+	} {
+		if got := Ours([]byte(c.head)); got != c.ours {
+			t.Errorf("Ours(%.60q) = %v, want %v", c.head, got, c.ours)
+		}
+	}
+}

@@ -6,9 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -65,35 +66,31 @@ func WriteText(w io.Writer, s *Snapshot) error {
 	return nil
 }
 
-// CheckTextfileDir checks that dir is a directory: the textfile is written
-// there (a temporary file, then renamed over TextfileName, so node_exporter
-// never reads it half-written).
-func CheckTextfileDir(dir string) error {
+// CheckTextfile checks --textfile DIR before anything is collected: DIR
+// is a directory (not a link) where a file can be made, and
+// DIR/TextfileName, when there, is a textfile of ours (package outfile's
+// rules).
+func CheckTextfile(dir string) (*outfile.File, error) {
 	if dir == "" {
-		return exitcode.Usagef(`--textfile "": give a directory, e.g. --textfile /var/lib/prometheus/node-exporter`)
+		return nil, exitcode.Usagef(`--textfile "": give a directory, e.g. --textfile /var/lib/prometheus/node-exporter`)
 	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return exitcode.Usagef("--textfile %s: %v", dir, err)
+	if err := outfile.CheckDirectory("textfile", dir); err != nil {
+		return nil, err
 	}
-	if !st.IsDir() {
-		return exitcode.Usagef("--textfile %s: not a directory", dir)
-	}
-	return nil
+	return outfile.Check("textfile", filepath.Join(dir, TextfileName), Ours, 0o644)
 }
 
-// WriteTextfile writes s to dir/TextfileName atomically: a temporary file
-// in dir (its name does not end in .prom, so node_exporter skips it), mode
-// 0644, renamed over the old one. It returns the file's path.
-func WriteTextfile(dir string, s *Snapshot) (string, error) {
-	if err := CheckTextfileDir(dir); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, TextfileName)
-	if err := prometheus.WriteToTextfile(path, Registry(s)); err != nil {
-		return "", exitcode.Wrap(exitcode.Unreachable, "--textfile", err)
-	}
-	return path, nil
+// Ours recognises a textfile this exporter wrote: its first line is the
+// HELP of one of its metrics (every name begins with Namespace).
+func Ours(head []byte) bool {
+	return strings.HasPrefix(string(head), "# HELP "+Namespace+"_")
+}
+
+// WriteTextfile writes s to the checked textfile atomically: a new
+// temporary file in its directory (its name does not end in .prom, so
+// node_exporter skips it), mode 0644, renamed over the old one.
+func WriteTextfile(f *outfile.File, s *Snapshot) error {
+	return f.Write(func(w io.Writer) error { return WriteText(w, s) })
 }
 
 // Handler serves Path only, for GET and HEAD: each scrape collects anew

@@ -56,9 +56,18 @@ func parse(t *testing.T, text string) map[string]int {
 	return out
 }
 
+// textfile checks dir and writes s there, as metrics --textfile does.
+func textfile(dir string, s *Snapshot) (string, error) {
+	f, err := CheckTextfile(dir)
+	if err != nil {
+		return "", err
+	}
+	return f.Path(), WriteTextfile(f, s)
+}
+
 func TestWriteTextfile(t *testing.T) {
 	dir := t.TempDir()
-	p, err := WriteTextfile(dir, sample(1))
+	p, err := textfile(dir, sample(1))
 	if err != nil || p != filepath.Join(dir, "pvediskcheck.prom") {
 		t.Fatal(p, err)
 	}
@@ -73,14 +82,21 @@ func TestWriteTextfile(t *testing.T) {
 	file := filepath.Join(dir, "x")
 	os.WriteFile(file, nil, 0o644)
 	for _, bad := range []string{filepath.Join(dir, "missing"), file} {
-		if _, err := WriteTextfile(bad, sample(1)); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "--textfile "+bad) {
+		if _, err := textfile(bad, sample(1)); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "--textfile "+bad) {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}
+	// A directory that cannot be written is found before anything is
+	// collected (issue 31): bad input, exit 2. /proc refuses new files
+	// to root too; a 0555 directory refuses them to any other user.
+	unwritable := []string{"/proc"}
 	if os.Geteuid() != 0 {
 		ro := t.TempDir()
 		os.Chmod(ro, 0o555)
-		if _, err := WriteTextfile(ro, sample(1)); exitcode.Of(err) != exitcode.Unreachable {
+		unwritable = append(unwritable, ro)
+	}
+	for _, ro := range unwritable {
+		if _, err := CheckTextfile(ro); exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "cannot write in "+ro+": ") {
 			t.Errorf("a directory that cannot be written: %v", err)
 		}
 	}
@@ -91,7 +107,7 @@ func TestWriteTextfile(t *testing.T) {
 // whole.
 func TestTextfileAtomic(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := WriteTextfile(dir, sample(0)); err != nil {
+	if _, err := textfile(dir, sample(0)); err != nil {
 		t.Fatal(err)
 	}
 	want := parse(t, exposition(t, sample(0)))
@@ -102,7 +118,7 @@ func TestTextfileAtomic(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := int64(1); !stop.Load(); i++ {
-			if _, err := WriteTextfile(dir, sample(i<<20)); err != nil {
+			if _, err := textfile(dir, sample(i<<20)); err != nil {
 				t.Error(err)
 				return
 			}

@@ -183,7 +183,7 @@ func refused(path, real, tree string, m os.FileMode) error {
 	if real != "" && !below(real, tree) {
 		return &FileError{path, fmt.Sprintf("leads to %s, outside %s: refused", real, tree)}
 	}
-	return &FileError{path, "is " + kind(m) + ", not a regular file"}
+	return &FileError{path, "is " + Kind(m) + ", not a regular file"}
 }
 
 // treeOf is the tree path must stay in, symlinks resolved: the most
@@ -232,8 +232,13 @@ func below(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
-func kind(m os.FileMode) string {
+// Kind names what a file mode is, for a refusal ("is a FIFO, not a
+// regular file"): of a file read here, and of one the tool would write
+// (package outfile).
+func Kind(m os.FileMode) string {
 	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
 	case m&os.ModeNamedPipe != 0:
 		return "a FIFO"
 	case m&os.ModeCharDevice != 0:
@@ -244,6 +249,8 @@ func kind(m os.FileMode) string {
 		return "a directory"
 	case m&os.ModeSocket != 0:
 		return "a socket"
+	case m.IsRegular():
+		return "a regular file"
 	}
 	return "not a file (" + m.Type().String() + ")"
 }

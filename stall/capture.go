@@ -18,6 +18,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/threads"
@@ -33,14 +34,30 @@ const (
 	MaxCapture = 4 << 20
 )
 
+// What the captures kept in one folder may hold together: after each
+// capture, the oldest captures there (stall-* folders this tool made) are
+// removed until at most MaxKept remain, within MaxKeptBytes. A disk that
+// stalled every 2 s under top --capture filled 0.8-1.4 MiB in 30 s, which
+// nothing bounded (up to 3.9 GiB a day); now the last 100 captures stay, a
+// few minutes of such flapping and the whole of a rarer stall's history.
+const (
+	MaxKept      = 100
+	MaxKeptBytes = 64 << 20
+)
+
+// FolderPrefix begins every capture's folder name:
+// stall-VMID[-DISKS]-TIME-RANDOM.
+const FolderPrefix = "stall"
+
 // ConfirmGap is how long check and `stall` wait before the second look
 // that confirms a stall (see Detect).
 const ConfirmGap = 500 * time.Millisecond
 
 // CaptureOptions say what to capture.
 type CaptureOptions struct {
-	// Out is the folder under which the capture's own folder is made.
-	Out string
+	// Out is the folder under which the capture's own folder is made
+	// (checked when the run starts: outfile.CheckParent).
+	Out *outfile.Parent
 	// After is --stall-after (DefaultAfter when 0).
 	After time.Duration
 	// Disks names the disks the capture is for (a stall top or metrics
@@ -67,6 +84,9 @@ type Captured struct {
 	// VM's disks that no run cleared (latency.Leftover: one killed before
 	// it could), each with the command that clears it; omitted when none.
 	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
+	// Removed are the oldest captures removed from the folder to keep it
+	// within MaxKept and MaxKeptBytes.
+	Removed []string `json:"removed"`
 }
 
 // Capture keeps the evidence of VM vmid's disks in a new folder below
@@ -76,7 +96,11 @@ type Captured struct {
 // root), the threads in state D with the file each works on, the node
 // devices' inflight and stat (the volume's device, or the filesystem's that holds
 // it), the thin pools' state and the samples the caller kept. It changes
-// nothing: QMP queries, reads of procfs and sysfs, lvs.
+// nothing: QMP queries, reads of procfs and sysfs, lvs. The folder is new
+// (mode 0700, a random part in its name), its files new files (0600); a
+// disk the VM does not have is refused before anything is written; after
+// it, the oldest captures below o.Out are removed beyond MaxKept and
+// MaxKeptBytes.
 func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Captured, error) {
 	after := o.After
 	if after <= 0 {
@@ -86,19 +110,22 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 	if err != nil {
 		return nil, err
 	}
+	if len(o.Disks) > 0 {
+		if _, err := v.Select(o.Disks); err != nil {
+			return nil, err
+		}
+	}
 	if !v.Running {
 		return nil, exitcode.Usagef("VM %d is not running: no stall to capture", vmid)
 	}
 	now := time.Now()
-	name := fmt.Sprintf("stall-%d-%s", vmid, now.UTC().Format("20060102T150405.000Z"))
-	if len(o.Disks) > 0 {
-		name = fmt.Sprintf("stall-%d-%s-%s", vmid, strings.Join(o.Disks, "+"), now.UTC().Format("20060102T150405.000Z"))
+	folder, err := o.Out.New(folderName(vmid, o.Disks, now))
+	if err != nil {
+		return nil, err
 	}
-	w := &writer{dir: filepath.Join(o.Out, name)}
-	if err := os.MkdirAll(w.dir, 0o755); err != nil {
-		return nil, exitcode.Wrap(exitcode.Usage, "--out", err)
-	}
-	c := &Captured{VMID: vmid, Dir: w.dir, Time: now.UTC(), Verdicts: []Verdict{}}
+	defer folder.Close()
+	w := &writer{dir: folder}
+	c := &Captured{VMID: vmid, Dir: folder.Path, Time: now.UTC(), Verdicts: []Verdict{}, Removed: []string{}}
 	wanted := func(id string) bool {
 		if len(o.Disks) == 0 {
 			return true
@@ -179,7 +206,26 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 	c.NotRead = append([]string{}, w.missing...)
 	w.json("not-read.json", c.NotRead)
 	c.Files, c.Bytes = w.files, w.bytes
+	removed, err := o.Out.Prune(FolderPrefix, MaxKept, MaxKeptBytes, folder.Path)
+	c.Removed = append(c.Removed, removed...)
+	if err != nil {
+		c.NotRead = append(c.NotRead, "removing the oldest captures: "+err.Error())
+	}
 	return c, nil
+}
+
+// folderName is a capture's folder name before its random part:
+// stall-VMID[-DISKS]-TIME, the disks named when at most three (more are
+// counted: a name stays well under the 255 bytes a filesystem allows).
+func folderName(vmid int, disks []string, t time.Time) string {
+	at := t.UTC().Format("20060102T150405.000Z")
+	switch {
+	case len(disks) == 0:
+		return fmt.Sprintf("%s-%d-%s", FolderPrefix, vmid, at)
+	case len(disks) <= 3:
+		return fmt.Sprintf("%s-%d-%s-%s", FolderPrefix, vmid, strings.Join(disks, "+"), at)
+	}
+	return fmt.Sprintf("%s-%d-%ddisks-%s", FolderPrefix, vmid, len(disks), at)
 }
 
 // settings are the disks' config lines and what the running QEMU has.
@@ -202,7 +248,7 @@ func settings(v *vm.VM, wanted func(string) bool) any {
 
 // writer writes the capture's files within MaxCapture.
 type writer struct {
-	dir     string
+	dir     *outfile.Folder
 	files   int
 	bytes   int64
 	missing []string
@@ -219,13 +265,8 @@ func (w *writer) file(rel string, b []byte) {
 		w.full = true
 		return
 	}
-	p := filepath.Join(w.dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		w.notRead(rel + ": " + err.Error())
-		return
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		w.notRead(rel + ": " + err.Error())
+	if err := w.dir.WriteFile(rel, b); err != nil {
+		w.notRead(err.Error())
 		return
 	}
 	w.files++

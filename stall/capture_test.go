@@ -15,8 +15,10 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
@@ -118,14 +120,14 @@ func TestCapture(t *testing.T) {
 	n, q := captureNode(t, 15)
 	out := t.TempDir()
 	samples := []json.RawMessage{json.RawMessage(`{"disk":"scsi1","stalled_seconds":2.3}`)}
-	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: out, After: recAfter, Disks: []string{"scsi1"}, Samples: samples})
+	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: parent(t, out), After: recAfter, Disks: []string{"scsi1"}, Samples: samples})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Verdicts) != 1 || !c.Verdicts[0].Stalled || len(c.Verdicts[0].Blocked) != 8 {
 		t.Fatalf("verdicts %+v", c.Verdicts)
 	}
-	if !regexp.MustCompile(`^stall-100-scsi1-\d{8}T\d{6}\.\d{3}Z$`).MatchString(filepath.Base(c.Dir)) || filepath.Dir(c.Dir) != out {
+	if !regexp.MustCompile(`^stall-100-scsi1-\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{16}$`).MatchString(filepath.Base(c.Dir)) || filepath.Dir(c.Dir) != out {
 		t.Errorf("dir %s", c.Dir)
 	}
 	for _, f := range []string{"query-block.json", "query-blockstats.json", "query-block-jobs.json", "query-iothreads.json", "query-cpus-fast.json",
@@ -158,7 +160,7 @@ func TestCapture(t *testing.T) {
 	}
 
 	// The keeper: one capture per disk and stall.
-	k := &Keeper{Out: t.TempDir(), After: recAfter}
+	k := &Keeper{Out: parent(t, t.TempDir()), After: recAfter}
 	var got []*Captured
 	k.OnCapture = func(c *Captured, err error) {
 		if err != nil {
@@ -188,7 +190,7 @@ func TestCapture(t *testing.T) {
 // BenchmarkCapture15Disks: one stalled disk of a VM with 15 disks.
 func BenchmarkCapture15Disks(b *testing.B) {
 	n, _ := captureNode(b, 15)
-	out := b.TempDir()
+	out := parent(b, b.TempDir())
 	var bytes int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -204,7 +206,7 @@ func BenchmarkCapture15Disks(b *testing.B) {
 // BenchmarkCaptureWholeVM15Disks: `stall VMID`, every disk of the 15.
 func BenchmarkCaptureWholeVM15Disks(b *testing.B) {
 	n, _ := captureNode(b, 15)
-	out := b.TempDir()
+	out := parent(b, b.TempDir())
 	var bytes int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -215,4 +217,109 @@ func BenchmarkCaptureWholeVM15Disks(b *testing.B) {
 		bytes = c.Bytes
 	}
 	b.ReportMetric(float64(bytes), "bytes/capture")
+}
+
+// parent is --capture's folder as the commands check it (outfile).
+func parent(t testing.TB, dir string) *outfile.Parent {
+	t.Helper()
+	p, err := outfile.CheckParent("capture", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// The campaign's capture cases (issue 31). 4,000 folders of the names
+// Capture used to make, pre-created with settings.json linked to a
+// root-only file: the capture makes a folder of its own (0700, files
+// 0600) and the file is untouched. A disk the VM does not have is refused
+// naming the VM's disks, with nothing written. Beyond MaxKept captures the
+// oldest is removed, and only a capture folder of ours.
+func TestCaptureHostileFolder(t *testing.T) {
+	n, _ := captureNode(t, 2)
+	out := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "root-only")
+	if err := os.WriteFile(secret, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := -2000; i < 2000; i++ {
+		d := filepath.Join(out, "stall-100-scsi1-"+now.Add(time.Duration(i)*time.Millisecond).Format("20060102T150405.000Z"))
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(secret, filepath.Join(d, "settings.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := parent(t, out)
+	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: p, After: recAfter, Disks: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "secret\n" {
+		t.Errorf("the root-only file was written: %q", b)
+	}
+	if len(c.Removed) != 0 {
+		t.Errorf("removed %v: none of the pre-created folders is ours", c.Removed)
+	}
+	filepath.Walk(c.Dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := os.FileMode(0o600); info.IsDir() && info.Mode() != os.ModeDir|0o700 || !info.IsDir() && info.Mode() != want {
+			t.Errorf("%s: mode %v", path, info.Mode())
+		}
+		return nil
+	})
+
+	// A disk the VM does not have: one line naming its disks, nothing made.
+	before, _ := os.ReadDir(out)
+	_, err = Capture(context.Background(), n, 100, CaptureOptions{Out: p, After: recAfter, Disks: []string{"scsi1", "virtio7"}})
+	if exitcode.Of(err) != exitcode.Usage || err.Error() != `VM 100 has no disk "virtio7" (disks: scsi0, scsi1)` {
+		t.Errorf("unknown disk: %v", err)
+	}
+	if after, _ := os.ReadDir(out); len(after) != len(before) {
+		t.Errorf("an unknown disk made %d entries", len(after)-len(before))
+	}
+
+	// The bound: the oldest capture goes once MaxKept are there.
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(c.Dir, old, old)
+	for i := 1; i < MaxKept; i++ {
+		f, err := p.New(folderName(100, []string{"scsi1"}, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteFile("settings.json", []byte("[]\n"))
+		f.Close()
+	}
+	c2, err := Capture(context.Background(), n, 100, CaptureOptions{Out: p, After: recAfter, Disks: []string{"scsi1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c2.Removed, " ") != c.Dir {
+		t.Errorf("removed %v, want the oldest capture %s", c2.Removed, c.Dir)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 4000+MaxKept {
+		t.Errorf("%d entries, want the 4,000 pre-created and %d captures", len(ents), MaxKept)
+	}
+}
+
+func TestFolderName(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	for _, c := range []struct {
+		disks []string
+		want  string
+	}{
+		{nil, "stall-100-20260102T030405.006Z"},
+		{[]string{"scsi1"}, "stall-100-scsi1-20260102T030405.006Z"},
+		{[]string{"scsi1", "virtio0", "sata2"}, "stall-100-scsi1+virtio0+sata2-20260102T030405.006Z"},
+		{[]string{"scsi1", "virtio0", "sata2", "ide0"}, "stall-100-4disks-20260102T030405.006Z"},
+	} {
+		if got := folderName(100, c.disks, at); got != c.want {
+			t.Errorf("folderName(%v) = %s, want %s", c.disks, got, c.want)
+		}
+	}
 }

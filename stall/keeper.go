@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 )
 
 // KeepFor is how much history a Keeper holds: the last minute of samples.
@@ -16,7 +17,8 @@ const KeepFor = time.Minute
 // when it is first seen; the disk is captured again only after a sample
 // shows it completing (a new stall). Not safe for concurrent use.
 type Keeper struct {
-	Out   string
+	// Out is --capture's folder (checked when the run starts).
+	Out   *outfile.Parent
 	After time.Duration
 	// OnCapture gets each capture's result (the commands print it).
 	OnCapture func(*Captured, error)

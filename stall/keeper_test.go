@@ -29,7 +29,7 @@ func TestValidateAfter(t *testing.T) {
 // a disk sampled within KeepFor keeps both.
 func TestKeeperForget(t *testing.T) {
 	n, _ := captureNode(t, 2)
-	k := &Keeper{Out: t.TempDir(), After: recAfter}
+	k := &Keeper{Out: parent(t, t.TempDir()), After: recAfter}
 	captures := 0
 	k.OnCapture = func(c *Captured, err error) {
 		if err != nil {
@@ -119,7 +119,7 @@ func TestDetectDeviceConfirmed(t *testing.T) {
 func TestCaptureNotRead(t *testing.T) {
 	ctx := context.Background()
 	n, _ := captureNode(t, 2, "query-block-jobs", "qom-get")
-	c, err := Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	c, err := Capture(ctx, n, 100, CaptureOptions{Out: parent(t, t.TempDir()), After: recAfter, Disks: []string{"scsi1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestCaptureNotRead(t *testing.T) {
 
 	n, q := captureNode(t, 2)
 	q.Kill()
-	c, err = Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	c, err = Capture(ctx, n, 100, CaptureOptions{Out: parent(t, t.TempDir()), After: recAfter, Disks: []string{"scsi1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCaptureNotRead(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(n.Paths.ProcPid(2452), "task")); err != nil {
 		t.Fatal(err)
 	}
-	c, err = Capture(ctx, n, 100, CaptureOptions{Out: t.TempDir(), After: recAfter, Disks: []string{"scsi1"}})
+	c, err = Capture(ctx, n, 100, CaptureOptions{Out: parent(t, t.TempDir()), After: recAfter, Disks: []string{"scsi1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,12 @@ func TestCaptureNotRead(t *testing.T) {
 // The capture's bound holds MaxCapture bytes exactly; the byte past it is
 // refused once, said once.
 func TestCaptureBound(t *testing.T) {
-	w := &writer{dir: t.TempDir()}
+	f, err := parent(t, t.TempDir()).New("stall-100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &writer{dir: f}
 	w.file("a", make([]byte, MaxCapture))
 	w.file("b", []byte{1})
 	w.file("c", []byte{1})
@@ -189,7 +194,7 @@ func TestCaptureBound(t *testing.T) {
 func TestCaptureDefaults(t *testing.T) {
 	n, _ := captureNode(t, 2)
 	out := t.TempDir()
-	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: out})
+	c, err := Capture(context.Background(), n, 100, CaptureOptions{Out: parent(t, out)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +206,7 @@ func TestCaptureDefaults(t *testing.T) {
 			t.Errorf("%s stalled at the default %s: %+v", v.Disk, DefaultAfter, v)
 		}
 	}
-	if !regexp.MustCompile(`^stall-100-\d{8}T\d{6}\.\d{3}Z$`).MatchString(filepath.Base(c.Dir)) {
+	if !regexp.MustCompile(`^stall-100-\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{16}$`).MatchString(filepath.Base(c.Dir)) {
 		t.Errorf("dir %s", c.Dir)
 	}
 	if _, err := os.Stat(filepath.Join(c.Dir, "thinpool.json")); !os.IsNotExist(err) {

@@ -18,6 +18,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -42,11 +43,11 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"},
 			&cli.StringFlag{Name: "size", Value: bench.DefaultSize, Usage: "test area per disk (fio size=)"},
 			&cli.StringSliceFlag{Name: "job", Usage: "run only this job (repeatable; default: every job)"},
-			&cli.StringFlag{Name: "jobs", Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
+			&cli.StringFlag{Name: "jobs", TakesFile: true, Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
 			&cli.BoolFlag{Name: "no-precondition", Usage: "skip the fill job that writes the area before the timed jobs"},
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
-			&cli.StringFlag{Name: "out", Usage: "results `DIR` (default ./bench-VMID-TIMESTAMP)"},
+			&cli.StringFlag{Name: "out", TakesFile: true, Usage: "results `DIR`, a new folder the run makes (mode 0700; default ./bench-VMID-TIMESTAMP-RANDOM)"},
 			reportFlag(),
 			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE for the bench: set latency histograms on the disks measured and give QEMU's p50/p95/p99 per job beside fio's (one found set is used as it is); cleared after"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan, its time and the exact fio command lines; write nothing"},
@@ -114,7 +115,12 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkReport(c.String("report")); err != nil {
+	report, err := checkReport(c)
+	if err != nil {
+		return err
+	}
+	results, err := benchOut(c, vmid)
+	if err != nil {
 		return err
 	}
 	ids := c.Args().Tail()
@@ -144,10 +150,7 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	if out == "" {
-		out = fmt.Sprintf("bench-%d-%s", vmid, time.Now().Format("20060102-150405"))
-	}
+	out := results.Path()
 	if c.Bool("dry-run") {
 		printBenchPlan(e, vmid, version, m, disks, out, c.Bool("histogram"))
 		return nil
@@ -156,12 +159,17 @@ func benchAction(c *cli.Context) error {
 	if mem, err := (sampler.Host{Proc: e.paths.Proc, Sys: e.paths.Sys}).Memory(); err == nil {
 		ram = mem.TotalBytes
 	}
+	folder, err := results.Create()
+	if err != nil {
+		return err
+	}
+	defer folder.Close()
 	if c.Bool("histogram") {
 		obs.TrackLatency()
 	}
 	abort, stopAbort := secondInterrupt(e.ctx())
 	defer stopAbort()
-	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: out, Observer: obs, HostRAMBytes: ram, Abort: abort,
+	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: folder, Observer: obs, HostRAMBytes: ram, Abort: abort,
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	notes, rerr := obs.ReleaseLatency(e.ctx())
 	if rerr != nil {
@@ -170,7 +178,7 @@ func benchAction(c *cli.Context) error {
 	res := bench.Summarise(m, disks, outcome, ram)
 	res.VMID, res.Out, res.Fio, res.Guest, res.Histograms = vmid, out, version, guest, notes
 	res.HistogramsLeft = obs.HistogramsLeft()
-	if err := writeReport(c.String("report"), bench.HTML(res)); err != nil {
+	if err := writeReport(report, bench.HTML(res)); err != nil {
 		return err
 	}
 	if e.json {
@@ -209,6 +217,16 @@ func secondInterrupt(ctx context.Context) (context.Context, func()) {
 		}
 	}()
 	return actx, func() { signal.Stop(ch); cancel() }
+}
+
+// benchOut checks --out (a new folder of that name), or draws the default
+// name, ./bench-VMID-TIMESTAMP-RANDOM, before anything is run: the folder
+// is made (mode 0700) only when fio is about to run.
+func benchOut(c *cli.Context, vmid int) (*outfile.NewFolder, error) {
+	if c.IsSet("out") {
+		return outfile.CheckNew("out", c.String("out"))
+	}
+	return outfile.CheckNew("out", outfile.Fresh(fmt.Sprintf("bench-%d-%s", vmid, time.Now().Format("20060102-150405"))))
 }
 
 // benchProgress is one stderr line per step: what runs, and the time left.

@@ -157,7 +157,7 @@ func TestBenchGuestE2E(t *testing.T) {
 	// ...and --destroy scsi1 writes scsi1 alone (text output, and the report).
 	report := filepath.Join(t.TempDir(), "r.html")
 	out, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "scsi1", "--destroy", "scsi1", "--job", "rw4k", "--job", "rr4k",
-		"--out", t.TempDir(), "--report", report}, short...)...)
+		"--out", filepath.Join(t.TempDir(), "out"), "--report", report}, short...)...)
 	after := hashes()
 	if code != 0 || after["scsi1"] == before["scsi1"] {
 		t.Errorf("--destroy scsi1: exit %d, scsi1 changed %v: %s", code, after["scsi1"] != before["scsi1"], errs)
@@ -330,7 +330,7 @@ func TestBenchEvidenceE2E(t *testing.T) {
 
 	// writeback, preconditioned: the fill leaves the area in the node's page cache.
 	var wb bench.Result
-	errs, code := runJSON(t, n, &wb, append([]string{"bench", "371", "scsi1", "--job", "rr4k", "--out", t.TempDir()}, short...)...)
+	errs, code := runJSON(t, n, &wb, append([]string{"bench", "371", "scsi1", "--job", "rr4k", "--out", filepath.Join(t.TempDir(), "out")}, short...)...)
 	if code != 0 {
 		t.Fatalf("writeback: exit %d: %s", code, errs)
 	}
@@ -356,7 +356,7 @@ func TestBenchEvidenceE2E(t *testing.T) {
 	// QEMU's latency histograms.
 	var r bench.Result
 	errs, code = runJSON(t, n, &r, append([]string{"bench", "371", "scsi2", "scsi3", "scsi4", "--no-precondition", "--histogram",
-		"--job", "rr4k", "--job", "rw4k", "--job", "sync", "--out", t.TempDir()}, short...)...)
+		"--job", "rr4k", "--job", "rw4k", "--job", "sync", "--out", filepath.Join(t.TempDir(), "out")}, short...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -77,11 +77,11 @@ func TestBenchTrustE2E(t *testing.T) {
 	g.sh(t, "mkfs.ext4 -q -F "+sata+" && mkdir -p /mnt/a /mnt/evil && mount -t ext4 "+sata+" /mnt/a && "+
 		"ln -s "+scsi1+" /mnt/evil/"+bench.TestFileName+" && ln -s /mnt/evil /mnt/a/"+bench.TestDirName+" && ln -s "+scsi1+" /mnt/a/.pvediskcheck-bench.fio && sync")
 	before = hash("scsi1")
-	_, errs, code := runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--out", t.TempDir()}, short...)...)
+	_, errs, code := runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--out", filepath.Join(t.TempDir(), "out")}, short...)...)
 	holds("planted folder symlink refused", code == 2 && strings.Contains(errs, "is already there"), code, errs)
 	holds("planted folder symlink: scsi1 untouched", hash("scsi1") == before)
 	g.sh(t, "rm /mnt/a/"+bench.TestDirName)
-	out, errs, code := runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--out", t.TempDir()}, short...)...)
+	out, errs, code := runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--out", filepath.Join(t.TempDir(), "out")}, short...)...)
 	holds("file mode beside the old name's symlink runs", code == 0, code, out, errs)
 	holds("the old name's symlink: scsi1 untouched", hash("scsi1") == before)
 	after := g.sh(t, "ls -a /mnt/a; readlink /mnt/a/.pvediskcheck-bench.fio")
@@ -89,7 +89,7 @@ func TestBenchTrustE2E(t *testing.T) {
 
 	// 3. More than the filesystem holds (ext4 on a 256 MiB disk).
 	df := g.sh(t, "df -k /mnt/a | tail -1")
-	_, errs, code = runCLI(t, "--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--size", "1G", "--runtime", "2s", "--ramp", "1s", "--out", t.TempDir())
+	_, errs, code = runCLI(t, "--root", n.Root, "bench", "370", "sata1", "--job", "rw4k", "--size", "1G", "--runtime", "2s", "--ramp", "1s", "--out", filepath.Join(t.TempDir(), "out"))
 	holds("--size 1G on 250 MiB refused", code == 2 && strings.Contains(errs, "MiB free"), code, errs)
 	_, errs, code = runCLI(t, append([]string{"--root", n.Root, "bench", "370", "sata1", "--jobs", jobs("big.fio", "[a]\nrw=write\nsize=1G\n")}, short...)...)
 	holds("a job file's size=1G refused", code == 2 && strings.Contains(errs, "use --size"), code, errs)

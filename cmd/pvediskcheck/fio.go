@@ -145,7 +145,8 @@ func fioCompareAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkReport(c.String("report")); err != nil {
+	report, err := checkReport(c)
+	if err != nil {
 		return err
 	}
 	sides, err := fio.LoadSides(c.Args().Get(0), c.Args().Get(1), c.String("dir"), fio.Options{GroupBy: mode})
@@ -153,7 +154,7 @@ func fioCompareAction(c *cli.Context) error {
 		return err
 	}
 	rep := fio.CompareSides(c.Args().Get(0), c.Args().Get(1), sides, metrics)
-	if err := writeReport(c.String("report"), fioreport.HTML(fioreport.Compare(rep, sides))); err != nil {
+	if err := writeReport(report, fioreport.HTML(fioreport.Compare(rep, sides))); err != nil {
 		return err
 	}
 	switch {

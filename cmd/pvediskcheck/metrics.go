@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/metrics"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -27,7 +28,7 @@ func metricsCommand() *cli.Command {
 		Usage:       "what every disk of the node's VMs runs with, its counters, limits and check findings, as Prometheus metrics",
 		Description: helpText("metrics"),
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "textfile", Usage: "write DIR/" + metrics.TextfileName + " (atomically) for node_exporter's textfile collector, then exit", TakesFile: true},
+			&cli.StringFlag{Name: "textfile", Usage: "write `DIR`/" + metrics.TextfileName + " (atomically) for node_exporter's textfile collector, then exit", TakesFile: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},
 			&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"},
 			&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"},
@@ -59,7 +60,23 @@ func metricsAction(c *cli.Context) error {
 		return err
 	}
 	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"), Policy: pol}
-	if k := stallKeeper(c, e); k != nil {
+	if err := metrics.Validate(e.paths, o); err != nil {
+		return err
+	}
+	if c.Bool("histogram") && !c.IsSet("listen") {
+		return exitcode.Usagef("--histogram needs --listen: a histogram counts from when it is set, so a one-shot run would set it and clear it again with nothing counted")
+	}
+	var textfile *outfile.File
+	if c.IsSet("textfile") {
+		if textfile, err = metrics.CheckTextfile(dir); err != nil {
+			return err
+		}
+	}
+	k, err := stallKeeper(c, e)
+	if err != nil {
+		return err
+	}
+	if k != nil {
 		var mu sync.Mutex // scrapes may overlap
 		o.OnSnapshot = func(s *metrics.Snapshot) {
 			mu.Lock()
@@ -74,19 +91,9 @@ func metricsAction(c *cli.Context) error {
 		}
 	}
 	o.OnSnapshot = sayHistogramsLeft(e, o.OnSnapshot)
-	if err := metrics.Validate(e.paths, o); err != nil {
-		return err
-	}
-	if c.Bool("histogram") && !c.IsSet("listen") {
-		return exitcode.Usagef("--histogram needs --listen: a histogram counts from when it is set, so a one-shot run would set it and clear it again with nothing counted")
-	}
 	switch {
-	case c.IsSet("textfile"):
-		if err := metrics.CheckTextfileDir(dir); err != nil {
-			return err
-		}
-		_, err := metrics.WriteTextfile(dir, metrics.Collect(e.ctx(), e.node, o))
-		return err
+	case textfile != nil:
+		return metrics.WriteTextfile(textfile, metrics.Collect(e.ctx(), e.node, o))
 	case c.IsSet("listen"):
 		ln, note, err := metrics.Listen(addr)
 		if err != nil {

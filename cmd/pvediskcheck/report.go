@@ -1,39 +1,31 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
-
 	"github.com/urfave/cli/v2"
 
-	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/fioreport"
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 )
 
 // reportFlag is --report FILE of bench and fio compare: the self-contained
 // HTML page (fioreport).
 func reportFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "report", Usage: "also write the results as one self-contained HTML `FILE` (inline SVG charts)"}
+	return &cli.StringFlag{Name: "report", TakesFile: true, Usage: "also write the results as one self-contained HTML `FILE` (inline SVG charts); an existing file is replaced only when it is such a report"}
 }
 
-// checkReport refuses a --report whose directory does not exist, before
-// anything is measured or read.
-func checkReport(f string) error {
-	if f == "" {
-		return nil
+// checkReport checks --report before anything is measured or read (nil
+// without --report; --report "" is refused): package outfile's rules.
+func checkReport(c *cli.Context) (*outfile.File, error) {
+	if !c.IsSet("report") {
+		return nil, nil
 	}
-	if st, err := os.Stat(filepath.Dir(f)); err != nil || !st.IsDir() {
-		return exitcode.Usagef("--report %s: no directory %s to write it in", f, filepath.Dir(f))
-	}
-	return nil
+	return outfile.Check("report", c.String("report"), fioreport.Ours, 0o644)
 }
 
-// writeReport writes the page to --report f ("" writes nothing).
-func writeReport(f string, page []byte) error {
-	if f == "" {
+// writeReport writes the page to --report (nil writes nothing).
+func writeReport(f *outfile.File, page []byte) error {
+	if f == nil {
 		return nil
 	}
-	if err := os.WriteFile(f, page, 0o644); err != nil {
-		return exitcode.Wrap(exitcode.Usage, "--report", err)
-	}
-	return nil
+	return f.WriteBytes(page)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -26,7 +27,7 @@ func stallCommand() *cli.Command {
 		ArgsUsage:   "VMID [DISK...]",
 		Description: helpText("stall"),
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Value: ".", Usage: "folder under which the capture's own folder is made"},
+			&cli.StringFlag{Name: "out", Value: ".", TakesFile: true, Usage: "`DIR` under which the capture's own folder is made (the oldest captures there are removed beyond " + captureBound + ")"},
 			stallAfterFlag(),
 		},
 		Action: stallAction,
@@ -40,24 +41,42 @@ func stallAfterFlag() cli.Flag {
 		Action: func(_ *cli.Context, d time.Duration) error { return stall.ValidateAfter(d) }}
 }
 
-// captureFlag is --capture of top and metrics.
+// captureBound is what a capture folder keeps, as the help says it.
+var captureBound = fmt.Sprintf("%d captures or %s", stall.MaxKept, units.Bytes(stall.MaxKeptBytes))
+
+// captureFlag is --capture of top and metrics. (Its usage names no value
+// in backquotes: urfave/cli takes the first backquoted word for the
+// value's name, which made it "--capture pvediskcheck stall".)
 func captureFlag() cli.Flag {
-	return &cli.StringFlag{Name: "capture", Usage: "keep the evidence of each stall (once per disk and stall) in a folder under DIR, as `pvediskcheck stall` does"}
+	return &cli.StringFlag{Name: "capture", TakesFile: true, Usage: "keep the evidence of each stall (once per disk and stall) in a new folder under `DIR`, as pvediskcheck stall does (the oldest captures there are removed beyond " + captureBound + ")"}
 }
 
-// stallKeeper is --capture's keeper (nil without --capture); captures are
-// reported on stderr, the sample output stays the command's.
-func stallKeeper(c *cli.Context, e *env) *stall.Keeper {
-	if c.String("capture") == "" {
-		return nil
+// stallKeeper is --capture's keeper (nil without --capture), its folder
+// checked before anything is sampled; captures are reported on stderr,
+// the sample output stays the command's.
+func stallKeeper(c *cli.Context, e *env) (*stall.Keeper, error) {
+	if !c.IsSet("capture") {
+		return nil, nil
 	}
-	return &stall.Keeper{Out: c.String("capture"), After: c.Duration("stall-after"), OnCapture: func(cp *stall.Captured, err error) {
+	out, err := outfile.CheckParent("capture", c.String("capture"))
+	if err != nil {
+		return nil, err
+	}
+	return &stall.Keeper{Out: out, After: c.Duration("stall-after"), OnCapture: func(cp *stall.Captured, err error) {
 		if err != nil {
 			fmt.Fprintf(e.errOut, "capture: %v\n", err)
 			return
 		}
-		fmt.Fprintf(e.errOut, "captured VM %d's stall in %s (%d files, %d bytes)\n", cp.VMID, cp.Dir, cp.Files, cp.Bytes)
-	}}
+		fmt.Fprintf(e.errOut, "captured VM %d's stall in %s (%d files, %d bytes%s)\n", cp.VMID, units.Printable(cp.Dir), cp.Files, cp.Bytes, removedNote(cp))
+	}}, nil
+}
+
+// removedNote says how many old captures made room for this one.
+func removedNote(cp *stall.Captured) string {
+	if len(cp.Removed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the %d oldest capture(s) there removed, beyond %s", len(cp.Removed), captureBound)
 }
 
 func stallAction(c *cli.Context) error {
@@ -69,7 +88,12 @@ func stallAction(c *cli.Context) error {
 	if err := e.paths.CheckNode(); err != nil {
 		return err
 	}
-	cp, err := stall.Capture(e.ctx(), e.node, vmid, stall.CaptureOptions{Out: c.String("out"), After: c.Duration("stall-after"),
+	out, err := outfile.CheckParent("out", c.String("out"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cp, err := stall.Capture(e.ctx(), e.node, vmid, stall.CaptureOptions{Out: out, After: c.Duration("stall-after"),
 		Disks: c.Args().Tail(), Confirm: stall.ConfirmGap})
 	if err != nil {
 		return err
@@ -82,7 +106,10 @@ func stallAction(c *cli.Context) error {
 }
 
 func printCapture(e *env, cp *stall.Captured) {
-	fmt.Fprintf(e.out, "VM %d: %d files, %d bytes in %s\n", cp.VMID, cp.Files, cp.Bytes, cp.Dir)
+	fmt.Fprintf(e.out, "VM %d: %d files, %d bytes in %s\n", cp.VMID, cp.Files, cp.Bytes, units.Printable(cp.Dir))
+	if n := removedNote(cp); n != "" {
+		fmt.Fprintf(e.out, "  %s\n", strings.TrimPrefix(n, "; "))
+	}
 	for _, v := range cp.Verdicts {
 		state := "not stalled"
 		if v.Stalled {

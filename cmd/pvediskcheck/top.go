@@ -71,12 +71,16 @@ func topAction(c *cli.Context) error {
 	if err := top.Validate(e.paths, o); err != nil {
 		return topElsewhere(e, c.Args().Slice(), err)
 	}
+	keeper, err := stallKeeper(c, e)
+	if err != nil {
+		return err
+	}
 	switch {
 	case e.json:
 		enc := json.NewEncoder(e.out)
 		o.OnSample = func(s top.Sample) error { return enc.Encode(s) }
 	case isTerminal(e.out) && o.Count == 0:
-		return topTerminal(e, c.App.Reader, o, stallKeeper(c, e))
+		return topTerminal(e, c.App.Reader, o, keeper)
 	default:
 		first := true
 		o.OnSample = func(s top.Sample) error {
@@ -88,7 +92,7 @@ func topAction(c *cli.Context) error {
 			return err
 		}
 	}
-	return top.Run(e.ctx(), e.node, topCapture(e, stallKeeper(c, e), o))
+	return top.Run(e.ctx(), e.node, topCapture(e, keeper, o))
 }
 
 // topCapture hands every disk row to --capture's keeper before the
