@@ -64,10 +64,15 @@ const (
 	SourceThreads Source = "threads"
 	// SourceThinPool: lvs or zfs failed: no thin pool series.
 	SourceThinPool Source = "thinpool"
+	// SourceLabels: a VM's data (or a thin pool's) holds a value that
+	// cannot be a label value (not UTF-8: an iothread id QEMU reports, a
+	// storage name of the config): that VM has no series at all in the
+	// collection, the others are exported as they are.
+	SourceLabels Source = "labels"
 )
 
 // Sources lists every source, in export order.
-var Sources = []Source{SourceNode, SourceConfig, SourceQMP, SourceThreads, SourceThinPool}
+var Sources = []Source{SourceNode, SourceConfig, SourceQMP, SourceThreads, SourceThinPool, SourceLabels}
 
 // DefaultParallel is how many VMs Collect reads at once (as check --all
 // and top: 8).
@@ -133,6 +138,9 @@ type VM struct {
 	HistogramsLeft []latency.Leftover
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
+	// Refused is why the VM's series were left out (SourceLabels); "" when
+	// they were not.
+	Refused string
 }
 
 // Disk is one running disk.
@@ -242,8 +250,9 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 	}
 	s.Duration = time.Since(start)
 	if o.OnSnapshot != nil {
-		o.OnSnapshot(s)
+		o.OnSnapshot(s) // every VM as read: --capture keeps a stall of one whose labels are refused
 	}
+	s.Exportable()
 	return s
 }
 

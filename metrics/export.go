@@ -108,7 +108,7 @@ var (
 	}
 
 	collectDuration = desc("collect_duration_seconds", "How long the collection took.")
-	collectErrors   = desc("collect_errors", "Errors of the collection by source (node, config, qmp, threads, thinpool); a VM whose socket stayed busy counts here and has no live series.", "source")
+	collectErrors   = desc("collect_errors", "Errors of the collection by source (node, config, qmp, threads, thinpool, labels); a VM whose socket stayed busy counts here and has no live series, as does a VM or pool whose data cannot be a label value (labels).", "source")
 )
 
 // limitDescs is the metric of each burst-less QEMU limit name kind.
@@ -135,68 +135,163 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the collection's metrics.
+// Collect sends the collection's metrics: each VM's and each pool's
+// series whole, or none of them (Exportable: Collect has counted and left
+// out what client_golang refuses, so a snapshot built elsewhere is never
+// sent in part).
 func (s *Snapshot) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	count := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
 	for _, v := range s.VMs {
-		vmid := strconv.Itoa(v.VMID)
-		for _, d := range v.Disks {
-			gauge(diskInfo, 1, vmid, d.ID, d.Controller, d.Storage, d.CacheConfigured, d.CacheEffective, d.AIO, d.IOThread, d.Discard)
-			if d.Stats != nil {
-				for _, c := range deviceCounters {
-					count(c.desc, c.value(d.Stats), vmid, d.ID)
-				}
-				gauge(diskStalled, d.Stall.StalledSeconds, vmid, d.ID)
-			}
-			if d.Stall.InFlight != nil {
-				gauge(diskInFlight, float64(*d.Stall.InFlight), vmid, d.ID)
-			}
-			if d.Protocol != nil {
-				for _, c := range protocolCounters {
-					count(c.desc, c.value(d.Protocol), vmid, d.ID)
-				}
-			}
-			if d.Limits != nil {
-				collectLimits(gauge, vmid, d)
-			}
-			for _, k := range latency.Kinds {
-				if h, ok := d.Latency[k]; ok {
-					ch <- prometheus.MustNewConstHistogram(latencyHist[k], h.Count, h.SumS, h.Buckets, vmid, d.ID)
-				}
-			}
-		}
-		collectFindings(gauge, vmid, v.Findings)
-		collectQEMU(gauge, vmid, v)
-		for _, r := range v.Policy {
-			gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
-		}
-		if c := v.CPU; c != nil {
-			count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
-			count(vmCPU, c.VCPUs, vmid, string(threads.VCPU))
-			if len(c.IOThreads) > 0 {
-				sum := 0.0
-				for _, id := range c.sortedIOThreads() {
-					sum += c.IOThreads[id]
-					count(iothreadCPU, c.IOThreads[id], vmid, id)
-				}
-				count(vmCPU, sum, vmid, string(threads.IOThread))
-			}
+		if ms, err := vmSeries(v); err == nil {
+			sendAll(ch, ms)
 		}
 	}
 	for _, p := range s.Pools {
-		collectPool(gauge, p)
+		if ms, err := poolSeries(p); err == nil {
+			sendAll(ch, ms)
+		}
 	}
 	for _, r := range s.PolicyRules {
-		gauge(policyRuleDisks, float64(r.Disks), r.Rule)
+		if m, err := prometheus.NewConstMetric(policyRuleDisks, prometheus.GaugeValue, float64(r.Disks), r.Rule); err == nil {
+			ch <- m
+		}
 	}
-	gauge(collectDuration, s.Duration.Seconds())
+	ch <- prometheus.MustNewConstMetric(collectDuration, prometheus.GaugeValue, s.Duration.Seconds())
 	for _, src := range Sources {
-		gauge(collectErrors, float64(s.Errors[src]), string(src))
+		ch <- prometheus.MustNewConstMetric(collectErrors, prometheus.GaugeValue, float64(s.Errors[src]), string(src))
+	}
+}
+
+func sendAll(ch chan<- prometheus.Metric, ms []prometheus.Metric) {
+	for _, m := range ms {
+		ch <- m
+	}
+}
+
+// builder builds one VM's or one pool's metrics: every one through
+// client_golang's own constructor, whose checks (label values valid UTF-8,
+// as many as the metric has labels) are the one judge of what can be
+// exported; the first it refuses is the error, naming the metric.
+type builder struct {
+	ms  []prometheus.Metric
+	err error
+}
+
+func (b *builder) add(m prometheus.Metric, err error) {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	if err == nil {
+		b.ms = append(b.ms, m)
+	}
+}
+
+func (b *builder) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	b.add(prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...))
+}
+
+func (b *builder) count(d *prometheus.Desc, v float64, labels ...string) {
+	b.add(prometheus.NewConstMetric(d, prometheus.CounterValue, v, labels...))
+}
+
+func (b *builder) done() ([]prometheus.Metric, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.ms, nil
+}
+
+// vmSeries are a VM's metrics: its disks', its findings', its threads'.
+// Every label value comes from the VM's data (the config's storage and
+// disk keys, QEMU's iothread ids and modes), so a value that cannot be
+// exported is that VM's error, never the collection's.
+func vmSeries(v VM) ([]prometheus.Metric, error) {
+	b := &builder{}
+	vmid := strconv.Itoa(v.VMID)
+	for _, d := range v.Disks {
+		b.gauge(diskInfo, 1, vmid, d.ID, d.Controller, d.Storage, d.CacheConfigured, d.CacheEffective, d.AIO, d.IOThread, d.Discard)
+		if d.Stats != nil {
+			for _, c := range deviceCounters {
+				b.count(c.desc, c.value(d.Stats), vmid, d.ID)
+			}
+			b.gauge(diskStalled, d.Stall.StalledSeconds, vmid, d.ID)
+		}
+		if d.Stall.InFlight != nil {
+			b.gauge(diskInFlight, float64(*d.Stall.InFlight), vmid, d.ID)
+		}
+		if d.Protocol != nil {
+			for _, c := range protocolCounters {
+				b.count(c.desc, c.value(d.Protocol), vmid, d.ID)
+			}
+		}
+		if d.Limits != nil {
+			collectLimits(b.gauge, vmid, d)
+		}
+		for _, k := range latency.Kinds {
+			if h, ok := d.Latency[k]; ok {
+				b.add(prometheus.NewConstHistogram(latencyHist[k], h.Count, h.SumS, h.Buckets, vmid, d.ID))
+			}
+		}
+	}
+	collectFindings(b.gauge, vmid, v.Findings)
+	collectQEMU(b.gauge, vmid, v)
+	for _, r := range v.Policy {
+		b.gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
+	}
+	if c := v.CPU; c != nil {
+		b.count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
+		b.count(vmCPU, c.VCPUs, vmid, string(threads.VCPU))
+		if len(c.IOThreads) > 0 {
+			sum := 0.0
+			for _, id := range c.sortedIOThreads() {
+				sum += c.IOThreads[id]
+				b.count(iothreadCPU, c.IOThreads[id], vmid, id)
+			}
+			b.count(vmCPU, sum, vmid, string(threads.IOThread))
+		}
+	}
+	return b.done()
+}
+
+// poolSeries are one thin pool's metrics (labels from storage.cfg and lvs
+// or zfs).
+func poolSeries(p thinpool.Pool) ([]prometheus.Metric, error) {
+	b := &builder{}
+	collectPool(b.gauge, p)
+	return b.done()
+}
+
+// Exportable leaves out of s each VM, each pool and each policy rule
+// whose series client_golang refuses (vmSeries, poolSeries): a VM keeps its VMID and
+// nothing else, and each one left out counts in SourceLabels. The rest of
+// the collection is exported as it is.
+func (s *Snapshot) Exportable() {
+	for i, v := range s.VMs {
+		if _, err := vmSeries(v); err != nil {
+			s.VMs[i] = VM{VMID: v.VMID, Running: v.Running, Refused: err.Error()}
+			s.Errors[SourceLabels]++
+		}
+	}
+	pools := s.Pools[:0]
+	for _, p := range s.Pools {
+		if _, err := poolSeries(p); err != nil {
+			s.Errors[SourceLabels]++
+			continue
+		}
+		pools = append(pools, p)
+	}
+	if s.Pools != nil {
+		s.Pools = pools
+	}
+	rules := s.PolicyRules[:0]
+	for _, r := range s.PolicyRules {
+		if _, err := prometheus.NewConstMetric(policyRuleDisks, prometheus.GaugeValue, float64(r.Disks), r.Rule); err != nil {
+			s.Errors[SourceLabels]++
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if s.PolicyRules != nil {
+		s.PolicyRules = rules
 	}
 }
 

@@ -134,6 +134,7 @@ func TestExportPartial(t *testing.T) {
 	s := &Snapshot{VMs: []VM{{VMID: 100, Live: true, Disks: []Disk{{ID: "ide0", Controller: "ide"}}, CPU: &CPU{MainLoop: 2, VCPUs: 1, IOThreads: map[string]float64{}}}}}
 	want := `pvediskcheck_collect_duration_seconds 0
 pvediskcheck_collect_errors{source="config"} 0
+pvediskcheck_collect_errors{source="labels"} 0
 pvediskcheck_collect_errors{source="node"} 0
 pvediskcheck_collect_errors{source="qmp"} 0
 pvediskcheck_collect_errors{source="thinpool"} 0

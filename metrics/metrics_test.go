@@ -299,7 +299,7 @@ func TestLabelCardinality(t *testing.T) {
 		"code":             codes,
 		"severity":         set(string(check.Error), string(check.Warning), string(check.Info)),
 		"role":             set("main-loop", "iothread", "vcpu"),
-		"source":           set("node", "config", "qmp", "threads", "thinpool"),
+		"source":           set("node", "config", "qmp", "threads", "thinpool", "labels"),
 		"type":             set("lvmthin", "zfspool"),
 	}
 	bounded := set("vmid", "disk", "storage", "pool", "iothread", "build", "package", "version", "installed_version") // one value per VM, disk, storage, iothread
