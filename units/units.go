@@ -165,7 +165,7 @@ func Line(msg string, n int) string {
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
-	s, whole := printable(msg, n)
+	s, whole := printable(msg, n, false)
 	if !whole {
 		return fmt.Sprintf("%s... (%d bytes)", s, len(msg))
 	}
@@ -177,18 +177,42 @@ func Line(msg string, n int) string {
 // strconv.IsPrint refuses) written as Go escapes it: "\x1b[31m" prints as
 // `\x1b[31m`, a newline as `\n`.
 func Printable(s string) string {
-	out, _ := printable(s, math.MaxInt)
+	out, _ := printable(s, math.MaxInt, false)
 	return out
+}
+
+// Text is Printable for text of several lines (another node's output, a
+// page of text): newlines and tabs stay as they are, every other character
+// Printable escapes is escaped.
+func Text(s string) string {
+	if plain(s) {
+		return s
+	}
+	out, _ := printable(s, math.MaxInt, true)
+	return out
+}
+
+// plain reports whether s is printable ASCII, newlines and tabs: what
+// Text leaves as it is, found without building anything.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 || c >= 0x7f) && c != '\n' && c != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 // printable is Printable of s cut before the first character that would take
 // it past n bytes (never inside an escape); whole is false when it was cut.
-func printable(s string, n int) (out string, whole bool) {
+// lines keeps newlines and tabs.
+func printable(s string, n int, lines bool) (out string, whole bool) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, w := utf8.DecodeRuneInString(s[i:])
 		piece := s[i : i+w]
 		switch {
+		case lines && (r == '\n' || r == '\t'):
 		case r == utf8.RuneError && w == 1:
 			piece = fmt.Sprintf(`\x%02x`, s[i])
 		case !strconv.IsPrint(r):

@@ -69,3 +69,27 @@ func TestLine(t *testing.T) {
 		t.Errorf("Printable: %q", got)
 	}
 }
+
+// Text keeps a page's newlines and tabs and escapes the rest as Printable
+// does: escape sequences (CSI, OSC), C1 controls (U+009B is a CSI to some
+// terminals), carriage returns, DEL, invalid UTF-8; printable non-ASCII
+// stays.
+func TestText(t *testing.T) {
+	for in, want := range map[string]string{
+		"VM 100\tok\n":                        "VM 100\tok\n",
+		"µs ±3%\n":                            "µs ±3%\n",
+		"\x1b[2J\x1b]0;pwned\x07":             `\x1b[2J\x1b]0;pwned\a`,
+		"a\rb":                                `a\rb`,
+		"csi\u009b31m":                        `csi\u009b31m`,
+		"del\x7f bad\xff":                     `del\x7f bad\xff`,
+		"":                                    "",
+		"line one\nline \x1b[31mtwo\x1b[0m\n": "line one\nline \\x1b[31mtwo\\x1b[0m\n",
+	} {
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+		if got := Text(Text(in)); got != Text(in) {
+			t.Errorf("Text is not idempotent on %q: %q", in, got)
+		}
+	}
+}

@@ -26,7 +26,7 @@ const (
 	envTestVersion = "PVEDISKCHECK_TEST_VERSION" // the version the remote pvediskcheck reports
 	envTestBin     = "PVEDISKCHECK_TEST_BIN"     // directory with a "pvediskcheck" link to this binary
 	envTestSSHLog  = "PVEDISKCHECK_TEST_SSHLOG"  // where fakeSSH appends each command line it got
-	envTestHost    = "PVEDISKCHECK_TEST_HOST_"   // + address with _ for . and :: a node root, or !refused, !escapes, !hostile-reply, !garbage
+	envTestHost    = "PVEDISKCHECK_TEST_HOST_"   // + address with _ for . and :: a node root, or !refused, !escapes, !hostile-reply, !hostile-stdout, !garbage
 )
 
 func TestMain(m *testing.M) {
@@ -82,6 +82,10 @@ func fakeSSH(args []string) int {
 		// A reply whose error line holds what a terminal acts on.
 		os.Stdout.Write(cluster.Reply{Version: "dev", Node: "pve3", Exit: 3, Stderr: "pvediskcheck: \x1b[2J\x1b[31mVM 390: busy\x1b[0m\n"}.Encode())
 		return 3
+	case "!hostile-stdout":
+		// A reply whose output holds what a terminal acts on.
+		os.Stdout.Write(cluster.Reply{Version: "dev", Node: "pve2", Exit: 0, Stdout: "VM 380: " + hostile + "\n"}.Encode())
+		return 0
 	case "!garbage":
 		fmt.Println("<html><body>502 Bad Gateway</body></html>")
 		return 0

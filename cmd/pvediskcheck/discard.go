@@ -112,10 +112,10 @@ func discardTrimProgress(e *env, timeout time.Duration) func() {
 		for {
 			select {
 			case <-done:
-				fmt.Fprint(e.errOut, "\r\x1b[K")
+				fmt.Fprint(e.errOut, ctl("\r\x1b[K"))
 				return
 			case <-t.C:
-				fmt.Fprintf(e.errOut, "\rguest-fstrim running in the guest: %s (gives up after %s)", time.Since(start).Round(time.Second), timeout)
+				fmt.Fprintf(e.errOut, ctl("\r")+"guest-fstrim running in the guest: %s (gives up after %s)", time.Since(start).Round(time.Second), timeout)
 			}
 		}
 	}()

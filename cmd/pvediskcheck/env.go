@@ -25,9 +25,11 @@ type env struct {
 	runner  node.Runner
 	timeout time.Duration
 	json    bool
-	out     io.Writer
-	errOut  io.Writer
-	color   bool
+	// out and errOut are the command's stdout and stderr through textOut:
+	// text from outside is printed escaped (render.go).
+	out    io.Writer
+	errOut io.Writer
+	color  bool
 	// onSample is runWith's hook, called after each sample of a window
 	// (windowProgress); nil outside tests.
 	onSample sampler.OnSample
@@ -41,8 +43,8 @@ func newEnv(c *cli.Context) *env {
 		paths:   node.NewPaths(c.String("root"), c.String("proc"), c.String("sys")),
 		timeout: c.Duration("timeout"),
 		json:    c.Bool("json"),
-		out:     c.App.Writer,
-		errOut:  c.App.ErrWriter,
+		out:     newTextOut(c.App.Writer),
+		errOut:  newTextOut(c.App.ErrWriter),
 	}
 	e.node = node.New(e.paths, e.timeout)
 	configOnlyView(c, e)
@@ -54,16 +56,18 @@ func newEnv(c *cli.Context) *env {
 
 func (e *env) ctx() context.Context { return e.c.Context }
 
-// printJSON writes v indented, with a trailing newline.
+// printJSON writes v indented, with a trailing newline: JSON escapes what
+// it holds itself (a control character is \u001b), so it is written as it
+// is, not through textOut.
 func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.out)
+	enc := json.NewEncoder(rawOut(e.out))
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := rawOut(w).(*os.File)
 	if !ok {
 		return false
 	}

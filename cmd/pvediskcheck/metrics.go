@@ -113,7 +113,9 @@ func metricsAction(c *cli.Context) error {
 		defer cancel()
 		return errors.Join(err, o.Histograms.Release(ctx))
 	}
-	return metrics.WriteText(e.out, metrics.Collect(e.ctx(), e.node, o))
+	// The exposition escapes its label values itself (and refuses what
+	// cannot be one): written as it is.
+	return metrics.WriteText(rawOut(e.out), metrics.Collect(e.ctx(), e.node, o))
 }
 
 // sayHistogramsLeft chains to then (nil: nothing) a note on stderr for

@@ -35,7 +35,7 @@ func windowProgress(e *env, what string) sampler.OnSample {
 	hook := e.onSample
 	return func(t sampler.Tick) {
 		if show {
-			line := fmt.Sprintf("\r\x1b[Ksampling %s %4.1f/%.0f s", what, t.Elapsed.Seconds(), t.Window.Seconds())
+			line := ctl("\r\x1b[K") + fmt.Sprintf("sampling %s %4.1f/%.0f s", what, t.Elapsed.Seconds(), t.Window.Seconds())
 			if t.Detail != "" {
 				line += ": " + t.Detail
 			}
@@ -50,6 +50,6 @@ func windowProgress(e *env, what string) sampler.OnSample {
 // endProgress clears the progress line, however the window ended.
 func endProgress(e *env) {
 	if showsProgress(e) {
-		fmt.Fprint(e.errOut, "\r\x1b[K")
+		fmt.Fprint(e.errOut, ctl("\r\x1b[K"))
 	}
 }

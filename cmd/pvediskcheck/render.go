@@ -1,16 +1,124 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
+// Text output is printed through textOut (newEnv's out and errOut): every
+// string a command prints, whatever it came from (a VM name of a config,
+// the guest agent's device names and mount points, fio job names, a remote
+// node's output over SSH, a file's line in an error), has the characters a
+// terminal would act on escaped (units.Text: "\x1b[2J" is printed as
+// those seven characters), newlines and tabs aside. The control sequences
+// the tool writes on purpose (paint's colours, the progress line, top's
+// screen) are written as ctl(seq): bracketed by ctlMark, which textOut
+// turns back into the sequence. ctlMark is random per process, so no
+// string from outside can hold it.
+var ctlMark = func() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "\x00" + hex.EncodeToString(b) + "\x00"
+}()
+
+// ctl is a control sequence the tool writes on purpose.
+func ctl(seq string) string { return ctlMark + seq + ctlMark }
+
+// textOut escapes what it writes (units.Text) but for ctl's sequences.
+// Each Write is escaped on its own (the tool writes whole lines and whole
+// formatted strings).
+type textOut struct{ w io.Writer }
+
+// newTextOut wraps w (once: a textOut is returned as it is).
+func newTextOut(w io.Writer) io.Writer {
+	if _, ok := w.(textOut); ok || w == nil {
+		return w
+	}
+	return textOut{w}
+}
+
+func (t textOut) Write(p []byte) (int, error) {
+	s := string(p)
+	var b strings.Builder
+	for {
+		i := strings.Index(s, ctlMark)
+		if i < 0 {
+			b.WriteString(units.Text(s))
+			break
+		}
+		b.WriteString(units.Text(s[:i]))
+		rest := s[i+len(ctlMark):]
+		j := strings.Index(rest, ctlMark)
+		if j < 0 {
+			b.WriteString(units.Text(rest))
+			break
+		}
+		b.WriteString(rest[:j])
+		s = rest[j+len(ctlMark):]
+	}
+	if _, err := io.WriteString(t.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// cutText is line s escaped as textOut escapes it, cut after n characters
+// of what shows (ctl's sequences are kept whole and do not count; a colour
+// cut short is reset).
+func cutText(s string, n int) string {
+	var b strings.Builder
+	shown, painted := 0, false
+	for s != "" && shown < n {
+		i := strings.Index(s, ctlMark)
+		text := s
+		if i >= 0 {
+			text = s[:i]
+		}
+		text = units.Text(text)
+		if left := n - shown; len(text) > left {
+			text = text[:left]
+		}
+		b.WriteString(text)
+		shown += len(text)
+		if i < 0 || shown >= n {
+			break
+		}
+		rest := s[i+len(ctlMark):]
+		j := strings.Index(rest, ctlMark)
+		if j < 0 {
+			break
+		}
+		b.WriteString(ctl(rest[:j]))
+		painted = rest[:j] != reset
+		s = rest[j+len(ctlMark):]
+	}
+	if painted {
+		b.WriteString(ctl(reset))
+	}
+	return b.String()
+}
+
+// rawOut is the writer under a textOut: what a terminal check and top's
+// screen size look at, and where a data format that has its own escaping
+// (the Prometheus exposition of metrics) is written.
+func rawOut(w io.Writer) io.Writer {
+	if t, ok := w.(textOut); ok {
+		return t.w
+	}
+	return w
+}
+
 // table prints aligned columns (plain text: a colour is added by the
-// caller, to a cell, where the command colours one).
+// caller, to a cell, where the command colours one). Each cell is
+// escaped before the columns are measured (units.Printable), so a cell
+// from outside can neither act on the terminal nor shift the columns.
 type table struct {
 	tw *tabwriter.Writer
 }
@@ -21,8 +129,14 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
-func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
-func (t *table) flush()             { t.tw.Flush() }
+func (t *table) row(cols ...string) {
+	cells := make([]string, len(cols))
+	for i, c := range cols {
+		cells[i] = units.Printable(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+func (t *table) flush() { t.tw.Flush() }
 
 const (
 	red    = "\x1b[31m"
@@ -38,7 +152,7 @@ func (e *env) paint(color, s string) string {
 	if !e.color || s == "" {
 		return s
 	}
-	return color + s + reset
+	return ctl(color) + s + ctl(reset)
 }
 
 // vmState is a VM's state as check heads it.

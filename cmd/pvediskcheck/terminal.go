@@ -25,12 +25,14 @@ const (
 	escClearBelow   = "\x1b[J"
 )
 
+// newScreen draws through textOut: what the lines hold is escaped, the
+// screen's own sequences are ctl's.
 func newScreen(w io.Writer) *screen {
-	s := &screen{w: w, fd: -1}
-	if f, ok := w.(*os.File); ok {
+	s := &screen{w: newTextOut(w), fd: -1}
+	if f, ok := rawOut(w).(*os.File); ok {
 		s.fd = int(f.Fd())
 	}
-	io.WriteString(w, escAltScreenOn)
+	io.WriteString(s.w, ctl(escAltScreenOn))
 	return s
 }
 
@@ -49,25 +51,22 @@ func (s *screen) size() (cols, rows int) {
 func (s *screen) draw(lines []string) {
 	cols, rows := s.size()
 	var b strings.Builder
-	b.WriteString(escHome)
+	b.WriteString(ctl(escHome))
 	for i, l := range lines {
 		if i >= rows {
 			break
 		}
-		if len(l) > cols {
-			l = l[:cols]
-		}
-		b.WriteString(l)
-		b.WriteString(escClearLine)
+		b.WriteString(cutText(l, cols))
+		b.WriteString(ctl(escClearLine))
 		if i < len(lines)-1 && i < rows-1 {
-			b.WriteString("\r\n")
+			b.WriteString(ctl("\r") + "\n")
 		}
 	}
-	b.WriteString(escClearBelow)
+	b.WriteString(ctl(escClearBelow))
 	io.WriteString(s.w, b.String())
 }
 
-func (s *screen) close() { io.WriteString(s.w, escAltScreenOff) }
+func (s *screen) close() { io.WriteString(s.w, ctl(escAltScreenOff)) }
 
 // keyboard puts a terminal on stdin into cbreak mode (keys arrive one by one,
 // not echoed; Ctrl-C still interrupts) and restores it on close.

@@ -77,7 +77,7 @@ func topAction(c *cli.Context) error {
 	}
 	switch {
 	case e.json:
-		enc := json.NewEncoder(e.out)
+		enc := json.NewEncoder(rawOut(e.out)) // JSON escapes itself
 		o.OnSample = func(s top.Sample) error { return enc.Encode(s) }
 	case isTerminal(e.out) && o.Count == 0:
 		return topTerminal(e, c.App.Reader, o, keeper)

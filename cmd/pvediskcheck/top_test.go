@@ -375,11 +375,16 @@ func TestTopNoTerminalNoRedraw(t *testing.T) {
 // fit, each cleared to its end, then the rest of the screen.
 func TestScreenDraw(t *testing.T) {
 	var b bytes.Buffer
-	s := &screen{w: &b, fd: -1}
+	s := &screen{w: newTextOut(&b), fd: -1}
 	lines := make([]string, 30)
 	for i := range lines {
 		lines[i] = sf("line %d %s", i, strings.Repeat("x", 100))
 	}
+	// A finding of a VM named with escapes (issue 31): printed escaped,
+	// cut where the escaped text reaches the width; its code's colour is
+	// kept whole and reset when cut.
+	lines[1] = ctl(yellow) + "guest-name" + ctl(reset) + ": VM \x1b]0;pwned\x07\x1b[2J " + strings.Repeat("y", 100)
+	lines[2] = ctl(yellow) + strings.Repeat("z", 100) + ctl(reset)
 	s.draw(lines)
 	got := b.String()
 	if !strings.HasPrefix(got, escHome) || !strings.HasSuffix(got, escClearBelow) {
@@ -388,6 +393,15 @@ func TestScreenDraw(t *testing.T) {
 	frame := strings.Split(strings.TrimSuffix(strings.TrimPrefix(got, escHome), escClearBelow), "\r\n")
 	if len(frame) != 24 || frame[0] != ("line 0 " + strings.Repeat("x", 100))[:80]+escClearLine || !strings.HasPrefix(frame[23], "line 23 ") {
 		t.Errorf("%d lines, first %q", len(frame), frame[0])
+	}
+	if want := yellow + "guest-name" + reset + `: VM \x1b]0;pwned\a\x1b[2J ` + strings.Repeat("y", 80-len(`guest-name: VM \x1b]0;pwned\a\x1b[2J `)) + escClearLine; len(frame) > 1 && frame[1] != want {
+		t.Errorf("hostile line %q\nwant %q", frame[1], want)
+	}
+	if want := yellow + strings.Repeat("z", 80) + reset + escClearLine; len(frame) > 2 && frame[2] != want {
+		t.Errorf("painted line cut %q", frame[2])
+	}
+	if strings.Contains(got, ctlMark) || strings.Count(got, "\x1b]") != 0 || strings.Count(got, "\x1b[2J") != 0 {
+		t.Errorf("a mark or a foreign sequence reached the terminal: %q", got)
 	}
 	if newKeyboard(&b) != nil || newKeyboard(strings.NewReader("q")) != nil {
 		t.Error("keyboard on something that is not a terminal")
@@ -593,6 +607,26 @@ func TestTopGuestNamesE2E(t *testing.T) {
 		if strOrNil(d.GuestByID) != w.byID || strOrNil(d.GuestDevice) != w.dev {
 			t.Errorf("cache %s: by-id %v device %v, want %s %s", d.ID, strOrNil(d.GuestByID), strOrNil(d.GuestDevice), w.byID, w.dev)
 		}
+	}
+
+	// Issue 31: a hostile guest names its mount point with escape
+	// sequences (a window title, a screen clear): top's and cache's text
+	// print them escaped, JSON holds them as they are.
+	if _, err := e2e.Sh(ctx, agent, `umount /mnt/s1 && d="/mnt/$(printf 'x\033]0;pwned\007\033[2J')" && mkdir -p "$d" && mount `+scsi+` "$d"`); err != nil {
+		t.Fatal(err)
+	}
+	shown := `/mnt/x\x1b]0;pwned\a\x1b[2J`
+	txt, errs, code := runCLI(t, "--root", n.Root, "top", "370", "--count", "2", "--interval", "1s")
+	if code != 0 || strings.ContainsAny(txt+errs, "\x1b\x07") || !strings.Contains(txt, shown) {
+		t.Errorf("top with a hostile mount point: exit %d\n%q\n%s", code, txt, errs)
+	}
+	txt, errs, code = runCLI(t, "--root", n.Root, "cache", "370")
+	if code != 0 || strings.ContainsAny(txt+errs, "\x1b\x07") || !strings.Contains(txt, "in the guest: "+scsi+" "+shown) {
+		t.Errorf("cache with a hostile mount point: exit %d\n%q\n%s", code, txt, errs)
+	}
+	code, _, samples = topStream(t, []string{"--root", n.Root, "top", "370", "--count", "2", "--interval", "1s"}, nil)
+	if d := rowsOf(samples[len(samples)-1], 370)["scsi1"]; code != 0 || len(d.GuestMounts) != 1 || d.GuestMounts[0] != "/mnt/x\x1b]0;pwned\x07\x1b[2J" {
+		t.Errorf("top --json: exit %d, mounts %q", code, d.GuestMounts)
 	}
 }
 
