@@ -167,6 +167,9 @@ func printForwarded(e *env, g cluster.Guest, m cluster.Member, r *cluster.Reply,
 	}
 	if e.json {
 		if strings.TrimSpace(r.Stdout) != "" {
+			if err := cluster.VetForwarded([]byte(r.Stdout), g); err != nil {
+				return exitcode.Unreachablef("%s (%s): %v", g, cluster.BadReply, err)
+			}
 			doc, err := cluster.TagDocument([]byte(r.Stdout), m.Name, other)
 			if err != nil {
 				return exitcode.Unreachablef("%s (%s): printed JSON that cannot be read: %v", g, cluster.BadReply, err)
@@ -316,6 +319,13 @@ func askCluster(c *cli.Context, e *env, a *clusterAsk, view *cluster.View, nodes
 		}
 		return sshTo(e, view).Call(ctx, m, args[m.Name], limit)
 	})
+	// A node's answer is checked against pmxcfs before it is believed:
+	// its VMs only (and only those asked), its counts bounded.
+	var asked func(string) []string
+	if a.Args == cluster.VMIDs {
+		asked = pos
+	}
+	cluster.Vet(answers, view.Local, view.VMs, asked)
 	if a.ConfigOnly {
 		cluster.FromConfigs(e.ctx(), answers, view.Local, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
 			own, _ := remoteArgs(c, e, a.Args, view.Local, true, pos(m.Name))

@@ -86,6 +86,28 @@ func fakeSSH(args []string) int {
 		// A reply whose output holds what a terminal acts on.
 		os.Stdout.Write(cluster.Reply{Version: "dev", Node: "pve2", Exit: 0, Stdout: "VM 380: " + hostile + "\n"}.Encode())
 		return 0
+	case "!foreign-vms", "!bad-counts", "!huge-counts", "!unasked", "!twice", "!other-vmid":
+		// A node that answers as pve2 with what it cannot know or
+		// cannot be (issue 31): VMs of other nodes, counts below 0 or
+		// of 10^18, a VM it was not asked about, one VM twice, another
+		// VM than the one forwarded.
+		vms := map[string]string{"!foreign-vms": "380,370,390", "!bad-counts": "380", "!huge-counts": "380", "!unasked": "380,381", "!twice": "380,380", "!other-vmid": ""}[target]
+		summary := map[string]string{"!bad-counts": `{"vms":-3,"errors":0,"warnings":0,"infos":0}`, "!huge-counts": `{"vms":1,"errors":1000000000000000000,"warnings":0,"infos":0}`}[target]
+		if summary == "" {
+			summary = `{"vms":1,"errors":0,"warnings":1,"infos":0}`
+		}
+		var items []string
+		for _, id := range strings.Split(vms, ",") {
+			if id != "" {
+				items = append(items, `{"vmid":`+id+`,"running":false,"findings":[]}`)
+			}
+		}
+		doc := `{"vms":[` + strings.Join(items, ",") + `],"summary":` + summary + `}`
+		if target == "!other-vmid" {
+			doc = `{"vmid":390,"running":false,"disks":[]}`
+		}
+		os.Stdout.Write(cluster.Reply{Version: "dev", Node: "pve2", Exit: 1, Stdout: doc}.Encode())
+		return 1
 	case "!garbage":
 		fmt.Println("<html><body>502 Bad Gateway</body></html>")
 		return 0
@@ -564,5 +586,57 @@ func TestClusterTopNamesTheNode(t *testing.T) {
 	}
 	if calls := fc.sshCalls(t); len(calls) != 0 {
 		t.Errorf("top went over SSH: %v", calls)
+	}
+}
+
+// A node's answer is checked against .vmlist and bounded before it is
+// believed (issue 31, cluster): VMs of other nodes, counts below 0 or of
+// 10^18, a VM it was not asked about, one VM twice, another VM than the
+// one forwarded. The node is bad-reply naming what is wrong, its VMs are
+// judged from their configs here, the summary holds none of it, exit 3.
+func TestClusterAnswerVetted(t *testing.T) {
+	for _, c := range []struct {
+		host, why string
+		args      []string
+		vms       string
+	}{
+		{"!foreign-vms", "VM 370, which /etc/pve/.vmlist places on pve1", nil, "370@pve1 380@pve2(config-only) 381@pve2(config-only) 390@pve3"},
+		{"!bad-counts", "summary.vms is -3, not a count from 0 to 1000000", nil, "370@pve1 380@pve2(config-only) 381@pve2(config-only) 390@pve3"},
+		{"!huge-counts", "summary.errors is 1000000000000000000, not a count from 0 to 1000000", nil, "370@pve1 380@pve2(config-only) 381@pve2(config-only) 390@pve3"},
+		{"!twice", "VM 380 twice", nil, "370@pve1 380@pve2(config-only) 381@pve2(config-only) 390@pve3"},
+		{"!unasked", "VM 381, which it was not asked about", []string{"--json", "check", "380", "370"}, "370@pve1 380@pve2(config-only)"},
+	} {
+		t.Run(c.host, func(t *testing.T) {
+			fc := newFakeCluster(t)
+			t.Setenv(hostEnv("127.0.0.2"), c.host)
+			args := c.args
+			if args == nil {
+				args = []string{"--json", "check", "--all", "--cluster"}
+			}
+			out, errs, code := fc.run(t, args...)
+			m := decodeMerged(t, out)
+			want := "pve2 bad-reply (answered what cannot be believed: " + c.why + ")"
+			if code != exitUnreachable || !strings.Contains(errs, want) {
+				t.Errorf("exit %d, stderr %q\nwant %q", code, errs, want)
+			}
+			if got := m.vmNodes(); got != c.vms {
+				t.Errorf("VMs: %s, want %s", got, c.vms)
+			}
+			if m.Summary.VMs < 0 || m.Summary.Errors >= 1000000 || m.Summary.VMs > 4 {
+				t.Errorf("summary believed: %+v", m.Summary)
+			}
+			// The text view says the same.
+			txt, _, _ := fc.run(t, args[1:]...)
+			if !strings.Contains(txt, "pve2  bad-reply ") || !strings.Contains(txt, "VM(s) checked: ") || strings.Contains(txt, "VM(s) checked: -") || strings.Contains(txt, "checked: 1000000000000000000") || strings.Contains(txt, "-3 VM(s)") {
+				t.Errorf("text:\n%s", txt)
+			}
+		})
+	}
+	// A forwarded command answered for another VM.
+	fc := newFakeCluster(t)
+	t.Setenv(hostEnv("127.0.0.2"), "!other-vmid")
+	out, errs, code := fc.run(t, "--json", "cache", "380")
+	if code != exitUnreachable || out != "" || !strings.Contains(errs, "VM 380 on pve2 (bad-reply): answered for VM 390 when asked about VM 380: not believed") {
+		t.Errorf("forwarded: exit %d %q %q", code, out, errs)
 	}
 }
