@@ -15,6 +15,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Lab 19's defaults.
@@ -22,7 +23,11 @@ const (
 	DefaultRuns    = 2
 	DefaultRuntime = 20 * time.Second
 	DefaultRamp    = 3 * time.Second
-	DefaultSize    = "2G"
+	// MaxRuntime and MaxRamp bound --runtime and --ramp: an hour measured
+	// per run, ten minutes of ramp.
+	MaxRuntime  = time.Hour
+	MaxRamp     = 10 * time.Minute
+	DefaultSize = "2G"
 )
 
 // MaxRuns bounds --runs: Lab 19 takes 2 to 5; 100 runs of its 6 jobs on
@@ -142,8 +147,12 @@ func NewMethod(jobs []Job, runs int, runtime, ramp time.Duration, size string) (
 		return m, exitcode.Usagef("--runs %d: from 1 to %d (2 for a spread)", runs, MaxRuns)
 	case runtime < time.Second || runtime%time.Second != 0:
 		return m, exitcode.Usagef("--runtime %s: whole seconds, at least 1s", runtime)
+	case runtime > MaxRuntime:
+		return m, exitcode.Usagef("--runtime %s: at most %s", runtime, units.Short(MaxRuntime))
 	case ramp < 0 || ramp%time.Second != 0:
 		return m, exitcode.Usagef("--ramp %s: whole seconds, 0 or more", ramp)
+	case ramp > MaxRamp:
+		return m, exitcode.Usagef("--ramp %s: at most %s", ramp, units.Short(MaxRamp))
 	case !ok || n < 1<<20 || strings.ContainsAny(m.Size, " \t"):
 		return m, exitcode.Usagef("--size %q: a size of at least 1M, such as 2G or 512M", size)
 	}

@@ -93,6 +93,10 @@ func TestNewMethodEdges(t *testing.T) {
 		{1, time.Second, 0, "1023K", false},
 		{1, time.Second, 0, "2 G", false},
 		{1, time.Second, 0, "lots", false},
+		{1, MaxRuntime, MaxRamp, "1M", true},
+		{1, MaxRuntime + time.Second, 0, "1M", false},
+		{1, time.Second, MaxRamp + time.Second, "1M", false},
+		{1, 1000001 * time.Hour, 0, "1M", false},
 	} {
 		m, err := NewMethod(jobs, c.runs, c.runtime, c.ramp, c.size)
 		if (err == nil) != c.ok || err != nil && exitcode.Of(err) != exitcode.Usage {

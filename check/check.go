@@ -232,7 +232,8 @@ type Options struct {
 	// NextStart also compares with `qm showcmd VMID` (what the next start
 	// runs, [PENDING] applied).
 	NextStart bool
-	// Parallel is how many VMs Run checks at once (< 1 means 1).
+	// Parallel is how many VMs Run checks at once (< 1 means 1, at most
+	// MaxParallel: --parallel).
 	Parallel int
 	// StallAfter, when set, runs disk-stalled (package stall) on a running
 	// VM with this --stall-after: one more QMP exchange and a look at the
@@ -280,6 +281,9 @@ func Targets(p node.Paths, args []string, all bool) ([]int, error) {
 	}
 	return ids, nil
 }
+
+// MaxParallel bounds check --parallel (as metrics': more only queues).
+const MaxParallel = 64
 
 // Run checks the VMs, o.Parallel at a time, with one thin-pool cache for
 // the run, and sums the findings up.

@@ -25,6 +25,13 @@ import (
 // discards the free space of every mounted filesystem, minutes on big ones.
 const DefaultTrimTimeout = 10 * time.Minute
 
+// Bounds of --wait and --trim-timeout: fstrim of a large, fragmented
+// filesystem takes minutes, rarely an hour; six hours is past any.
+const (
+	MaxWait        = 6 * time.Hour
+	MaxTrimTimeout = 6 * time.Hour
+)
+
 // Options say what a run does.
 type Options struct {
 	Mode Mode
@@ -58,6 +65,12 @@ func Validate(o Options) error {
 	}
 	if o.TrimTimeout <= 0 {
 		return exitcode.Usagef("discard: --trim-timeout %s: give a positive duration, e.g. --trim-timeout 10m", o.TrimTimeout)
+	}
+	if o.Wait > MaxWait {
+		return exitcode.Usagef("discard: --wait %s: at most %s", o.Wait, units.Short(MaxWait))
+	}
+	if o.TrimTimeout > MaxTrimTimeout {
+		return exitcode.Usagef("discard: --trim-timeout %s: at most %s", o.TrimTimeout, units.Short(MaxTrimTimeout))
 	}
 	if o.Interval < 0 {
 		return exitcode.Usagef("discard: sampling interval %s: give a positive duration", o.Interval)

@@ -430,6 +430,8 @@ func TestValidate(t *testing.T) {
 		{Options{Mode: Status, TrimTimeout: -time.Second}, "--trim-timeout -1s"},
 		{Options{Mode: "scrub", TrimTimeout: time.Minute}, `unknown mode "scrub"`},
 		{Options{Mode: Wait, Wait: time.Second, TrimTimeout: time.Minute, Interval: -1}, "sampling interval"},
+		{Options{Mode: Wait, Wait: MaxWait + 1, TrimTimeout: time.Minute}, "--wait 6h0m0.000000001s: at most 6h"},
+		{Options{Mode: Trim, TrimTimeout: MaxTrimTimeout + 1}, "--trim-timeout 6h0m0.000000001s: at most 6h"},
 	} {
 		err := Validate(c.o)
 		if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
@@ -439,6 +441,9 @@ func TestValidate(t *testing.T) {
 		if _, err := Run(context.Background(), node.Node{}, nil, nil, c.o); exitcode.Of(err) != exitcode.Usage {
 			t.Errorf("Run %+v: %v", c.o, err)
 		}
+	}
+	if err := Validate(Options{Mode: Wait, Wait: MaxWait, TrimTimeout: MaxTrimTimeout}); err != nil {
+		t.Errorf("the largest durations: %v", err)
 	}
 	if err := Validate(Options{Mode: Wait, Wait: time.Millisecond, TrimTimeout: time.Nanosecond}); err != nil {
 		t.Errorf("smallest positive durations: %v", err)

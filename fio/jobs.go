@@ -9,6 +9,14 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
 
+// Bounds of a job set's numbers (fio jobs --runtime, --ramp, --runs): an
+// hour measured per job, ten minutes of ramp, 100 repetitions.
+const (
+	MaxRuntimeS = 3600
+	MaxRampS    = 600
+	MaxRuns     = 100
+)
+
 // JobSet is Lab 19's method for one disk of a VM.
 type JobSet struct {
 	Device   string // /dev/disk/by-id/... inside the VM
@@ -64,11 +72,14 @@ func (s JobSet) Validate() error {
 		return &InvalidError{"size", s.Size, "expected a size such as 2G or 512M"}
 	}
 	for _, f := range []struct {
-		name     string
-		v, least int
-	}{{"runtime", s.RuntimeS, 1}, {"ramp", s.RampS, 0}, {"runs", s.Runs, 1}} {
+		name           string
+		v, least, most int
+	}{{"runtime", s.RuntimeS, 1, MaxRuntimeS}, {"ramp", s.RampS, 0, MaxRampS}, {"runs", s.Runs, 1, MaxRuns}} {
 		if f.v < f.least {
 			return &InvalidError{f.name, strconv.Itoa(f.v), fmt.Sprintf("must be at least %d", f.least)}
+		}
+		if f.v > f.most {
+			return &InvalidError{f.name, strconv.Itoa(f.v), fmt.Sprintf("must be at most %d", f.most)}
 		}
 	}
 	return nil

@@ -62,6 +62,9 @@ func TestJobSetValidate(t *testing.T) {
 		{"runtime", func(s *JobSet) { s.RuntimeS = 0 }, "runtime"},
 		{"ramp", func(s *JobSet) { s.RampS = -1 }, "ramp"},
 		{"runs", func(s *JobSet) { s.Runs = 0 }, "runs"},
+		{"runtime past its bound", func(s *JobSet) { s.RuntimeS = MaxRuntimeS + 1 }, "runtime"},
+		{"ramp past its bound", func(s *JobSet) { s.RampS = MaxRampS + 1 }, "ramp"},
+		{"runs past their bound", func(s *JobSet) { s.Runs = MaxRuns + 1 }, "runs"},
 	}
 	for _, c := range cases {
 		s := ok
@@ -83,6 +86,7 @@ func TestJobSetValidate(t *testing.T) {
 		func(s *JobSet) { s.Label = "9" },
 		func(s *JobSet) { s.Size = "512M" },
 		func(s *JobSet) { s.RampS = 0 },
+		func(s *JobSet) { s.RuntimeS, s.RampS, s.Runs = MaxRuntimeS, MaxRampS, MaxRuns },
 	} {
 		s := ok
 		good(&s)

@@ -17,6 +17,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // Verdict is the judgement of one disk's flushes over a window.
@@ -72,8 +73,16 @@ const RealDataPercent = 10
 // DefaultWindow is the measurement window when the caller gives none.
 const DefaultWindow = 15 * time.Second
 
+// MaxWindow bounds --for (flush, cache --verify): ten minutes of samples
+// at 10 Hz; a window longer says nothing a shorter one does not.
+const MaxWindow = 10 * time.Minute
+
 // DefaultHz is the sampling rate when the caller gives none.
 const DefaultHz = 4
+
+// MaxHz is the fastest sampling --hz takes (each sample is one QMP
+// exchange); 2 the slowest.
+const MaxHz = 10
 
 // GapIntervals: two consecutive samples further apart than this many
 // sampling intervals leave a gap (a tick that QMP did not answer).
@@ -173,11 +182,14 @@ func (r *Result) Ignored() bool {
 
 // Validate checks a window and a sampling rate as the numbers they are.
 func Validate(window time.Duration, hz float64) error {
-	if !(hz >= 2 && hz <= 10) {
+	if !(hz >= 2 && hz <= MaxHz) {
 		return exitcode.Usagef("--hz %g: use 2 to 10 samples per second", hz)
 	}
 	if window < time.Second {
 		return exitcode.Usagef("--for %s: the window must be at least 1s", window)
+	}
+	if window > MaxWindow {
+		return exitcode.Usagef("--for %s: at most %s", window, units.Short(MaxWindow))
 	}
 	return nil
 }

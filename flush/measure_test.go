@@ -312,6 +312,7 @@ func TestValidate(t *testing.T) {
 		{time.Second, 2, true}, {time.Second, 10, true}, {15 * time.Second, 4, true},
 		{time.Second - 1, 4, false}, {time.Second, 1.99, false}, {time.Second, 10.01, false},
 		{time.Second, 0, false}, {-time.Second, 4, false},
+		{MaxWindow, MaxHz, true}, {MaxWindow + 1, 4, false}, {1000001 * time.Hour, 4, false},
 	} {
 		err := Validate(c.window, c.hz)
 		if (err == nil) != c.ok || err != nil && exitcode.Of(err) != exitcode.Usage {

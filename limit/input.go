@@ -100,6 +100,8 @@ func (in Input) Validate() (Valid, error) {
 		return out, exitcode.Usagef("limit: --verify needs DISK")
 	case in.Verify && window < MinWindow:
 		return out, exitcode.Usagef("limit: --for %s is too short: the first %s are not judged and a verdict needs %s more", window, Skip, MinSteady)
+	case window > MaxWindow:
+		return out, exitcode.Usagef("limit: --for %s: at most %s", window, units.Short(MaxWindow))
 	case in.Histogram && !in.Verify:
 		return out, exitcode.Usagef("limit: --histogram needs --verify")
 	case in.Verify && in.DryRun:

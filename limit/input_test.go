@@ -45,6 +45,8 @@ func TestInputValidate(t *testing.T) {
 		{"a window just under the minimum", Input{Args: disk, Verify: true, For: dur(MinWindow - time.Millisecond)}, "limit: --for 4.999s is too short: the first 3s are not judged and a verdict needs 2s more"},
 		{"--for 0s", Input{Args: disk, Verify: true, For: dur(0)}, "limit: --for 0s is too short"},
 		{"the minimum window", Input{Args: disk, Verify: true, For: dur(MinWindow)}, ""},
+		{"the maximum window", Input{Args: disk, Verify: true, For: dur(MaxWindow)}, ""},
+		{"a window past the maximum", Input{Args: disk, Verify: true, For: dur(MaxWindow + time.Second)}, "limit: --for 10m1s: at most 10m"},
 		{"--verify with --dry-run", Input{Args: disk, Values: wr20, DryRun: true, Verify: true}, "limit: --verify cannot be combined with --dry-run"},
 		{"--verify with a change", Input{Args: disk, Values: wr20, Verify: true}, ""},
 		{"--persist below another root", Input{Args: disk, Values: wr20, Persist: true, Root: "/srv/copy"}, "limit: --persist runs this node's qm, which does not know --root /srv/copy; refusing"},

@@ -32,6 +32,8 @@ const (
 	MinSteady = 2 * time.Second
 	// MinWindow is the shortest window --verify accepts.
 	MinWindow = Skip + MinSteady
+	// MaxWindow is the longest (as flush's: ten minutes).
+	MaxWindow = 10 * time.Minute
 	// minSteadySpan is MinSteady less a sample of jitter: the samples that
 	// bound the steady part are read when the shared socket lets them.
 	minSteadySpan = MinSteady - Interval/5

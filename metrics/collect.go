@@ -78,6 +78,11 @@ var Sources = []Source{SourceNode, SourceConfig, SourceQMP, SourceThreads, Sourc
 // and top: 8).
 const DefaultParallel = 8
 
+// MaxParallel bounds --parallel: each VM read at once holds a QMP
+// connection and a goroutine; more than this only queues on the 2 to 64
+// cores of a node.
+const MaxParallel = 64
+
 // Options say how to collect.
 type Options struct {
 	// Parallel is how many VMs are read at once; < 1 means DefaultParallel.

@@ -230,6 +230,12 @@ func TestValidate(t *testing.T) {
 	if err := Validate(n.Paths, Options{Parallel: -1}); err == nil || !strings.Contains(err.Error(), "--parallel -1") {
 		t.Errorf("%v", err)
 	}
+	if err := Validate(n.Paths, Options{Parallel: MaxParallel}); err != nil {
+		t.Errorf("--parallel %d: %v", MaxParallel, err)
+	}
+	if err := Validate(n.Paths, Options{Parallel: MaxParallel + 1}); err == nil || err.Error() != "--parallel 65: at most 64" {
+		t.Errorf("%v", err)
+	}
 	if err := Validate(node.NewPaths(t.TempDir(), "", ""), Options{}); err == nil {
 		t.Error("a tree without /etc/pve validated")
 	}

@@ -44,6 +44,10 @@ const scrapeShare = 0.9
 // QMP exchange. Prometheus' scrape_timeout is seconds in practice.
 const MinScrapeDeadline = time.Second
 
+// MaxDeadline bounds --deadline: Prometheus' scrape_timeout is at most its
+// scrape_interval, minutes at the very most.
+const MaxDeadline = 10 * time.Minute
+
 // Registry registers s alone: the gatherer every output is encoded from.
 func Registry(s *Snapshot) *prometheus.Registry {
 	reg := prometheus.NewPedanticRegistry()
@@ -337,6 +341,9 @@ func Listen(addr string) (ln net.Listener, note string, err error) {
 func Validate(p node.Paths, o Options) error {
 	if o.Parallel < 0 {
 		return exitcode.Usagef("--parallel %d: give a positive number", o.Parallel)
+	}
+	if o.Parallel > MaxParallel {
+		return exitcode.Usagef("--parallel %d: at most %d", o.Parallel, MaxParallel)
 	}
 	return p.CheckNode()
 }

@@ -127,6 +127,11 @@ func New(p Paths, timeout time.Duration) Node {
 // --timeout says otherwise.
 const DefaultTimeout = 5 * time.Second
 
+// MaxTimeout bounds --timeout: cluster mode's deadline is 6 of it plus the
+// windows, and a deadline of hours is no deadline (issue 31: unbounded
+// durations hung and overflowed).
+const MaxTimeout = 10 * time.Minute
+
 // nodeNameRe is a host name label, as Proxmox's node names are.
 var nodeNameRe = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?$`)
 

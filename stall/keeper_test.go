@@ -16,7 +16,7 @@ import (
 
 // --stall-after: a second is the least taken, a usage error below it.
 func TestValidateAfter(t *testing.T) {
-	for d, ok := range map[time.Duration]bool{0: false, 999 * time.Millisecond: false, time.Second: true, 10 * time.Second: true} {
+	for d, ok := range map[time.Duration]bool{0: false, 999 * time.Millisecond: false, time.Second: true, 10 * time.Second: true, MaxAfter: true, MaxAfter + 1: false, 1000001 * time.Hour: false} {
 		err := ValidateAfter(d)
 		if (err == nil) != ok || !ok && exitcode.Of(err) != exitcode.Usage {
 			t.Errorf("%s: %v (exit %d), want accepted %v", d, err, exitcode.Of(err), ok)

@@ -54,6 +54,10 @@ const DefaultAfter = 5 * time.Second
 // waiting out its throttle bucket reads as stuck.
 const MinAfter = time.Second
 
+// MaxAfter bounds --stall-after: a disk that completes nothing for an
+// hour has long been a stall.
+const MaxAfter = time.Hour
+
 // Source names where a piece of evidence comes from.
 type Source string
 
@@ -339,6 +343,9 @@ func whyUnread(ts []Thread) string {
 func ValidateAfter(d time.Duration) error {
 	if d < MinAfter {
 		return exitcode.Usagef("--stall-after %s: give at least %s", d, MinAfter)
+	}
+	if d > MaxAfter {
+		return exitcode.Usagef("--stall-after %s: at most %s", d, units.Short(MaxAfter))
 	}
 	return nil
 }

@@ -70,6 +70,12 @@ var ErrStop = errors.New("stop")
 const (
 	// DefaultInterval is one sample per second, as top and iostat do.
 	DefaultInterval = time.Second
+	// MaxInterval bounds --interval: top --interval 1h1000000h (114
+	// years) was taken and hung; an hour between samples is as slow as a
+	// live view gets.
+	MaxInterval = time.Hour
+	// MaxCount bounds --count: a million samples (11 days at 1 s).
+	MaxCount = 1_000_000
 	// MinInterval: each sample is one QMP exchange per VM of a few
 	// commands (~1 ms each in QEMU's main loop); ten per second is the
 	// most a shared socket should see from a monitoring tool.
@@ -98,8 +104,14 @@ func Validate(p node.Paths, o Options) error {
 			return err
 		}
 	}
+	if o.Interval > MaxInterval {
+		return exitcode.Usagef("--interval %s: at most %s", o.Interval, units.Short(MaxInterval))
+	}
 	if o.Count < 0 {
 		return exitcode.Usagef("--count %d: give a positive number (0: until interrupted)", o.Count)
+	}
+	if o.Count > MaxCount {
+		return exitcode.Usagef("--count %d: at most %d", o.Count, MaxCount)
 	}
 	if o.Sort != "" {
 		if _, err := ParseSortKey(string(o.Sort)); err != nil {

@@ -237,6 +237,11 @@ func TestValidate(t *testing.T) {
 		{Options{}, exitcode.Usage, "--interval 0s: give at least 100ms"},
 		{Options{Interval: -time.Second}, exitcode.Usage, "--interval -1s: give at least 100ms"},
 		{Options{Interval: DefaultInterval, Count: -1}, exitcode.Usage, "--count -1: give a positive number (0: until interrupted)"},
+		// The upper bounds, at and past them (issue 31: 1h1000000h hung).
+		{Options{Interval: MaxInterval, Count: MaxCount}, exitcode.OK, ""},
+		{Options{Interval: MaxInterval + time.Nanosecond}, exitcode.Usage, "--interval 1h0m0.000000001s: at most 1h"},
+		{Options{Interval: 1000001 * time.Hour}, exitcode.Usage, "--interval 1000001h0m0s: at most 1h"},
+		{Options{Interval: DefaultInterval, Count: MaxCount + 1}, exitcode.Usage, "--count 1000001: at most 1000000"},
 		{Options{Interval: DefaultInterval, Sort: "fast"}, exitcode.Usage, `--sort "fast": not a sort key`},
 		{Options{Interval: DefaultInterval, VMIDs: []int{370, 371}}, exitcode.Usage, "VM 371: no such VM on this node"},
 	} {

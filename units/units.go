@@ -129,6 +129,19 @@ func Duration(d time.Duration) string {
 	return d.Round(unit).String()
 }
 
+// Short is a round duration without Go's trailing zero units, as a
+// bound is written in help and errors: 1h, 10m, 1h30m, 100ms.
+func Short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Ms is d in milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

@@ -93,3 +93,14 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+func TestShort(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Hour: "1h", 10 * time.Minute: "10m", 90 * time.Minute: "1h30m", 6 * time.Hour: "6h",
+		100 * time.Millisecond: "100ms", time.Second: "1s", 61 * time.Second: "1m1s", 0: "0s",
+	} {
+		if got := Short(d); got != want {
+			t.Errorf("Short(%s) = %s, want %s", d, got, want)
+		}
+	}
+}

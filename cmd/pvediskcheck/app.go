@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -38,7 +39,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"PVEDISKCHECK_ROOT"}, Usage: "node filesystem root; every host path derives from it (a copied support bundle works)"},
 			&cli.StringFlag{Name: "proc", Usage: "procfs mount (default ROOT/proc)"},
 			&cli.StringFlag{Name: "sys", Usage: "sysfs mount (default ROOT/sys)"},
-			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "deadline for every socket exchange and external command"},
+			maxDuration(&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "deadline for every socket exchange and external command"}, node.MaxTimeout),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},

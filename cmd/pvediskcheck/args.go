@@ -1,9 +1,14 @@
 package main
 
 import (
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // interspersed lets flags follow positional arguments, as operators type
@@ -143,4 +148,67 @@ func takesValue(flags []cli.Flag, a string) bool {
 		}
 	}
 	return false
+}
+
+// Every number flag has an upper bound, the capability's constant: a value
+// past it is bad input (exit 2) naming the flag, refused as the flags are
+// read, before the command runs; the usage says the bound (top --interval
+// 1h1000000h was taken and hung; TestNumberFlagsBounded checks every
+// flag). Lower bounds stay where the capability checks them.
+
+// maxDuration bounds a duration flag.
+func maxDuration(f *cli.DurationFlag, most time.Duration) *cli.DurationFlag {
+	f.Usage = withBound(f.Usage, units.Short(most))
+	prev := f.Action
+	f.Action = func(c *cli.Context, d time.Duration) error {
+		if d > most {
+			return exitcode.Usagef("--%s %s: at most %s", f.Name, d, units.Short(most))
+		}
+		if prev != nil {
+			return prev(c, d)
+		}
+		return nil
+	}
+	return f
+}
+
+// maxInt bounds an integer flag.
+func maxInt(f *cli.IntFlag, most int) *cli.IntFlag {
+	f.Usage = withBound(f.Usage, strconv.Itoa(most))
+	prev := f.Action
+	f.Action = func(c *cli.Context, n int) error {
+		if n > most {
+			return exitcode.Usagef("--%s %d: at most %d", f.Name, n, most)
+		}
+		if prev != nil {
+			return prev(c, n)
+		}
+		return nil
+	}
+	return f
+}
+
+// maxFloat bounds a number flag.
+func maxFloat(f *cli.Float64Flag, most float64) *cli.Float64Flag {
+	f.Usage = withBound(f.Usage, strconv.FormatFloat(most, 'g', -1, 64))
+	prev := f.Action
+	f.Action = func(c *cli.Context, x float64) error {
+		if !(x <= most) { // NaN too
+			return exitcode.Usagef("--%s %s: at most %s", f.Name, strconv.FormatFloat(x, 'g', 6, 64), strconv.FormatFloat(most, 'g', -1, 64))
+		}
+		if prev != nil {
+			return prev(c, x)
+		}
+		return nil
+	}
+	return f
+}
+
+// withBound adds "at most MOST" to a usage: inside its closing
+// parenthesis, or as one.
+func withBound(usage, most string) string {
+	if strings.HasSuffix(usage, ")") {
+		return strings.TrimSuffix(usage, ")") + "; at most " + most + ")"
+	}
+	return usage + " (at most " + most + ")"
 }

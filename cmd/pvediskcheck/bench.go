@@ -17,7 +17,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
-	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -32,18 +31,23 @@ func init() {
 }
 
 func benchCommand() *cli.Command {
+	jobsFlags := (&fileFlag{
+		StringFlag: &cli.StringFlag{Name: "jobs", TakesFile: true, Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
+		max:        bench.MaxJobFileBytes,
+		check:      func(name string, b []byte) error { _, err := bench.ParseJobFile(name, string(b)); return err },
+	}).flags()
 	return &cli.Command{
 		Name:        "bench",
 		Usage:       "run Lab 19's fio method in the guest through the guest agent, with the node's evidence next to each number",
 		ArgsUsage:   "VMID DISK...",
 		Description: helpText("bench"),
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: fmt.Sprintf("repetitions of each timed job (interleaved across disks; 1 to %d)", bench.MaxRuns)},
-			&cli.DurationFlag{Name: "runtime", Value: bench.DefaultRuntime, Usage: "measured time per timed job (whole seconds)"},
-			&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"},
+			maxInt(&cli.IntFlag{Name: "runs", Value: bench.DefaultRuns, Usage: "repetitions of each timed job (interleaved across disks; at least 1)"}, bench.MaxRuns),
+			maxDuration(&cli.DurationFlag{Name: "runtime", Value: bench.DefaultRuntime, Usage: "measured time per timed job (whole seconds)"}, bench.MaxRuntime),
+			maxDuration(&cli.DurationFlag{Name: "ramp", Value: bench.DefaultRamp, Usage: "fio ramp_time before each timed job is measured"}, bench.MaxRamp),
 			&cli.StringFlag{Name: "size", Value: bench.DefaultSize, Usage: "test area per disk (fio size=)"},
 			&cli.StringSliceFlag{Name: "job", Usage: "run only this job (repeatable; default: every job)"},
-			&cli.StringFlag{Name: "jobs", TakesFile: true, Usage: "your own fio job `FILE` instead of Lab 19's set (options of how to do I/O, by their whole names; the target and the area are bench's)"},
+			jobsFlags[0], jobsFlags[1],
 			&cli.BoolFlag{Name: "no-precondition", Usage: "skip the fill job that writes the area before the timed jobs"},
 			&cli.StringSliceFlag{Name: "destroy", Usage: "write over `DISK` even if it holds data (its exact key; repeatable)"},
 			&cli.StringSliceFlag{Name: "file-in", Usage: "test a file on the guest filesystem mounted at `MOUNTPOINT` (repeatable)"},
@@ -81,24 +85,20 @@ func benchRuns(c *cli.Context) time.Duration {
 
 func benchMethod(c *cli.Context) (bench.Method, error) {
 	jobs := bench.LabJobSet()
-	if f := c.String("jobs"); f != "" {
-		// The admin's file, read as the node's files are (a FIFO or
-		// /dev/zero is refused, the size bounded); an error quotes it
-		// only once it parsed as a job file (ParseJobFile).
-		rd := node.New(node.NewPaths("/", "", ""), c.Duration("timeout"))
-		b, err := rd.ReadInput(c.Context, f, bench.MaxJobFileBytes)
-		if err != nil {
-			code := exitcode.Usage
-			if errors.Is(err, node.ErrFileTimeout) {
-				code = exitcode.Unreachable
-			}
-			return bench.Method{}, exitcode.Wrap(code, "--jobs", err)
-		}
-		if jobs, err = bench.ParseJobFile(f, string(b)); err != nil {
+	// The admin's file, read as the node's files are (a FIFO or /dev/zero
+	// is refused, the size bounded; fileFlag); an error quotes it only
+	// once it parsed as a job file (ParseJobFile). For a VM of another
+	// node its content travels there (--jobs-content), read here.
+	name, data, ok, err := readFileArg(c, newEnv(c), "jobs")
+	if err != nil {
+		return bench.Method{}, err
+	}
+	if ok {
+		if jobs, err = bench.ParseJobFile(name, string(data)); err != nil {
 			return bench.Method{}, err
 		}
 	}
-	jobs, err := bench.Pick(jobs, c.StringSlice("job"), c.Bool("no-precondition"))
+	jobs, err = bench.Pick(jobs, c.StringSlice("job"), c.Bool("no-precondition"))
 	if err != nil {
 		return bench.Method{}, err
 	}

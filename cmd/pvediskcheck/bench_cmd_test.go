@@ -40,7 +40,7 @@ func TestBenchUsageErrors(t *testing.T) {
 	}{
 		{[]string{"bench", "370"}, "name the disks to measure"},
 		{[]string{"bench", "370", "scsi1", "--runs", "0"}, "--runs 0"},
-		{[]string{"bench", "370", "scsi1", "--runs", "101"}, "--runs 101: from 1 to 100"},
+		{[]string{"bench", "370", "scsi1", "--runs", "101"}, "--runs 101: at most 100"},
 		{[]string{"bench", "370", "scsi1", "--jobs", "/dev/zero"}, "--jobs: /dev/zero: is a character device, not a regular file"},
 		{[]string{"bench", "370", "scsi1", "--jobs", fifo}, "is a FIFO, not a regular file"},
 		{[]string{"bench", "370", "scsi1", "--jobs", dir}, "is a directory"},

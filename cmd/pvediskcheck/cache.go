@@ -25,7 +25,7 @@ func cacheCommand() *cli.Command {
 		Description: helpText("cache"),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "verify", Usage: "also measure whether flushes are honoured (disks whose writes can wait in node RAM; takes --for)"},
-			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window for --verify"},
+			maxDuration(&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window for --verify"}, flush.MaxWindow),
 			&cli.BoolFlag{Name: "trigger", Usage: "with --verify: run sync in the guest through the guest agent at the start"},
 		},
 		Action: cacheAction,

@@ -35,7 +35,7 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "all", Usage: "check every VM config on this node"},
 			&cli.StringFlag{Name: "fail-on", Value: "warning", Usage: "lowest severity that makes the exit code 1: warning or error"},
 			&cli.BoolFlag{Name: "next-start", Usage: "also parse 'qm showcmd VMID' and list what changes at the next start"},
-			&cli.IntFlag{Name: "parallel", Value: 8, Usage: "VMs checked at once with --all"},
+			maxInt(&cli.IntFlag{Name: "parallel", Value: 8, Usage: "VMs checked at once with --all"}, check.MaxParallel),
 			stallAfterFlag(),
 		}, policyFlags()...),
 		Action: checkAction,

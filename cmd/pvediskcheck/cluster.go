@@ -137,7 +137,7 @@ func forwardVM(changes func(*cli.Context) bool, runs func(*cli.Context) time.Dur
 			return exitcode.Usagef("%s: pvediskcheck reads QEMU VMs, not containers", g)
 		}
 		m := view.Member(g.Node)
-		args, err := remoteArgs(c, e, cluster.VMThenDisks, m.Name, e.json, c.Args().Slice())
+		args, err := remoteArgs(c, e, cluster.VMThenDisks, m, e.json, c.Args().Slice())
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,8 @@ func deadline(c *cli.Context, e *env) time.Duration {
 // parsed values (a number travels as the number it was read as), and the
 // positional arguments, each validated as what it is. Every argument is
 // quoted for the remote shell when it is sent (cluster.SSH.Argv).
-func remoteArgs(c *cli.Context, e *env, kind cluster.Args, nodeName string, asJSON bool, pos []string) ([]string, error) {
+func remoteArgs(c *cli.Context, e *env, kind cluster.Args, m cluster.Member, asJSON bool, pos []string) ([]string, error) {
+	nodeName, nodeAddr := m.Name, m.Address()
 	args := []string{"--" + cluster.ReplyFlag + "=" + nodeName, "--timeout=" + e.timeout.String()}
 	if asJSON {
 		args = append(args, "--json")
@@ -248,6 +249,13 @@ func remoteArgs(c *cli.Context, e *env, kind cluster.Args, nodeName string, asJS
 			v = strconv.FormatFloat(x, 'g', -1, 64)
 		case *cli.StringFlag:
 			v = c.String(name)
+			if ff.TakesFile {
+				// A file or folder the command writes (bench --out,
+				// --report; stall --out), which the other node would
+				// write as its own (a file it reads is a fileFlag, sent
+				// as its content): run it there instead.
+				return nil, exitcode.Usagef("--%s names a file of this node, and the VM is on node %s, which would read or write its own: run the command there, where the path is that node's (ssh -t root@%s pvediskcheck %s ...)", name, nodeName, nodeAddr, c.Command.Name)
+			}
 			if err := cluster.ValidateValue(v); err != nil {
 				return nil, exitcode.Usagef("--%s: %v", name, err)
 			}
@@ -306,7 +314,7 @@ func loadCluster(e *env) (*cluster.View, error) {
 func askCluster(c *cli.Context, e *env, a *clusterAsk, view *cluster.View, nodes []cluster.Member, pos func(string) []string) error {
 	args := map[string][]string{}
 	for _, m := range nodes {
-		r, err := remoteArgs(c, e, a.Args, m.Name, true, pos(m.Name))
+		r, err := remoteArgs(c, e, a.Args, m, true, pos(m.Name))
 		if err != nil {
 			return err
 		}
@@ -328,7 +336,7 @@ func askCluster(c *cli.Context, e *env, a *clusterAsk, view *cluster.View, nodes
 	cluster.Vet(answers, view.Local, view.VMs, asked)
 	if a.ConfigOnly {
 		cluster.FromConfigs(e.ctx(), answers, view.Local, limit, func(ctx context.Context, m cluster.Member) (*cluster.Reply, error) {
-			own, _ := remoteArgs(c, e, a.Args, view.Local, true, pos(m.Name))
+			own, _ := remoteArgs(c, e, a.Args, cluster.Member{Name: view.Local}, true, pos(m.Name))
 			return runHere(ctx, e, view.Local, append([]string{"--" + configOnlyFlag + "=" + m.Name}, own...))
 		})
 	}

@@ -640,3 +640,43 @@ func TestClusterAnswerVetted(t *testing.T) {
 		t.Errorf("forwarded: exit %d %q %q", code, out, errs)
 	}
 }
+
+// A path this node writes, given for a VM of another node (bench --out,
+// --report, stall --out), is refused, saying where to run the command: the
+// other node would write a path of its own (issue 31: --help said they
+// worked, and a path that looked like a word, --out results, was sent).
+// bench --jobs, a file this node reads, travels as its content, checked
+// here first. Nothing runs over SSH for a refusal.
+func TestClusterPathFlagsRefused(t *testing.T) {
+	fc := newFakeCluster(t)
+	for _, args := range [][]string{
+		{"bench", "380", "sata0", "--report", "/root/r.html"},
+		{"bench", "380", "sata0", "--out", "results"},
+		{"stall", "380", "--out", "/var/tmp"},
+	} {
+		out, errs, code := fc.run(t, args...)
+		flag := args[len(args)-2]
+		want := "pvediskcheck: " + flag + " names a file of this node, and the VM is on node pve2, which would read or write its own: run the command there, where the path is that node's (ssh -t root@127.0.0.2 pvediskcheck " + args[0] + " ...)\n"
+		if code != exitUsage || errs != want || out != "" {
+			t.Errorf("%q: exit %d %q\nwant %q", args, code, out+errs, want)
+		}
+	}
+	if calls := fc.sshCalls(t); len(calls) != 0 {
+		t.Errorf("ssh ran: %q", calls)
+	}
+	dir := t.TempDir()
+	bad, good := filepath.Join(dir, "bad.fio"), filepath.Join(dir, "good.fio")
+	os.WriteFile(bad, []byte("[a]\nexec_prer=touch /tmp/x\n"), 0o644)
+	os.WriteFile(good, []byte("[mine]\nrw=randread\nbs=4k\n"), 0o644)
+	if _, errs, code := fc.run(t, "bench", "380", "sata0", "--jobs", bad); code != exitUsage || !strings.Contains(errs, "exec_prer is not a whole option name") {
+		t.Errorf("a bad --jobs file for another node: exit %d %q", code, errs)
+	}
+	if calls := fc.sshCalls(t); len(calls) != 0 {
+		t.Errorf("ssh ran for a bad file: %q", calls)
+	}
+	fc.run(t, "bench", "380", "sata0", "--jobs", good, "--dry-run")
+	calls := fc.sshCalls(t)
+	if len(calls) != 1 || !strings.Contains(strings.Join(calls[0], " "), "'--jobs-content=") || strings.Contains(strings.Join(calls[0], " "), "'--jobs=") {
+		t.Errorf("--jobs sent as: %q", calls)
+	}
+}

@@ -29,8 +29,8 @@ func discardCommand() *cli.Command {
 		Description: helpText("discard"),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "trim", Usage: "ask the guest to trim (guest agent guest-fstrim) and prove what came back"},
-			&cli.DurationFlag{Name: "wait", Usage: "watch for `DURATION` while fstrim runs in the guest (no guest agent needed), then prove what came back"},
-			&cli.DurationFlag{Name: "trim-timeout", Value: discard.DefaultTrimTimeout, Usage: "how long guest-fstrim may take"},
+			maxDuration(&cli.DurationFlag{Name: "wait", Usage: "watch for `DURATION` while fstrim runs in the guest (no guest agent needed), then prove what came back"}, discard.MaxWait),
+			maxDuration(&cli.DurationFlag{Name: "trim-timeout", Value: discard.DefaultTrimTimeout, Usage: "how long guest-fstrim may take"}, discard.MaxTrimTimeout),
 		},
 		Action: discardAction,
 	}

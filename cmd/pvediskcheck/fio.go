@@ -68,9 +68,9 @@ func fioCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "label", Usage: "label in the result file names, naming the storage under test: letters, digits, -_.:+ (default: the drive name, e.g. scsi1)"},
 					&cli.StringFlag{Name: "size", Value: "2G", Usage: "test area, in fio's units; larger than the node's RAM keeps caches out of the reads"},
-					&cli.IntFlag{Name: "runtime", Value: 20, Usage: "seconds measured per job"},
-					&cli.IntFlag{Name: "ramp", Value: 3, Usage: "seconds of ramp_time before measuring"},
-					&cli.IntFlag{Name: "runs", Value: 3, Usage: "repetitions of every job (3 or more gives a CV and a p-value)"},
+					maxInt(&cli.IntFlag{Name: "runtime", Value: 20, Usage: "seconds measured per job"}, fio.MaxRuntimeS),
+					maxInt(&cli.IntFlag{Name: "ramp", Value: 3, Usage: "seconds of ramp_time before measuring"}, fio.MaxRampS),
+					maxInt(&cli.IntFlag{Name: "runs", Value: 3, Usage: "repetitions of every job (3 or more gives a CV and a p-value)"}, fio.MaxRuns),
 				},
 				Action: fioJobsAction,
 			},

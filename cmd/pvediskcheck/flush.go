@@ -24,8 +24,8 @@ func flushCommand() *cli.Command {
 		ArgsUsage:   "VMID [DISK...]",
 		Description: helpText("flush"),
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window"},
-			&cli.Float64Flag{Name: "hz", Value: flush.DefaultHz, Usage: "samples per second (2-10)"},
+			maxDuration(&cli.DurationFlag{Name: "for", Value: flush.DefaultWindow, Usage: "measurement window"}, flush.MaxWindow),
+			maxFloat(&cli.Float64Flag{Name: "hz", Value: flush.DefaultHz, Usage: "samples per second (at least 2)"}, flush.MaxHz),
 			&cli.BoolFlag{Name: "trigger", Usage: "run sync in the guest through the guest agent at the start of the window"},
 			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE for the window: set latency histograms on the disks for flush and write p50/p95/p99 (one found set is used as it is); cleared after"},
 		},

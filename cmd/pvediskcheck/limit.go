@@ -31,7 +31,7 @@ func limitCommand() *cli.Command {
 		&cli.BoolFlag{Name: "persist", Usage: "run 'qm set' instead: Proxmox applies the change live and saves it in the config"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the QMP command or the qm set line and change nothing"},
 		&cli.BoolFlag{Name: "verify", Usage: "measure the disk's throughput (query-blockstats) and give a verdict per limit"},
-		&cli.DurationFlag{Name: "for", Value: limit.DefaultWindow, Usage: "measurement window for --verify (at least 5s; the first 3s are not judged)"},
+		maxDuration(&cli.DurationFlag{Name: "for", Value: limit.DefaultWindow, Usage: "measurement window for --verify (at least 5s; the first 3s are not judged)"}, limit.MaxWindow),
 		&cli.BoolFlag{Name: "histogram", Usage: "with --verify, CHANGES QEMU STATE for the window: set a latency histogram on the disk for p50/p95/p99 (one found set is used as it is); cleared after"},
 	)
 	return &cli.Command{

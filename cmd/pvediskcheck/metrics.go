@@ -30,8 +30,8 @@ func metricsCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "textfile", Usage: "write `DIR`/" + metrics.TextfileName + " (atomically) for node_exporter's textfile collector, then exit", TakesFile: true},
 			&cli.StringFlag{Name: "listen", Usage: "serve /metrics on ADDR (host:port) until interrupted"},
-			&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"},
-			&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"},
+			maxDuration(&cli.DurationFlag{Name: "deadline", Value: metrics.DefaultDeadline, Usage: "with --listen: the most one collection may take"}, metrics.MaxDeadline),
+			maxInt(&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"}, metrics.MaxParallel),
 			stallAfterFlag(),
 			captureFlag(),
 			&cli.BoolFlag{Name: "histogram", Usage: "with --listen, CHANGES QEMU STATE: set latency histograms on every running disk and export them (one found set is used as it is); cleared on exit"},

@@ -36,13 +36,13 @@ func stallCommand() *cli.Command {
 
 // stallAfterFlag is --stall-after of top, metrics, check and stall.
 func stallAfterFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "stall-after", Value: stall.DefaultAfter,
+	return maxDuration(&cli.DurationFlag{Name: "stall-after", Value: stall.DefaultAfter,
 		Usage:  "a disk with requests outstanding that completes none for this long is stalled (at least 1s)",
-		Action: func(_ *cli.Context, d time.Duration) error { return stall.ValidateAfter(d) }}
+		Action: func(_ *cli.Context, d time.Duration) error { return stall.ValidateAfter(d) }}, stall.MaxAfter)
 }
 
 // captureBound is what a capture folder keeps, as the help says it.
-var captureBound = fmt.Sprintf("%d captures or %s", stall.MaxKept, units.Bytes(stall.MaxKeptBytes))
+var captureBound = fmt.Sprintf("%d captures or %d MiB", stall.MaxKept, stall.MaxKeptBytes>>20)
 
 // captureFlag is --capture of top and metrics. (Its usage names no value
 // in backquotes: urfave/cli takes the first backquoted word for the

@@ -35,8 +35,8 @@ func topCommand() *cli.Command {
 		ArgsUsage:   "[VMID...]",
 		Description: helpText("top"),
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"},
-			&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"},
+			maxDuration(&cli.DurationFlag{Name: "interval", Value: top.DefaultInterval, Usage: "time between samples (at least 100ms)"}, top.MaxInterval),
+			maxInt(&cli.IntFlag{Name: "count", Usage: "batch mode: print this many samples one after another, then exit (0: until q or Ctrl-C)"}, top.MaxCount),
 			&cli.StringFlag{Name: "sort", Value: string(top.SortBusy), Usage: "row order: " + top.SortKeyNames()},
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 			stallAfterFlag(),
