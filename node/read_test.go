@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,16 +136,33 @@ func TestReadFileBound(t *testing.T) {
 	}
 }
 
+// stallOpens makes every open block until the test ends (a read that never
+// returns, which no regular file on a test machine does). At the end the
+// opens are let go and waited for before openFile is put back, so the
+// reads the test gave up on do not race the restore.
+func stallOpens(t *testing.T) {
+	release := make(chan struct{})
+	var opens sync.WaitGroup
+	orig := openFile
+	openFile = func(path string) (*os.File, error) {
+		opens.Add(1)
+		defer opens.Done()
+		<-release
+		return orig(path)
+	}
+	t.Cleanup(func() {
+		close(release)
+		opens.Wait()
+		openFile = orig
+	})
+}
+
 // A read that blocks (pmxcfs without quorum, a hung NFS) is given up after
 // the node's timeout, exit 3 naming the file; a cancelled context (SIGINT,
 // SIGTERM) ends it at once.
 func TestReadFileStalls(t *testing.T) {
 	n, _ := readTree(t)
-	release := make(chan struct{})
-	defer close(release)
-	orig := openFile
-	openFile = func(path string) (*os.File, error) { <-release; return orig(path) }
-	defer func() { openFile = orig }()
+	stallOpens(t)
 	n.Timeout = 50 * time.Millisecond
 	t0 := time.Now()
 	_, err := n.ReadFile(context.Background(), n.Paths.StorageCfg())
@@ -313,11 +331,7 @@ func TestReadInputPolicy(t *testing.T) {
 	if _, err := n.ReadInput(ctx, filepath.Join(t.TempDir(), "absent"), 1<<10); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("absent: %v", err)
 	}
-	release := make(chan struct{})
-	defer close(release)
-	orig := openFile
-	openFile = func(path string) (*os.File, error) { <-release; return orig(path) }
-	defer func() { openFile = orig }()
+	stallOpens(t)
 	n.Timeout = 50 * time.Millisecond
 	if _, err := n.ReadInput(ctx, outside, 1<<10); !errors.Is(err, ErrFileTimeout) {
 		t.Errorf("stall: %v", err)
