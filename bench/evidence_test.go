@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
 func p(v int64) *int64 { return &v }
@@ -139,13 +140,13 @@ func TestZvolSyncDisabledFlushesIgnored(t *testing.T) {
 	}
 	none := qemuserver.CacheOf("none")
 	facts := func(r *fakerun.Runner) map[string]DiskFacts {
-		zv := zfs.ForVM(context.Background(), r, v, v.Disks)
+		set := disk.Resolve(context.Background(), node.Node{Runner: r}, v, v.Disks, disk.ZFS, disk.Options{})
 		if n := len(r.Calls()); n != 1 {
 			t.Errorf("%d zfs calls, want 1", n)
 		}
 		out := map[string]DiskFacts{}
-		for _, d := range v.Disks {
-			out[d.ID] = DiskFacts{Cache: none, AreaBytes: 32 << 20, Zvol: zv[d.ID]}
+		for _, d := range set.Disks {
+			out[d.ID] = DiskFacts{Cache: none, AreaBytes: 32 << 20, Zvol: d.ZFS}
 		}
 		return out
 	}

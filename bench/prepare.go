@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -15,7 +16,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage"
-	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -84,9 +84,9 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 	obs := &NodeObserver{Node: n, Host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, VM: v,
 		Volumes: map[string]alloc.Volume{}, Facts: map[string]DiskFacts{}, Meter: alloc.NewMeter(n.Runner, n.Timeout)}
 	// One zfs get for the zvols (sync=disabled drops flushes).
-	zvols := zfs.ForVM(ctx, n.Runner, v, sel)
+	set := disk.Resolve(ctx, n, v, sel, disk.ZFS, disk.Options{})
 	var disks []Disk
-	for _, d := range sel {
+	for _, d := range set.Disks {
 		run := d.RunningNow()
 		if run == nil || d.Drive == nil || d.Kind() != qemuserver.KindDisk || d.Drive.IsNone() || run.CDROM {
 			return nil, nil, exitcode.Usagef("%s: not a running disk of VM %d (bench measures disks, not CD-ROMs, EFI vars or TPM state)", d.ID, v.VMID)
@@ -96,18 +96,17 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 		if err != nil {
 			return nil, nil, err
 		}
-		st := v.Storages[d.Drive.StorageID()]
+		st := d.Storage
 		s := Settings{Controller: run.Controller, Device: run.Device, Cache: run.Cache().Mode, AIO: run.AIO, IOThread: run.IOThread,
 			Storage: d.Drive.StorageID(), Volume: d.Drive.Volume, Limits: run.Limits, QEMU: qemu,
 			GuestDevice: t.Device, Mode: t.Mode, Path: t.Path}
 		if st != nil {
 			s.StorageType = st.Type
 		}
-		host := v.HostPath(run.Path)
 		f := DiskFacts{Cache: run.Cache(), Limits: run.Limits, AreaBytes: m.SizeBytes,
-			Thin: t.Mode == Raw && storage.ReturnsSpace(st, run.Format, host), Zvol: zvols[d.ID]}
+			Thin: t.Mode == Raw && storage.ReturnsSpace(st, run.Format, d.Path), Zvol: d.ZFS}
 		obs.Facts[d.ID] = f
-		obs.Volumes[d.ID] = alloc.Volume{Storage: st, VolName: d.Drive.VolName(), Path: host, Format: run.Format}
+		obs.Volumes[d.ID] = d.Alloc
 		disks = append(disks, Disk{ID: d.ID, Target: t, Settings: s, Facts: f})
 	}
 	obs.Neighbours, obs.NeighbourWhy = neighbours(ctx, n, v, sel)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/queues"
@@ -119,17 +120,20 @@ var (
 	tpmstateFacts = [2]string{"swtpm's state: swtpm writes it, QEMU never opens it", "nothing QEMU holds"}
 )
 
-// Build is the view of disks of v (after v.FetchLive when it runs; liveErr
-// is FetchLive's error). It is pure over the VM model.
-func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
+// Build is the view of the disks of set (read with Live when the VM runs;
+// set.AskErr is why QEMU could not be read), with the layers it has read:
+// the zvols' properties, the queue counts, the backing chains and the
+// guest's names. It reads nothing itself.
+func Build(set *disk.Set) View {
+	v := set.VM
 	out := View{VMID: v.VMID, Running: v.Running, Blockdev: v.Blockdev, Disks: []Disk{}}
 	if !v.Running {
 		out.Notes = append(out.Notes, fmt.Sprintf("VM %d is not running: showing the configured values", v.VMID))
-	} else if liveErr != nil {
-		out.Notes = append(out.Notes, vm.QMPNote(liveErr)+"; effective modes are taken from the command line")
+	} else if set.AskErr != nil {
+		out.Notes = append(out.Notes, vm.QMPNote(set.AskErr)+"; effective modes are taken from the command line")
 	}
 	out.Notes = append(append(out.Notes, v.Notes...), v.IgnoredNotes()...)
-	for _, d := range disks {
+	for _, d := range set.Disks {
 		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue
 		}
@@ -145,9 +149,9 @@ func Build(v *vm.VM, disks []*vm.Disk, liveErr error) View {
 	return out
 }
 
-func build(v *vm.VM, d *vm.Disk) Disk {
+func build(v *vm.VM, d *disk.Disk) Disk {
 	kind := d.Kind()
-	j := Disk{ID: d.ID, Media: "disk", Kind: kind.String(), Drift: []string{}}
+	j := Disk{ID: d.ID, Media: "disk", Kind: kind.String(), Drift: []string{}, GuestMounts: []string{}}
 	if kind == qemuserver.KindCDROM {
 		j.Media = "cdrom"
 	}
@@ -157,7 +161,6 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 	case d.Running != nil:
 		j.Controller = d.Running.Controller
 	}
-	drive := d.Drive
 	if d.Drive != nil {
 		j.Volume = d.Drive.Volume
 		j.Storage = d.Drive.StorageID()
@@ -176,8 +179,7 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 			j.Cache.Pending = &m // a disk only in [PENDING] is added at the next start
 		}
 		if d.Drive == nil {
-			drive = d.PendingDrive
-			j.Volume, j.Storage = drive.Volume, drive.StorageID()
+			j.Volume, j.Storage = d.PendingDrive.Volume, d.PendingDrive.StorageID()
 			j.Controller = d.Pending.Controller
 		}
 	}
@@ -186,18 +188,17 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 		mode, from, settings = *j.Cache.Pending, "at the next start", d.Pending
 	}
 	eff := qemuserver.CacheOf(mode)
-	if d.Running != nil {
+	if g := d.Graph; g != nil {
 		j.AIO, j.IOThread, j.Controller = d.Running.AIO, d.Running.IOThread, d.Running.Controller
-		now := d.RunningNow()
 		if d.Live != nil && d.Live.Inserted {
-			g := d.Live.GuestWriteCache
-			j.Cache.GuestWriteCache = &g
+			gw := d.Live.GuestWriteCache
+			j.Cache.GuestWriteCache = &gw
 		}
-		eff = *d.Effective()
+		eff = g.Effective
 		mode, from, settings = eff.Mode, "", d.Running
 		j.Cache.Effective, j.Cache.Direct, j.Cache.NoFlush, j.Cache.WriteCache = &eff.Mode, &eff.Direct, &eff.NoFlush, &eff.WriteCache
 		if d.Configured != nil {
-			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, *now)...)
+			j.Drift = append(j.Drift, qemuserver.Diff(*d.Configured, g.DiskSettings)...)
 		} else if d.Drive == nil {
 			j.Drift = append(j.Drift, "disk is attached to the running VM but not in the config")
 		}
@@ -212,11 +213,19 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 		j.Drift = append(j.Drift, "disk is in the config but not attached to the running VM")
 	}
 	j.Shown = mode
-	w := storage.ForDisk(v.Storages, drive, settings, eff)
+	stor := d.Storage
+	if d.Drive == nil && d.Pending != nil {
+		stor = d.PendingStorage
+	}
+	format := ""
+	if settings != nil {
+		format = settings.Format
+	}
+	w := storage.ForDisk(stor, settings, eff)
 	j.Backend = string(w.Backend)
 	facts := [2]string{w.AckedIn, w.CrashLoses}
 	heading := mode
-	if l := backendLabel(w, drive, v.Storages, settings); l != "" && facts != storage.PageCacheFacts[mode] {
+	if l := backendLabel(w, stor, format); l != "" && facts != storage.PageCacheFacts[mode] {
 		heading += ", " + l
 	}
 	switch kind {
@@ -235,12 +244,27 @@ func build(v *vm.VM, d *vm.Disk) Disk {
 	}
 	j.AckedDataIn, j.CrashLoses, j.Heading = facts[0], facts[1], heading
 	j.Lines = lines(j)
+	if z := d.ZFS; z != nil {
+		j.ZFS = z
+		j.Lines = append(j.Lines, zfsLines(z)...)
+	}
+	if c := d.Queues; c.Shown() {
+		j.Queues = c
+		j.Lines = append(j.Lines, Line{Text: c.Line()})
+	}
+	if b := d.Backing; b != nil {
+		j.Backing = b
+		for _, l := range b.Lines() {
+			j.Lines = append(j.Lines, Line{Text: l})
+		}
+	}
+	guest(&j, d)
 	return j
 }
 
 // backendLabel names the storage in a heading where its sentences differ
 // from the page-cache table.
-func backendLabel(w storage.Writes, d *qemuserver.Drive, st qemuserver.Storages, s *qemuserver.DiskSettings) string {
+func backendLabel(w storage.Writes, stor *qemuserver.Storage, format string) string {
 	switch w.Backend {
 	case storage.Zvol:
 		return "ZFS zvol"
@@ -252,12 +276,12 @@ func backendLabel(w storage.Writes, d *qemuserver.Drive, st qemuserver.Storages,
 		return "iSCSI through libiscsi"
 	case storage.Unknown:
 		typ := "this storage type"
-		if d != nil && st[d.StorageID()] != nil {
-			typ = "storage type " + st[d.StorageID()].Type
+		if stor != nil {
+			typ = "storage type " + stor.Type
 		}
 		return typ + ", not modelled"
 	}
-	if s != nil && s.Format == "qcow2" {
+	if format == "qcow2" {
 		return "qcow2"
 	}
 	return ""
@@ -333,54 +357,18 @@ func (view *View) Attach(r *flush.Result) {
 	}
 }
 
-// AttachZFS puts each zvol disk's properties (zfs.ForVM, by disk id) into
-// the view, with a line for them and one for each sync rule that applies:
+// zfsLines are a zvol's line and one for each sync rule that applies:
 // sync=disabled loses what the guest flushed, sync=always makes every
 // write a ZIL commit.
-func (view *View) AttachZFS(props map[string]*zfs.Zvol) {
-	for i := range view.Disks {
-		d := &view.Disks[i]
-		z := props[d.ID]
-		if z == nil {
-			continue
-		}
-		d.ZFS = z
-		d.Lines = append(d.Lines, Line{Text: z.Summary()})
-		switch {
-		case z.FlushesDropped():
-			d.Lines = append(d.Lines, Line{Text: "sync=disabled: " + zfs.SyncDisabledLoss + " (fix: " + zfs.SyncFix(z.Dataset) + ")"})
-		case z.CommitsEveryWrite():
-			d.Lines = append(d.Lines, Line{Text: "sync=always: " + zfs.SyncAlwaysCost})
-		}
+func zfsLines(z *zfs.Zvol) []Line {
+	out := []Line{{Text: z.Summary()}}
+	switch {
+	case z.FlushesDropped():
+		out = append(out, Line{Text: "sync=disabled: " + zfs.SyncDisabledLoss + " (fix: " + zfs.SyncFix(z.Dataset) + ")"})
+	case z.CommitsEveryWrite():
+		out = append(out, Line{Text: "sync=always: " + zfs.SyncAlwaysCost})
 	}
-}
-
-// AttachQueues puts each disk's queue counts (queues.ForVM, by disk id)
-// into the view where they are worth showing (queues.Count.Shown), with
-// their line. A config count that differs from the command line's is
-// already in Drift (qemuserver.Diff).
-func (view *View) AttachQueues(counts map[string]*queues.Count) {
-	for i := range view.Disks {
-		d := &view.Disks[i]
-		if c := counts[d.ID]; c.Shown() {
-			d.Queues = c
-			d.Lines = append(d.Lines, Line{Text: c.Line()})
-		}
-	}
-}
-
-// AttachBacking puts each disk's backing chain (volchain.Running, by disk
-// id) into the view, with its lines.
-func (view *View) AttachBacking(chains map[string]*volchain.Backing) {
-	for i := range view.Disks {
-		d := &view.Disks[i]
-		if b := chains[d.ID]; b != nil {
-			d.Backing = b
-			for _, l := range b.Lines() {
-				d.Lines = append(d.Lines, Line{Text: l})
-			}
-		}
-	}
+	return out
 }
 
 // Ignored reports a disk whose flushes were measured and found ignored.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -27,7 +28,7 @@ func recorded(t *testing.T, name string) (View, *vm.VM) {
 	if err := v.FetchLive(context.Background(), 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	return Build(v, v.Disks, nil), v
+	return Build(disk.Of(v, v.Disks)), v
 }
 
 func byID(view View) map[string]Disk {
@@ -197,7 +198,7 @@ scsi1: thick:vm-100-disk-1,size=8G,cache=none
 	// The hyperconverged cluster's ceph.conf names krbd devices (its fsid).
 	n.Write(t, filepath.Join(n.Root, "etc/pve/ceph.conf"), "[global]\n\tfsid = 2c6a1e6a-4bd5-4c1f-a9e8-3e0e8f54c1aa\n")
 	v := n.Load(t)
-	view := Build(v, v.Disks, nil)
+	view := Build(disk.Of(v, v.Disks))
 	// The plugin storage's volume cannot be placed without the node's
 	// pvesm: said, and the disk is still listed as not modelled.
 	if view.Running || len(view.Notes) != 2 || view.Notes[0] != "VM 100 is not running: showing the configured values" ||
@@ -275,7 +276,7 @@ func TestBuildKinds(t *testing.T) {
 	}
 	disks := append(v.Disks, &vm.Disk{ID: "tpmstate0", Drive: tpm})
 	got := map[string]string{}
-	for _, d := range Build(v, disks, nil).Disks {
+	for _, d := range Build(disk.Of(v, disks)).Disks {
 		got[d.ID] = d.Kind + "|" + d.Media + "|" + d.Heading + "|" + d.CrashLoses
 	}
 	want := map[string]string{
@@ -303,7 +304,9 @@ func TestBuildRunningOnlyAndLiveError(t *testing.T) {
 	// disk: not "in the config but not attached".
 	f.Conf = "scsihw: virtio-scsi-pci\nscsi1: local-lvm:vm-380-disk-1,cache=none,size=64M\nefidisk0: local-lvm:vm-380-disk-9,size=4M\n"
 	_, v := f.Start(t)
-	view := Build(v, v.Disks, fmt.Errorf("%w: /var/run/qemu-server/380.qmp sent no greeting within 5s", qmp.ErrBusy))
+	set := disk.Of(v, v.Disks)
+	set.AskErr = fmt.Errorf("%w: /var/run/qemu-server/380.qmp sent no greeting within 5s", qmp.ErrBusy)
+	view := Build(set)
 	if len(view.Notes) != 1 || view.Notes[0] != "QMP socket busy (another client, e.g. pvestatd, holds it): /var/run/qemu-server/380.qmp sent no greeting within 5s; effective modes are taken from the command line" {
 		t.Errorf("notes %v", view.Notes)
 	}

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
-	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // zvolRunner answers storage/zfs's one call from storage/zfs's recorded
@@ -24,6 +26,13 @@ func zvolRunner(t *testing.T, sync map[string]string) *fakerun.Runner {
 	return &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs": fakerun.Zvols(string(b), "pool/test", sync)}}
 }
 
+// zvols is v's disks with the ZFS layer read through r.
+func zvols(v *vm.VM, r node.Runner) *disk.Set {
+	set := disk.Of(v, v.Disks)
+	set.Fill(context.Background(), node.Node{Runner: r}, disk.ZFS, disk.Options{})
+	return set
+}
+
 // TestAttachZFS: each zvol disk gets its properties (text and JSON), the
 // sync rules their lines, the other disks nothing; a zfs that fails is
 // "unknown" with its reason on every zvol disk.
@@ -31,8 +40,7 @@ func TestAttachZFS(t *testing.T) {
 	conf := "scsi0: local-lvm:vm-100-disk-0,size=8G\nscsi5: local-zfs:vm-100-disk-5,size=8G\nscsi12: local-zfs:vm-100-disk-12,cache=writeback,size=8G\nscsi13: local-zfs:vm-100-disk-13,size=8G\n"
 	v := vmtest.New(t, 100, conf, everyType(t), nil).Load(t)
 	r := zvolRunner(t, map[string]string{"rpool/data/vm-100-disk-5": "disabled", "rpool/data/vm-100-disk-12": "always", "rpool/data/vm-100-disk-13": "standard"})
-	view := Build(v, v.Disks, nil)
-	view.AttachZFS(zfs.ForVM(context.Background(), r, v, v.Disks))
+	view := Build(zvols(v, r))
 	if n := len(r.Calls()); n != 1 {
 		t.Errorf("%d zfs calls, want 1", n)
 	}
@@ -70,8 +78,7 @@ func TestAttachZFS(t *testing.T) {
 	}
 
 	r = &fakerun.Runner{Err: map[string]error{"zfs": errors.New(`exec: "zfs": executable file not found in $PATH`)}}
-	view = Build(v, v.Disks, nil)
-	view.AttachZFS(zfs.ForVM(context.Background(), r, v, v.Disks))
+	view = Build(zvols(v, r))
 	for _, d := range view.Disks {
 		if d.ID == "scsi0" {
 			continue

@@ -176,11 +176,11 @@ func runningDisksOf(t *testing.T) []qemuserver.DiskSettings {
 	tn := newNode(t)
 	rec, conf := shaped(t, nil)
 	tn.replay(t, rec, 390, conf)
-	v, loaded, err := VMLoaded(t.Context(), quietRunner().Node(tn.n), 390, Options{Packages: dpkg.NewPackages(tn.n)}, nil)
-	if err != nil || loaded == nil {
-		t.Fatal(v.Err, err)
+	v, set := VMLoaded(t.Context(), quietRunner().Node(tn.n), 390, Options{Packages: dpkg.NewPackages(tn.n)}, nil)
+	if set == nil || set.AskErr != nil {
+		t.Fatal(v.Err, set)
 	}
-	return runningDisks(loaded)
+	return runningDisks(set.VM)
 }
 
 func TestQEMUOutdated(t *testing.T) {

@@ -21,16 +21,17 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/backupcfg"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
-	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // Severity is how bad a finding is.
@@ -332,15 +333,16 @@ func Summarize(res []VMResult) *Report {
 // VM checks one VM. It never fails as a whole: what cannot be read becomes
 // a finding, a note, a check named in NotChecked, or Err.
 func VM(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) VMResult {
-	out, _, _ := VMLoaded(ctx, n, vmid, o, pools)
+	out, _ := VMLoaded(ctx, n, vmid, o, pools)
 	return out
 }
 
-// VMLoaded is VM that also returns the VM as it loaded it (after FetchLive
-// when it runs; liveErr is FetchLive's error), so a caller that reads more
-// of it (metrics) neither loads it nor asks its QEMU again. v is nil for a
-// VM whose config could not be loaded. The rules only read v.
-func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) (out VMResult, v *vm.VM, liveErr error) {
+// VMLoaded is VM that also returns the VM's disks as it resolved them
+// (package disk: after QEMU was asked, when the VM runs; set.AskErr is why
+// it could not be), so a caller that reads more of it (metrics) neither
+// loads it nor asks its QEMU again. set is nil for a VM whose config could
+// not be loaded. The rules only read the set.
+func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) (out VMResult, set *disk.Set) {
 	out = VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
 	v, err := vm.LoadNode(ctx, n, vmid)
 	if err != nil {
@@ -349,36 +351,45 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 			// skipped, as Proxmox skips them (vm.VM.Notes), never this.
 			out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: err.Error(),
 				Fix: "edit " + n.Paths.StorageCfg() + " so Proxmox can parse it"})
-			return out, nil, nil
+			return out, nil
 		}
 		out.Notes = append(out.Notes, err.Error())
 		out.Err = err
-		return out, nil, nil
+		return out, nil
 	}
 	out.Running = v.Running
 	out.Notes = append(out.Notes, v.Notes...)
-	if v.Running {
-		if liveErr = v.FetchLive(ctx, n.Timeout); liveErr != nil {
-			liveErr = v.SocketGone(liveErr)
-			out.liveUnread(v, liveErr)
-		}
+	// One exchange with QEMU: its live view, and for disk-stalled the
+	// counters and the threads too.
+	layers := disk.Live | disk.Chains
+	stalled := o.StallAfter > 0 && v.Running
+	if stalled {
+		layers |= stallLayers
+	}
+	set = disk.Resolve(ctx, n, v, v.Disks, layers, disk.Options{})
+	if v.Running && set.AskErr != nil {
+		set.AskErr = v.SocketGone(set.AskErr)
+		out.liveUnread(v, set.AskErr)
+	}
+	var sv []stall.Verdict
+	if stalled {
+		sv = detectStalls(ctx, n, set, o.StallAfter)
 	}
 	out.QEMU = readBinary(ctx, n, v, o.Packages)
-	chains := volchain.Measure(ctx, n, v)
 	pol := judgePolicy(ctx, n, v, o, &out)
-	judge(ctx, v, n.Paths.NodeName(), pools, chains, &out, askGuestOS(ctx, v, n.Timeout), pol)
+	judge(ctx, set, n.Paths.NodeName(), pools, &out, askGuestOS(ctx, v, n.Timeout), pol)
 	qemuAdvisories(v.VMID, out.QEMU, runningDisks(v), advisory.Known(), &out)
 	qemuOutdated(v.VMID, out.QEMU, &out)
-	zfsRules(ctx, n.Runner, v, &out)
-	volumeChains(v, chains, &out)
-	if o.StallAfter > 0 && v.Running && liveErr == nil {
-		stalls(ctx, n, v, o.StallAfter, &out)
+	zfsRules(ctx, n, set, &out)
+	volumeChains(set, &out)
+	if stalled && set.AskErr == nil {
+		stalls(set, sv, &out)
 	}
 	judgeBackups(ctx, n, v, &out)
 	if o.NextStart {
 		nextStart(ctx, n.Runner, v, &out)
 	}
-	return out, v, liveErr
+	return out, set
 }
 
 // liveUnread says which checks a running VM's unread QMP state costs. A

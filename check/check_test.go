@@ -14,6 +14,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/lvm"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func TestParseSeverity(t *testing.T) {
@@ -163,13 +164,17 @@ func TestRun(t *testing.T) {
 	pools := thinpool.NewCache(quietRunner())
 	n := quietRunner().Node(tn.n)
 	for _, id := range []int{103, 104, 100} {
-		res, v, liveErr := VMLoaded(context.Background(), n, id, Options{}, pools)
+		res, set := VMLoaded(context.Background(), n, id, Options{}, pools)
 		if want := VM(context.Background(), n, id, Options{}, pools); !reflect.DeepEqual(res, want) {
 			t.Errorf("VM %d: VMLoaded's result %+v, VM's %+v", id, res, want)
 		}
+		var v *vm.VM
+		if set != nil {
+			v = set.VM
+		}
 		switch {
-		case liveErr != nil:
-			t.Errorf("VM %d: live error %v", id, liveErr)
+		case set != nil && set.AskErr != nil:
+			t.Errorf("VM %d: live error %v", id, set.AskErr)
 		case id == 104 && (v != nil || res.Err == nil):
 			t.Errorf("104: loaded %+v, err %v", v, res.Err)
 		case id != 104 && (v == nil || v.VMID != id || v.Running || len(v.Disks) != 1 && id != 103):

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
@@ -42,18 +43,19 @@ const statfsTimeout = 2 * time.Second
 // So a running VM's flagged disk is an earlier pause (info), and a paused
 // VM with several flagged disks may show an earlier one too (a note says so).
 //
-// On a volume-chain storage (chains: volchain.Measure's) a disk is a qcow2
+// On a volume-chain storage (the disk's Chain, package disk) a disk is a qcow2
 // on a thick LV, and ENOSPC there means its current layer's qcow2 reached
 // the end of its LV (a block device refuses a write past its end with
 // ENOSPC): the cause and the fix name that LV, not the storage.
-func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult) {
+func ioErrors(ctx context.Context, set *disk.Set, pools *thinpool.Cache, out *VMResult) {
+	v := set.VM
 	if !v.Running || v.Status == "" {
 		return
 	}
 	vmid := strconv.Itoa(v.VMID)
 	paused := v.Status == statusIOError
-	var flagged []*vm.Disk
-	for _, d := range v.Disks {
+	var flagged []*disk.Disk
+	for _, d := range set.Disks {
 		if d.Live != nil && (d.Live.IOStatus == ioStatusFailed || d.Live.IOStatus == ioStatusNoSpace) {
 			flagged = append(flagged, d)
 		}
@@ -63,8 +65,8 @@ func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, chains []vol
 		if d.Live.IOStatus == ioStatusNoSpace {
 			cause, fix = "no space left on the storage (io-status nospace)", "free space on the storage or extend it, then qm resume "+vmid
 		}
-		use := storageUse(ctx, v, d, pools)
-		if c := chainOf(chains, d.ID); c != nil && d.Live.IOStatus == ioStatusNoSpace && len(c.Live) > 0 {
+		use := storageUse(ctx, d, pools)
+		if c := d.Chain; c != nil && d.Live.IOStatus == ioStatusNoSpace && len(c.Live) > 0 {
 			cause, use, fix = layerFull(c.Live[0], vmid)
 		}
 		if !paused {
@@ -83,16 +85,6 @@ func ioErrors(ctx context.Context, v *vm.VM, pools *thinpool.Cache, chains []vol
 	case paused && len(flagged) > 1 && v.Blockdev:
 		out.Notes = append(out.Notes, "io-error: QEMU keeps a -blockdev disk's io-status after a resume, so one of the disks named may be from an earlier pause; its storage's use tells")
 	}
-}
-
-// chainOf is disk's volume chain, nil for a disk not on one.
-func chainOf(chains []volchain.Chain, disk string) *volchain.Chain {
-	for i := range chains {
-		if chains[i].Disk == disk {
-			return &chains[i]
-		}
-	}
-	return nil
 }
 
 // layerFull is io-error's cause, use and fix for ENOSPC on a volume chain's
@@ -121,15 +113,8 @@ func layerFull(top volchain.Layer, vmid string) (cause, use, fix string) {
 
 // storageUse names a disk's storage and how full it is, as far as the node
 // can tell.
-func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache) string {
-	drv := d.Drive
-	if drv == nil {
-		drv = d.PendingDrive
-	}
-	var s *qemuserver.Storage
-	if drv != nil {
-		s = v.Storages[drv.StorageID()]
-	}
+func storageUse(ctx context.Context, d *disk.Disk, pools *thinpool.Cache) string {
+	_, s := d.Now()
 	name := "a path"
 	if d.Running != nil {
 		name = "path " + d.Running.Path
@@ -149,7 +134,7 @@ func storageUse(ctx context.Context, v *vm.VM, d *vm.Disk, pools *thinpool.Cache
 		return use
 	}
 	if d.Running != nil && (s != nil && s.Facts().Layout == storagetype.LayoutFiles || s == nil && d.Running.Driver == "file") {
-		total, free, err := statfs(ctx, v.HostPath(d.Running.Path))
+		total, free, err := statfs(ctx, d.Path)
 		if err != nil {
 			return name + ": use unknown (statfs: " + err.Error() + ")"
 		}
@@ -197,14 +182,12 @@ func statfs(ctx context.Context, path string) (total, free int64, err error) {
 // thinPools reports the thin pools the VM's disks live on when they are
 // overcommitted or their data or metadata is full (thinpool's figures and
 // thresholds, the same `thin` reports).
-func thinPools(ctx context.Context, v *vm.VM, pools *thinpool.Cache, out *VMResult) {
+func thinPools(ctx context.Context, set *disk.Set, pools *thinpool.Cache, out *VMResult) {
+	v := set.VM
 	used := map[string]*qemuserver.Storage{}
-	for _, d := range v.Disks {
-		for _, drv := range []*qemuserver.Drive{d.Drive, d.PendingDrive} {
-			if drv == nil {
-				continue
-			}
-			if s := v.Storages[drv.StorageID()]; thinpool.IsPool(s) {
+	for _, d := range set.Disks {
+		for _, s := range []*qemuserver.Storage{d.Storage, d.PendingStorage} {
+			if thinpool.IsPool(s) {
 				used[s.ID] = s
 			}
 		}

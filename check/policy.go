@@ -139,14 +139,14 @@ func limitOptions() []string {
 // violation no line mends (policy.Mend says why).
 func (r *diskRun) mendPolicy(f *qemuserver.Drive, move bool, hw string) (*qemuserver.Drive, bool, string) {
 	pr := r.j.pol
-	if pr == nil || len(pr.p.Selects(r.j.v, pr.site, r.d)) == 0 {
+	if pr == nil || len(pr.p.Selects(r.j.v, pr.site, r.d.Disk)) == 0 {
 		return f, move, hw
 	}
 	pp := policy.Proposal{Line: f, SCSIHW: hw, Move: move}
 	if why, _ := r.unsettable(); why != "" {
 		pp.Unmovable = why
 	}
-	m := pr.p.Mend(r.j.v, pr.site, r.d, pp)
+	m := pr.p.Mend(r.j.v, pr.site, r.d.Disk, pp)
 	for i := range r.findings {
 		fd := &r.findings[i]
 		if !r.fixed[i] {

@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
-	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // QEMUNativeMsg is QEMU's refusal of aio=native without O_DIRECT, quoted by
@@ -25,14 +25,15 @@ const QEMUNativeMsg = "aio=native was specified, but it requires cache.direct=on
 // restartHint is how a drive change that waits in [PENDING] is applied.
 const restartHint = "(a full stop and start; a reboot inside the guest is not enough)"
 
-// judge runs every rule over the loaded VM.
-func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, chains []volchain.Chain, out *VMResult, os *guestOS, pol *policyRun) {
-	j := newJudge(v)
+// judge runs every rule over the VM's resolved disks.
+func judge(ctx context.Context, set *disk.Set, here string, pools *thinpool.Cache, out *VMResult, os *guestOS, pol *policyRun) {
+	v := set.VM
+	j := newJudge(set)
 	j.os, j.here, j.pol = os, here, pol
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
 	}
-	for _, d := range v.Disks {
+	for _, d := range set.Disks {
 		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
 			out.Notes = append(out.Notes, d.NotListed())
 		}
@@ -67,11 +68,11 @@ func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, ch
 	for _, f := range pendingRestart(v) {
 		out.add(f)
 	}
-	for _, f := range drift(v) {
+	for _, f := range drift(set) {
 		out.add(f)
 	}
-	ioErrors(ctx, v, pools, chains, out)
-	thinPools(ctx, v, pools, out)
+	ioErrors(ctx, set, pools, out)
+	thinPools(ctx, set, pools, out)
 	locked(v, out)
 	fleecingLeftovers(v, out)
 }
@@ -79,6 +80,7 @@ func judge(ctx context.Context, v *vm.VM, here string, pools *thinpool.Cache, ch
 // judger holds what the disk rules need from the VM.
 type judger struct {
 	v        *vm.VM
+	set      *disk.Set
 	next     map[string]string // the config as the next start applies it
 	defaults qemuserver.VMDefaults
 	ostype   string
@@ -97,9 +99,10 @@ type judger struct {
 	pol *policyRun
 }
 
-func newJudge(v *vm.VM) *judger {
+func newJudge(set *disk.Set) *judger {
+	v := set.VM
 	next := v.Config.Next()
-	j := &judger{v: v, next: next, defaults: qemuserver.VMDefaultsFor(next), ostype: next["ostype"], scsihw: qemuserver.SCSIHW(next), taken: map[int]bool{}}
+	j := &judger{v: v, set: set, next: next, defaults: qemuserver.VMDefaultsFor(next), ostype: next["ostype"], scsihw: qemuserver.SCSIHW(next), taken: map[int]bool{}}
 	for _, conf := range []map[string]string{v.Config.Main, next} {
 		for k := range conf {
 			if bus, i, ok := qemuserver.SplitDiskKey(k); ok && bus == "scsi" {
@@ -173,10 +176,11 @@ const (
 // them, combined into one command at the end.
 type diskRun struct {
 	j        *judger
-	d        *vm.Disk
+	d        *disk.Disk
 	drv      *qemuserver.Drive // the drive the next start uses
 	stor     *qemuserver.Storage
 	settings qemuserver.DiskSettings
+	path     string // the volume of settings as this process opens it
 	findings []Finding
 	fixed    []bool // findings[i] is fixed by the combined command
 	edits    map[edit]bool
@@ -194,7 +198,7 @@ func (r *diskRun) add(sev Severity, code Code, msg string, e edit) {
 // state volume has no cache, aio, discard or limits; an empty CD-ROM drive
 // opens nothing; a read-only drive (ro=1, a CD-ROM, a template) takes no
 // guest writes, so no cache mode can lose any and no discard frees any.
-func (j *judger) disk(d *vm.Disk) []Finding {
+func (j *judger) disk(d *disk.Disk) []Finding {
 	r := &diskRun{j: j, d: d, edits: map[edit]bool{}}
 	if !r.prepare() {
 		return r.findings
@@ -267,7 +271,7 @@ func (j *judger) disk(d *vm.Disk) []Finding {
 			fmt.Sprintf("scsihw %s%s is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA (which the lab measured at 25-30%% of VirtIO random reads at 3-4 times the latency), and %s", j.scsihw, j.defaultSCSIHW(), j.osWord()),
 			editSCSIHW)
 	}
-	if r.drv.Opts["discard"] != "on" && storage.ReturnsSpace(r.stor, r.settings.Format, j.v.HostPath(r.settings.Path)) {
+	if r.drv.Opts["discard"] != "on" && storage.ReturnsSpace(r.stor, r.settings.Format, r.path) {
 		r.add(Warning, CodeDiscardIgnoredOnThin,
 			"discard is off on "+r.storageName()+": space the guest frees (fstrim) never returns to the "+r.evidenceDiscard(),
 			editDiscard)
@@ -287,12 +291,11 @@ func (r *diskRun) prepare() bool {
 			base := removeOpt(line, "ssd")
 			if drv, err := qemuserver.ParseDrive(d.ID, base); err == nil {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
-					r.drv, r.settings = drv, s
+					r.repaired(drv, s)
 					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
 						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox's parser rejects this hand-edited line and starts the VM without the disk"})
 					r.fixed = append(r.fixed, true)
 					r.edits[editSSD] = true
-					r.stor = v.Storages[drv.StorageID()]
 					return true
 				}
 			}
@@ -311,22 +314,28 @@ func (r *diskRun) prepare() bool {
 			r.fixed = append(r.fixed, false)
 			return false
 		}
-		r.drv, r.settings = drv, s
-		r.stor = v.Storages[drv.StorageID()]
+		r.repaired(drv, s)
 		return true
 	}
 	switch {
 	case d.PendingDelete:
 		return false
 	case d.PendingDrive != nil && d.Pending != nil:
-		r.drv, r.settings = d.PendingDrive, *d.Pending
+		r.drv, r.settings, r.stor = d.PendingDrive, *d.Pending, d.PendingStorage
 	case d.Drive != nil && d.Configured != nil:
-		r.drv, r.settings = d.Drive, *d.Configured
+		r.drv, r.settings, r.stor = d.Drive, *d.Configured, d.Storage
 	default:
 		return false
 	}
-	r.stor = v.Storages[r.drv.StorageID()]
+	r.path = d.NextPath
 	return true
+}
+
+// repaired judges a line Proxmox refuses as drv, the line repaired, with
+// the settings predicted for it, resolved as the VM's disks are.
+func (r *diskRun) repaired(drv *qemuserver.Drive, s qemuserver.DiskSettings) {
+	rd := r.j.set.Resolved(&vm.Disk{ID: r.d.ID, Drive: drv, Configured: &s})
+	r.drv, r.settings, r.stor, r.path = drv, s, rd.Storage, rd.NextPath
 }
 
 // storageUnavailable: vm_start activates every volume of the config
@@ -335,15 +344,11 @@ func (r *diskRun) prepare() bool {
 // pve-storage's message. Any drive kind with a volume (disk, EFI, TPM, an
 // ISO): each is activated. No qm set fixes it; the fix is the storage's or
 // a move of the volume.
-func (j *judger) storageUnavailable(d *vm.Disk) *Finding {
-	drv := d.Drive
-	if d.PendingDrive != nil {
-		drv = d.PendingDrive
-	}
+func (j *judger) storageUnavailable(d *disk.Disk) *Finding {
+	drv, st := d.NextStart()
 	if d.ParseError != nil || d.PendingDelete || drv == nil {
 		return nil
 	}
-	st := j.v.Storages[drv.StorageID()]
 	if st == nil {
 		return nil
 	}
@@ -723,16 +728,17 @@ func diskKey(k string) string {
 }
 
 // drift lists the running disks whose settings differ from the config.
-func drift(v *vm.VM) []Finding {
+func drift(set *disk.Set) []Finding {
+	v := set.VM
 	if !v.Running {
 		return nil
 	}
 	var out []Finding
-	for _, d := range v.Disks {
-		if d.Configured == nil || d.Running == nil {
+	for _, d := range set.Disks {
+		if d.Configured == nil || d.Graph == nil {
 			continue
 		}
-		if diffs := qemuserver.Diff(*d.Configured, *d.RunningNow()); len(diffs) > 0 {
+		if diffs := qemuserver.Diff(*d.Configured, d.Graph.DiskSettings); len(diffs) > 0 {
 			out = append(out, Finding{Severity: Warning, Code: CodeDrift, Disk: d.ID,
 				Message: "the running VM differs from its config: " + strings.Join(diffs, "; "),
 				Fix:     "qm reboot " + strconv.Itoa(v.VMID) + " (applies the config) " + restartHint})

@@ -6,31 +6,46 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/stall"
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// stalls reports disk-stalled: a disk of the running VM with requests
-// outstanding that completed none for after (package stall owns the rule).
+// stallLayers are what disk-stalled reads of a running VM (package stall
+// owns the rule): QEMU's counters and threads, asked in the exchange of
+// its live view (three more commands: query-blockstats, query-iothreads,
+// query-cpus-fast), and the node devices under the disks.
+const stallLayers = disk.Counters | disk.Threads | disk.Devices
+
+// detectStalls looks at the running VM for disk-stalled right after the
+// exchange that read its counters and threads (set, with stallLayers):
 // check is one look, so "none completed" is QEMU's idle_time_ns, and a
-// stall found is looked at again stall.ConfirmGap later: only one seen
-// twice is reported. One more exchange of three commands
-// (query-blockstats, query-iothreads, query-cpus-fast); the same
-// query-blockstats tells latency-histogram-left.
-func stalls(ctx context.Context, n node.Node, v *vm.VM, after time.Duration, out *VMResult) {
-	a, err := v.Ask(ctx, n.Timeout, vm.Query{Need: vm.NeedStats | vm.NeedThreads})
-	if err != nil {
-		out.Notes = append(out.Notes, "disk-stalled and latency-histogram-left not checked: "+err.Error())
+// stall found is looked at again stall.ConfirmGap later. nil when QEMU
+// did not answer.
+func detectStalls(ctx context.Context, n node.Node, set *disk.Set, after time.Duration) []stall.Verdict {
+	if set.AskErr != nil {
+		return nil
+	}
+	return stall.Detect(ctx, n, set.VM.Pid, stall.Disks(ctx, n, set), set.Stats, after, stall.ConfirmGap)
+}
+
+// stalls reports disk-stalled: a disk of the running VM with requests
+// outstanding that completed none for --stall-after, seen twice (sv:
+// detectStalls'); the same query-blockstats tells latency-histogram-left.
+// A QEMU that did not answer is said: not checked.
+func stalls(set *disk.Set, sv []stall.Verdict, out *VMResult) {
+	v := set.VM
+	if set.AskErr != nil {
+		out.Notes = append(out.Notes, "disk-stalled and latency-histogram-left not checked: "+set.AskErr.Error())
 		out.NotChecked = append(out.NotChecked, CodeDiskStalled, CodeHistogramLeft)
 		return
 	}
-	for _, f := range HistogramsLeft(latency.LeftoversOf(v.VMID, v.Pid, v.QMPSocket(), a.Stats)) {
+	for _, f := range HistogramsLeft(latency.LeftoversOf(v.VMID, v.Pid, v.QMPSocket(), set.Stats)) {
 		out.add(f)
 	}
 	vmid := strconv.Itoa(v.VMID)
-	for _, sv := range stall.Detect(ctx, n, v.Pid, stall.Disks(n, v, a.Threads), a.Stats, after, stall.ConfirmGap) {
+	for _, sv := range sv {
 		if !sv.Stalled {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
@@ -77,8 +78,13 @@ func TestDiskStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out VMResult
-	stalls(context.Background(), n, v, 2*time.Second, &out)
+	look := func(after time.Duration) VMResult {
+		var out VMResult
+		set := disk.Resolve(context.Background(), n, v, v.Disks, stallLayers, disk.Options{})
+		stalls(set, detectStalls(context.Background(), n, set, after), &out)
+		return out
+	}
+	out := look(2 * time.Second)
 	want := "no request completed for 2.3 s while requests are outstanding (storage frozen): qemu: no request completed for 2.3 s (idle_time_ns); threads: 8 thread(s) serving the disk in state D (iou-wrk-2455 and 7 more; wchan 8 in percpu_rwsem_wait); threads: still outstanding 500ms later"
 	if len(out.Findings) != 1 || out.Findings[0].Code != CodeDiskStalled || out.Findings[0].Severity != Error || out.Findings[0].Disk != "scsi1" ||
 		out.Findings[0].Message != want || !strings.HasPrefix(out.Findings[0].Fix, "pvediskcheck stall 100 ") {
@@ -87,16 +93,14 @@ func TestDiskStalled(t *testing.T) {
 	if got := strings.Join(q.Seen(), " "); got != "query-blockstats query-iothreads query-cpus-fast" {
 		t.Errorf("commands %s", got)
 	}
-	var later VMResult
-	stalls(context.Background(), n, v, 2300*time.Millisecond, &later)
+	later := look(2300 * time.Millisecond)
 	if len(later.Findings) != 0 || len(later.NotChecked) != 0 {
 		t.Errorf("past the idle time: %+v", later)
 	}
 	// QEMU gone: not checked (nor latency-histogram-left, which rests on
 	// the same query-blockstats), said.
 	q.Kill()
-	var gone VMResult
-	stalls(context.Background(), n, v, 2*time.Second, &gone)
+	gone := look(2 * time.Second)
 	if len(gone.Findings) != 0 || !slices.Equal(gone.NotChecked, []Code{CodeDiskStalled, CodeHistogramLeft}) || !strings.HasPrefix(strings.Join(gone.Notes, ""), "disk-stalled and latency-histogram-left not checked: ") {
 		t.Errorf("QEMU gone: %+v", gone)
 	}
@@ -123,7 +127,8 @@ func TestHistogramLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out VMResult
-		stalls(context.Background(), n, v, time.Hour, &out)
+		set := disk.Resolve(context.Background(), n, v, v.Disks, stallLayers, disk.Options{})
+		stalls(set, detectStalls(context.Background(), n, set, time.Hour), &out)
 		var got []Finding
 		for _, f := range out.Findings {
 			if f.Code == CodeHistogramLeft {

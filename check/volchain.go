@@ -4,21 +4,25 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
-	"github.com/pvediskcheck/pvediskcheck/vm"
-	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
 // volumeChains reports each disk on a volume-chain storage (lvm with
-// snapshot-as-volume-chain; chains: volchain.Measure's): its chain and
+// snapshot-as-volume-chain; its Chain, package disk): its chain and
 // depth (info, from two layers), where QEMU's chain and the config's
 // snapshots disagree (warning), and a current layer whose
 // qcow2 can grow past its LV (a warning, an error from thinpool.FailPercent
 // of the LV): the write that reaches the LV's end fails with ENOSPC and
 // QEMU pauses the VM, as on a full thin pool.
-func volumeChains(v *vm.VM, chains []volchain.Chain, out *VMResult) {
-	for _, c := range chains {
+func volumeChains(set *disk.Set, out *VMResult) {
+	v := set.VM
+	for _, d := range set.Disks {
+		c := d.Chain
+		if c == nil {
+			continue
+		}
 		// A chain of one layer (no snapshot) that agrees is said by nothing.
 		if c.Depth > 1 || len(c.Config) > 1 || len(c.Disagreements) > 0 {
 			msg := c.Describe()

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // zfsRules judges what ZFS itself says of the VM's zvols (one `zfs get`
@@ -17,14 +17,10 @@ import (
 // a zfspool storage's blocksize that pve-storage 9.1.4 refuses (warning).
 // Where zfs cannot say, the sync rules are named in NotChecked with the
 // reason in the notes.
-func zfsRules(ctx context.Context, r node.Runner, v *vm.VM, out *VMResult) {
+func zfsRules(ctx context.Context, n node.Node, set *disk.Set, out *VMResult) {
 	named := map[string]bool{}
-	for _, d := range v.Disks {
-		for _, drv := range []*qemuserver.Drive{d.Drive, d.PendingDrive} {
-			if drv == nil {
-				continue
-			}
-			s := v.Storages[drv.StorageID()]
+	for _, d := range set.Disks {
+		for _, s := range []*qemuserver.Storage{d.Storage, d.PendingStorage} {
 			if s == nil || named[s.ID] || s.Facts().Volumes != storagetype.VolZvol {
 				continue
 			}
@@ -36,10 +32,10 @@ func zfsRules(ctx context.Context, r node.Runner, v *vm.VM, out *VMResult) {
 			}
 		}
 	}
-	props := zfs.ForVM(ctx, r, v, v.Disks)
+	set.Fill(ctx, n, disk.ZFS, disk.Options{})
 	unread := false
-	for _, d := range v.Disks {
-		z := props[d.ID]
+	for _, d := range set.Disks {
+		z := d.ZFS
 		switch {
 		case z == nil:
 		case z.Unknown != "":

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
@@ -30,12 +31,12 @@ type Target struct {
 // tpmstate and empty drives have nothing to trim.
 func Targets(v *vm.VM, sel []*vm.Disk) []*Target {
 	var out []*Target
-	for _, d := range sel {
+	for _, d := range disk.Of(v, sel).Disks {
 		drv := d.Drive
 		if drv == nil || d.Kind() != qemuserver.KindDisk || drv.IsNone() {
 			continue
 		}
-		t := &Target{Disk: d, Drive: drv, Storage: v.Storages[drv.StorageID()]}
+		t := &Target{Disk: d.Disk, Drive: drv, Storage: d.Storage, Volume: d.Alloc}
 		j := Disk{ID: d.ID, Volume: drv.Volume, Storage: drv.StorageID(), Warnings: []Reason{}}
 		set := d.Configured
 		if d.Running != nil {
@@ -43,8 +44,7 @@ func Targets(v *vm.VM, sel []*vm.Disk) []*Target {
 		}
 		if set != nil {
 			j.Controller = set.Controller
-			t.Volume = alloc.Volume{Storage: t.Storage, VolName: drv.VolName(), Path: v.HostPath(set.Path), Format: set.Format}
-			j.Thin = storage.ReturnsSpace(t.Storage, set.Format, v.HostPath(set.Path))
+			j.Thin = storage.ReturnsSpace(t.Storage, set.Format, d.Path)
 		}
 		if t.Storage != nil {
 			j.StorageType = t.Storage.Type

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
@@ -25,7 +26,7 @@ func TestMeasureHistogram(t *testing.T) {
 	fake := latencytest.NewQEMU(bare, a, b)
 	q := qmptest.NewQEMU(t, fake.Handle)
 	serveInstead(t, tree, q)
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 2, Histogram: true})
+	res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: time.Second, Hz: 2, Histogram: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestMeasureHistogramLeft(t *testing.T) {
 		v, n, _, tree := fakeVM(t, conf)
 		fake := latencytest.NewQEMU(c.replies...)
 		serveInstead(t, tree, qmptest.NewQEMU(t, fake.Handle))
-		res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 2, Histogram: c.hist})
+		res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: time.Second, Hz: 2, Histogram: c.hist})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/units"
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Input is what Judge needs about one disk: the cache QEMU runs it with,
@@ -29,15 +29,17 @@ type Input struct {
 	ZFS *zfs.Zvol
 }
 
-// InputFor builds a disk's Input from the VM model: the disk's effective
-// cache (the live flags when QMP gave them, else the running command
-// line's; cache=none's for a disk that does not run).
-func InputFor(v *vm.VM, d *vm.Disk, samples []Sample) Input {
-	in := Input{Disk: d.ID, Cache: qemuserver.CacheOf("none"), Samples: samples}
-	if c := d.Effective(); c != nil {
-		in.Cache = *c
+// InputFor builds a resolved disk's Input: its effective cache (the live
+// flags when QMP gave them, else the running command line's; cache=none's
+// for a disk that does not run), what its storage does with writes in it,
+// and its zvol where it is one.
+func InputFor(d *disk.Disk, samples []Sample) Input {
+	in := Input{Disk: d.ID, Cache: qemuserver.CacheOf("none"), Samples: samples, ZFS: d.ZFS}
+	var run *qemuserver.DiskSettings
+	if g := d.Graph; g != nil {
+		in.Cache, run = g.Effective, &g.DiskSettings
 	}
-	in.Writes = storage.ForDisk(v.Storages, d.Drive, d.RunningNow(), in.Cache)
+	in.Writes = storage.ForDisk(d.Storage, run, in.Cache)
 	return in
 }
 

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
-	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -50,7 +50,8 @@ func Measurable(d *vm.Disk) bool { return d.Kind() == qemuserver.KindDisk && d.R
 // holds); an error says why the window was cut short, and the Result then
 // holds the samples taken, the gap up to the end and, from two samples on,
 // verdicts that say how much of the window they stand on.
-func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Options) (*Result, error) {
+func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Result, error) {
+	v := set.VM
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}
@@ -63,31 +64,30 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 	if !v.Running {
 		return res, fmt.Errorf("VM %d: %w", v.VMID, ErrNotRunning)
 	}
-	var measured []*vm.Disk
+	var measured []*disk.Disk
 	var ids []string
 	devs := map[string]string{} // disk -> block device (as this process sees it)
 	vols := map[string]string{} // disk -> volume file or device, for cachestat
-	for _, d := range disks {
-		if !Measurable(d) {
+	for _, d := range set.Disks {
+		if !Measurable(d.Disk) {
 			continue
 		}
 		measured = append(measured, d)
 		ids = append(ids, d.ID)
-		p := d.Running.Path
-		if p == "" {
+		if d.Path == "" {
 			continue
 		}
 		switch d.Running.Driver {
 		case "host_device":
-			devs[d.ID] = v.HostPath(p)
-			vols[d.ID] = v.HostPath(p)
+			devs[d.ID], vols[d.ID] = d.Path, d.Path
 		case "file":
-			vols[d.ID] = v.HostPath(p)
+			vols[d.ID] = d.Path
 		}
 	}
 	// The zvols' sync property, read once before the window (one zfs call
-	// for all of them): sync=disabled decides their verdict.
-	zvols := zfs.ForVM(ctx, n.Runner, v, measured)
+	// for all of them, none when the caller read them): sync=disabled
+	// decides their verdict.
+	set.Only(ids).Fill(ctx, n, disk.ZFS, disk.Options{})
 	agent := qmp.Agent{Path: v.QGASocket(), Timeout: n.Timeout}
 	if o.Trigger {
 		// Fail before the window, not when it ends: a guest without a
@@ -186,9 +186,7 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, o Opt
 	if len(res.Samples) >= 2 {
 		note := standsOn(res)
 		for _, d := range measured {
-			in := InputFor(v, d, res.Samples)
-			in.ZFS = zvols[d.ID]
-			j := Judge(in)
+			j := Judge(InputFor(d, res.Samples))
 			j.SampledS = res.SampledS
 			j.Reason += note
 			res.Verdicts = append(res.Verdicts, j)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
@@ -77,7 +78,7 @@ func TestMeasureWholeWindow(t *testing.T) {
 	tree.Write(t, dev, "")
 	tree.Write(t, filepath.Join(tree.Root, "sys/class/block/vm-100-disk-1/stat"), "10 0 80 5 20 0 2048 30 0 40 50 0 0 0 0 15 9\n")
 	var seen int
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
+	res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
 		seen++
 		if tk.Window != time.Second || tk.Sample.Stats["scsi1"].WrBytes == 0 || tk.N != seen {
 			t.Errorf("sample %+v", tk)
@@ -107,7 +108,7 @@ func TestMeasureWholeWindow(t *testing.T) {
 	}
 	// Defaults: 15 s at 4 Hz; only the window is cut short here.
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err = Measure(ctx, n, v, v.Disks, Options{OnSample: func(tk sampler.Tick) {
+	res, err = Measure(ctx, n, disk.Of(v, v.Disks), Options{OnSample: func(tk sampler.Tick) {
 		if tk.Window != DefaultWindow {
 			t.Errorf("default window %s", tk.Window)
 		}
@@ -125,7 +126,7 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	v, n, _, _ := fakeVM(t, conf)
 	start := time.Now()
 	var killed time.Time
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 5 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
+	res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 5 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
 		if tk.Sample.Stats["scsi1"].WrBytes == 3<<20 {
 			killed = time.Now()
 			os.Remove(v.QMPSocket())
@@ -146,7 +147,7 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	// No socket from the start: nothing sampled, the whole window a gap.
 	v, n, _, _ = fakeVM(t, conf)
 	os.Remove(v.QMPSocket())
-	res, err = Measure(context.Background(), n, v, v.Disks, Options{Window: 2 * time.Second})
+	res, err = Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 2 * time.Second})
 	if err == nil || len(res.Samples) != 0 || len(res.Gaps) != 1 || res.Gaps[0].FromS != 0 || res.Gaps[0].ToS != 2 || !strings.Contains(err.Error(), "VM 100: QMP stopped answering: ") {
 		t.Errorf("no socket: %v %+v", err, res)
 	}
@@ -154,7 +155,7 @@ func TestMeasureQEMUKilled(t *testing.T) {
 	for _, k := range []int{1, 2} {
 		v, n, _, _ = fakeVM(t, conf)
 		taken := 0
-		res, err = Measure(context.Background(), n, v, v.Disks, Options{Window: 2 * time.Second, OnSample: func(tk sampler.Tick) {
+		res, err = Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 2 * time.Second, OnSample: func(tk sampler.Tick) {
 			if taken++; tk.N == k {
 				os.Remove(v.QMPSocket())
 			}
@@ -171,7 +172,7 @@ func TestMeasureQEMUKilled(t *testing.T) {
 func TestMeasureQEMUStopped(t *testing.T) {
 	v, n, q, _ := fakeVM(t, conf)
 	held := false
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 3 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
+	res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 3 * time.Second, Hz: 4, OnSample: func(tk sampler.Tick) {
 		if !held && tk.N == 3 { // 0.5 s in at 4 Hz
 			held = true
 			release := q.Hold(t)
@@ -203,7 +204,7 @@ func TestMeasureTrigger(t *testing.T) {
 		v, n, q, _ := fakeVM(t, conf)
 		agent(t, v, nil, true)
 		start := time.Now()
-		res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 20 * time.Second, Trigger: true})
+		res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 20 * time.Second, Trigger: true})
 		if !errors.Is(err, ErrAgent) || exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "did not answer within 1s") {
 			t.Errorf("error %v", err)
 		}
@@ -213,14 +214,14 @@ func TestMeasureTrigger(t *testing.T) {
 	})
 	t.Run("no agent socket", func(t *testing.T) {
 		v, n, _, _ := fakeVM(t, conf)
-		if _, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 20 * time.Second, Trigger: true}); !errors.Is(err, ErrAgent) {
+		if _, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 20 * time.Second, Trigger: true}); !errors.Is(err, ErrAgent) {
 			t.Errorf("error %v", err)
 		}
 	})
 	t.Run("the guest syncs", func(t *testing.T) {
 		v, n, _, _ := fakeVM(t, conf)
 		a := agent(t, v, map[string]string{"guest-ping": "{}", "guest-exec": `{"pid": 7}`, "guest-exec-status": `{"exited": true, "exitcode": 0}`}, false)
-		res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Trigger: true})
+		res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: time.Second, Trigger: true})
 		if err != nil || !res.Trigger || len(res.Verdicts) != 1 || a.Requests() < 6 {
 			t.Errorf("err %v, trigger %v, %d verdicts, %d agent requests", err, res.Trigger, len(res.Verdicts), a.Requests())
 		}
@@ -229,7 +230,7 @@ func TestMeasureTrigger(t *testing.T) {
 		v, n, _, _ := fakeVM(t, conf)
 		agent(t, v, map[string]string{"guest-ping": "{}", "guest-exec": `{"pid": 7}`, "guest-exec-status": `{"exited": true, "exitcode": 1, "err-data": "c3luYzogZXJyb3IK"}`}, false)
 		start := time.Now()
-		res, err := Measure(context.Background(), n, v, v.Disks, Options{Window: 10 * time.Second, Trigger: true})
+		res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: 10 * time.Second, Trigger: true})
 		if err == nil || exitcode.Of(err) != exitcode.Unreachable || !strings.Contains(err.Error(), "VM 100: making the guest flush failed 0.0 s into the 10 s window (1 sample(s) taken): sync in the guest exited 1: sync: error") {
 			t.Errorf("error %v", err)
 		}
@@ -241,7 +242,7 @@ func TestMeasureTrigger(t *testing.T) {
 		v, n, _, _ := fakeVM(t, conf)
 		agent(t, v, map[string]string{"guest-ping": "{}", "guest-exec": `{"pid": 7}`, "guest-exec-status": `{"exited": false}`}, false)
 		n.Timeout = 300 * time.Millisecond
-		_, err := Measure(context.Background(), n, v, v.Disks, Options{Window: time.Second, Trigger: true})
+		_, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{Window: time.Second, Trigger: true})
 		if err == nil || !strings.Contains(err.Error(), "sync in the guest did not finish within the window and 300ms more") {
 			t.Errorf("error %v", err)
 		}
@@ -252,7 +253,7 @@ func TestMeasureNotRunning(t *testing.T) {
 	v, n, _, tree := fakeVM(t, conf)
 	os.Remove(filepath.Join(tree.Root, "proc/4242/cmdline"))
 	v, _ = vm.Load(context.Background(), node.New(v.Paths(), 0), 100)
-	res, err := Measure(context.Background(), n, v, v.Disks, Options{})
+	res, err := Measure(context.Background(), n, disk.Of(v, v.Disks), Options{})
 	if !errors.Is(err, ErrNotRunning) || exitcode.Of(err) != exitcode.Unreachable || res == nil || len(res.Samples) != 0 {
 		t.Errorf("not running: %v %+v", err, res)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -267,13 +268,14 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache, pkgs *dpkg.Packages, o Options) (VM, []Source) {
 	stallAfter, hist := o.StallAfter, o.Histograms
 	out := VM{VMID: vmid}
-	res, v, liveErr := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs, Policy: o.Policy}, pools)
+	res, set := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs, Policy: o.Policy}, pools)
 	out.Findings, out.QEMU, out.Policy = res.Findings, res.QEMU, res.PolicyRules
-	if v == nil {
+	if set == nil {
 		// Not loaded: a config that does not parse (config-invalid) or
 		// cannot be read.
 		return out, []Source{SourceConfig}
 	}
+	v, liveErr := set.VM, set.AskErr
 	out.Running = v.Running
 	if !v.Running {
 		if hist != nil {
@@ -294,8 +296,9 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	// says it from its own look.
 	out.HistogramsLeft = hist.Leftovers(vmid, v.Pid, v.QMPSocket(), l.stats)
 	out.Findings = append(out.Findings, check.HistogramsLeft(out.HistogramsLeft)...)
-	out.Disks = disks(v, l)
-	judgeStalls(ctx, n, v, l, out.Disks, stallAfter)
+	set.PlaceThreads(l.threads)
+	out.Disks = disks(set, l)
+	judgeStalls(ctx, n, set, l, out.Disks, stallAfter)
 	var errs []Source
 	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
 		out.CPU = cpu
@@ -340,62 +343,57 @@ func readLive(ctx context.Context, v *vm.VM, timeout time.Duration, hist *latenc
 }
 
 // disks builds the running disks from cache's view of the VM (the
-// effective modes), the command line (aio, discard), the thread map
-// (which iothread serves each disk) and the counters.
-func disks(v *vm.VM, l *live) []Disk {
-	view := cache.Build(v, v.Disks, nil)
-	var ids []string
-	for _, c := range view.Disks {
-		ids = append(ids, c.ID)
-	}
-	iothreads := l.threads.DiskIOThreads(v.Cmdline, ids)
+// effective modes), the running settings (aio, discard, the iothread
+// serving each disk) and the counters.
+func disks(set *disk.Set, l *live) []Disk {
+	v := set.VM
+	view := cache.Build(set)
 	out := []Disk{}
 	for _, c := range view.Disks {
-		d := v.Disk(c.ID)
-		if c.Cache.Effective == nil || d == nil || d.Running == nil {
+		d := set.Disk(c.ID)
+		if c.Cache.Effective == nil || d == nil || d.Graph == nil {
 			continue // not attached to the running VM
 		}
-		run := d.RunningNow()
-		disk := Disk{ID: c.ID, Controller: c.Controller, Storage: c.Storage, CacheConfigured: c.Cache.Configured,
-			CacheEffective: *c.Cache.Effective, AIO: c.AIO, IOThread: iothreads[c.ID], Discard: run.Discard}
+		row := Disk{ID: c.ID, Controller: c.Controller, Storage: c.Storage, CacheConfigured: c.Cache.Configured,
+			CacheEffective: *c.Cache.Effective, AIO: c.AIO, IOThread: d.Graph.IOThread, Discard: d.Graph.Discard}
 		if st, ok := l.stats[c.ID]; ok {
-			disk.Stats = &st
+			row.Stats = &st
 			if l.hist != nil {
 				for _, k := range latency.Kinds {
 					if h, ok := l.hist.Cumulative(v.VMID, v.Pid, c.ID, k, &st); ok {
-						if disk.Latency == nil {
-							disk.Latency = map[latency.Kind]latency.Bucketed{}
+						if row.Latency == nil {
+							row.Latency = map[latency.Kind]latency.Bucketed{}
 						}
-						disk.Latency[k] = h
+						row.Latency[k] = h
 					}
 				}
 			}
 		}
 		if d.Live != nil {
 			if st, ok := l.nodes[d.Live.Protocol.Name]; ok && d.Live.Protocol.Name != "" && st.HasDriverSpecific {
-				disk.Protocol = &st
+				row.Protocol = &st
 			}
 			if d.Live.Limits != nil {
-				disk.Limits = d.Live.Limits
-				disk.ConfigLimits = qemuserver.Limits{}
+				row.Limits = d.Live.Limits
+				row.ConfigLimits = qemuserver.Limits{}
 				if d.Drive != nil {
-					disk.ConfigLimits = d.Drive.Limits()
+					row.ConfigLimits = d.Drive.Limits()
 				}
 			}
 		}
-		out = append(out, disk)
+		out = append(out, row)
 	}
 	return out
 }
 
 // judgeStalls applies the stall rule to the disks, from the counters read
 // (idle_time_ns) and, for a VM with a disk idle for after, its threads.
-func judgeStalls(ctx context.Context, n node.Node, v *vm.VM, l *live, ds []Disk, after time.Duration) {
+func judgeStalls(ctx context.Context, n node.Node, set *disk.Set, l *live, ds []Disk, after time.Duration) {
 	if after <= 0 {
 		after = stall.DefaultAfter
 	}
 	byID := map[string]stall.Verdict{}
-	for _, sv := range stall.Detect(ctx, n, v.Pid, stall.Disks(n, v, l.threads), l.stats, after, 0) {
+	for _, sv := range stall.Detect(ctx, n, set.VM.Pid, stall.Disks(ctx, n, set), l.stats, after, 0) {
 		byID[sv.Disk] = sv
 	}
 	for i := range ds {

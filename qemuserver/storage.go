@@ -24,6 +24,16 @@ type Storage struct {
 // Storages maps storage id to its definition.
 type Storages map[string]*Storage
 
+// Of is the row of the storage a drive's volume is on: nil for a path,
+// none, cdrom, a storage storage.cfg lacks, or no drive. The one lookup of
+// a drive's storage: package disk resolves each disk's through it.
+func (st Storages) Of(d *Drive) *Storage {
+	if d == nil {
+		return nil
+	}
+	return st[d.StorageID()]
+}
+
 // storageHeaderRe is PVE::SectionConfig's section header ("type: id"),
 // storagePropRe its property line; storageTypeRe the names a storage
 // plugin registers, storageIDRe pve-storage-id (parse_storage_id).

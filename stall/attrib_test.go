@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -62,7 +63,9 @@ func zeroesDisks(t testing.TB, z zeroes) []Disk {
 	argv := strings.Split(strings.TrimSuffix(read("cmdline"), "\x00"), "\x00")
 	v := vmtest.New(t, 100, read("100.conf"), read("storage.cfg"), argv).Load(t)
 	m := threads.New(z.pid, gjson.Parse(read("query-iothreads.json")), gjson.Parse(read("query-cpus-fast.json")))
-	return disksWith(v, m, func(string) string { return "" })
+	set := disk.Of(v, v.Disks)
+	set.PlaceThreads(m)
+	return ruleDisks(set)
 }
 
 // zeroesNode is the recording's node, its proc tree copied with the

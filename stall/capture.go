@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/sys/unix"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -137,6 +138,7 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 		}
 		return false
 	}
+	set := disk.Of(v, v.Disks)
 	// One exchange: what QEMU says of the disks, and the thread ids.
 	var m threads.Map
 	stats := map[string]qmp.BlockStats{}
@@ -160,8 +162,8 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 		}
 		m = threads.New(v.Pid, rets["query-iothreads"], rets["query-cpus-fast"])
 		groups := map[string]json.RawMessage{}
-		for _, d := range v.Disks {
-			if !wanted(d.ID) || !v.HasThrottleGroup(d) {
+		for _, d := range set.Disks {
+			if !wanted(d.ID) || d.Graph == nil || !d.Graph.ThrottleGroup {
 				continue
 			}
 			ret, err := s.Exec("qom-get", map[string]any{"path": qmp.ThrottleGroupPath(d.ID), "property": "limits"})
@@ -179,8 +181,9 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 	if err != nil {
 		w.notRead("QMP: " + err.Error())
 	}
+	set.PlaceThreads(m)
 	disks := []Disk{}
-	for _, d := range Disks(n, v, m) {
+	for _, d := range Disks(ctx, n, set) {
 		if wanted(d.ID) {
 			disks = append(disks, d)
 		}
@@ -195,8 +198,8 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 		w.json("blocked.json", bl)
 	}
 	w.threads(ctx, n, v.Pid)
-	w.devices(ctx, n, v, disks)
-	w.pools(ctx, n, v, wanted)
+	w.devices(ctx, n, set, disks)
+	w.pools(ctx, n, set, wanted)
 	if o.Samples != nil {
 		w.json("samples.json", o.Samples)
 	} else {
@@ -325,15 +328,15 @@ func errText(err error) string {
 // devices copies the inflight and stat files of each disk's node device,
 // or, for a file volume, of the device of the filesystem holding it (a
 // frozen or hung filesystem's requests wait there, or before it).
-func (w *writer) devices(ctx context.Context, n node.Node, v *vm.VM, disks []Disk) {
+func (w *writer) devices(ctx context.Context, n node.Node, set *disk.Set, disks []Disk) {
 	done := map[string]bool{}
 	for _, d := range disks {
 		dir := ""
 		if d.Dev != "" {
 			dir = filepath.Join(n.Paths.Sys, "class", "block", d.Dev)
-		} else if vd := v.Disk(d.ID); vd != nil && vd.Running != nil && vd.Running.Path != "" {
+		} else if vd := set.Disk(d.ID); vd != nil && vd.Running != nil && vd.Path != "" {
 			var st unix.Stat_t
-			if err := statTimeout(v.HostPath(vd.Running.Path), &st); err != nil {
+			if err := statTimeout(vd.Path, &st); err != nil {
 				w.notRead("device under " + d.ID + ": " + err.Error())
 				continue
 			}
@@ -384,14 +387,14 @@ func statTimeout(path string, st *unix.Stat_t) error {
 }
 
 // pools writes the state of the thin pools the disks live on.
-func (w *writer) pools(ctx context.Context, n node.Node, v *vm.VM, wanted func(string) bool) {
+func (w *writer) pools(ctx context.Context, n node.Node, set *disk.Set, wanted func(string) bool) {
 	cache := thinpool.NewCache(n.Runner)
 	out := map[string]any{}
-	for _, d := range v.Disks {
+	for _, d := range set.Disks {
 		if !wanted(d.ID) || d.Drive == nil {
 			continue
 		}
-		s := v.Storages[d.Drive.StorageID()]
+		s := d.Storage
 		if !thinpool.IsPool(s) {
 			continue
 		}

@@ -10,11 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
-	"github.com/pvediskcheck/pvediskcheck/threads"
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // maxStat bounds one /proc/PID/task/TID/stat or wchan read (stat's 52
@@ -98,46 +97,29 @@ func ParseStat(b []byte) (comm, state string, ok bool) {
 	return string(b[i+1 : j]), string(f[0]), true
 }
 
-// Disks builds the rule's view of a VM's running disks: which thread
-// serves each (the thread map's iothreads, else the main loop), whether it
-// runs on the thread pool (aio=threads), the image or device QEMU opened
-// and the node device under it.
-func Disks(n node.Node, v *vm.VM, m threads.Map) []Disk {
-	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
-	return disksWith(v, m, func(path string) string {
-		if !v.IsBlockDevice(path) {
-			return ""
-		}
-		name, _ := h.BlockDeviceName(v.HostPath(path))
-		return name
-	})
+// Disks is the rule's view of the running disks of set: which thread
+// serves each (its iothread where the set was placed on QEMU's threads,
+// else the main loop), whether it runs on the thread pool (aio=threads),
+// the image or device QEMU opened and the node device under it (layer disk.Devices, read here when the
+// set has not read it).
+func Disks(ctx context.Context, n node.Node, set *disk.Set) []Disk {
+	set.Fill(ctx, n, disk.Devices, disk.Options{})
+	return ruleDisks(set)
 }
 
-func disksWith(v *vm.VM, m threads.Map, devOf func(path string) string) []Disk {
-	var ids []string
-	for _, d := range v.Disks {
-		if d.Running != nil {
-			ids = append(ids, d.ID)
-		}
-	}
-	its := m.DiskIOThreads(v.Cmdline, ids)
+func ruleDisks(set *disk.Set) []Disk {
 	var out []Disk
-	for _, d := range v.Disks {
-		r := d.Running
-		if r == nil || r.CDROM {
+	for _, d := range set.Disks {
+		g := d.Graph
+		if g == nil || g.CDROM {
 			continue
 		}
-		sd := Disk{ID: d.ID, ServingTID: v.Pid, ThreadPool: r.AIO == "threads"}
+		sd := Disk{ID: d.ID, ServingTID: g.ServingTID, ThreadPool: g.AIO == "threads", Dev: d.Dev}
 		if d.Drive != nil {
 			sd.Storage = d.Drive.StorageID()
 		}
-		if id, ok := its[d.ID]; ok {
-			if t, ok := m.IOThread(id); ok {
-				sd.ServingTID = t.TID
-			}
-		}
-		if r.Path != "" {
-			sd.Path, sd.Dev = r.Path, devOf(r.Path)
+		if g.Path != "" {
+			sd.Path = g.Path
 		}
 		out = append(out, sd)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -122,7 +123,14 @@ func TestDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := vmtest.New(t, 100, conf, storages, argv).Load(t)
-	got := disksWith(v, threads.Map{}, func(path string) string { return "dev-of-" + filepath.Base(path) })
+	set := disk.Of(v, v.Disks)
+	for _, d := range set.Disks {
+		if d.Running != nil && d.Running.Path != "" {
+			d.Dev = "dev-of-" + filepath.Base(d.Running.Path)
+		}
+	}
+	set.PlaceThreads(threads.Map{})
+	got := ruleDisks(set)
 	if len(got) != 2 {
 		t.Fatalf("%+v", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -52,7 +53,9 @@ func disksOf(t *testing.T, nd node.Node) []Disk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Disks(nd, v, m)
+	set := disk.Of(v, v.Disks)
+	set.PlaceThreads(m)
+	return Disks(context.Background(), nd, set)
 }
 
 // TestFrozenFilesystemStalls: the writes on the frozen filesystem make

@@ -246,14 +246,11 @@ func WritesFor(b Backend, c qemuserver.Cache, format string) Writes {
 	return w
 }
 
-// ForDisk is WritesFor for one disk: its drive line (nil for a disk only
-// the running QEMU has), the settings QEMU runs or would run it with (nil
-// when unknown) and the cache it runs with.
-func ForDisk(st qemuserver.Storages, d *qemuserver.Drive, s *qemuserver.DiskSettings, c qemuserver.Cache) Writes {
-	var stor *qemuserver.Storage
-	if d != nil && d.StorageID() != "" {
-		stor = st[d.StorageID()]
-	}
+// ForDisk is WritesFor for one disk: its storage's row (nil for a path, a
+// storage storage.cfg lacks, or a disk only the running QEMU has), the
+// settings QEMU runs or would run it with (nil when unknown) and the cache
+// it runs with.
+func ForDisk(stor *qemuserver.Storage, s *qemuserver.DiskSettings, c qemuserver.Cache) Writes {
 	driver, format := "", ""
 	if s != nil {
 		driver, format = s.Driver, s.Format

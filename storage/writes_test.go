@@ -147,22 +147,22 @@ func TestForDisk(t *testing.T) {
 		}
 		return d
 	}
-	if w := ForDisk(st, drive("ceph:vm-100-disk-0,cache=writeback"), &qemuserver.DiskSettings{Driver: "rbd", Format: "raw"}, qemuserver.CacheOf("writeback")); w.Backend != Librbd || !w.HeldOnNode || w.Visible {
+	if w := ForDisk(st.Of(drive("ceph:vm-100-disk-0,cache=writeback")), &qemuserver.DiskSettings{Driver: "rbd", Format: "raw"}, qemuserver.CacheOf("writeback")); w.Backend != Librbd || !w.HeldOnNode || w.Visible {
 		t.Errorf("librbd writeback: %+v", w)
 	}
-	if w := ForDisk(st, drive("local:100/vm-100-disk-0.qcow2"), &qemuserver.DiskSettings{Driver: "file", Format: "qcow2"}, qemuserver.CacheOf("none")); w.Backend != File || !w.HeldOnNode || w.Unseen == "" {
+	if w := ForDisk(st.Of(drive("local:100/vm-100-disk-0.qcow2")), &qemuserver.DiskSettings{Driver: "file", Format: "qcow2"}, qemuserver.CacheOf("none")); w.Backend != File || !w.HeldOnNode || w.Unseen == "" {
 		t.Errorf("qcow2 none: %+v", w)
 	}
 	// A disk the running QEMU has but the config does not: the driver decides.
-	if w := ForDisk(st, nil, &qemuserver.DiskSettings{Driver: "host_device"}, qemuserver.CacheOf("writeback")); w.Backend != Block || !w.Visible {
+	if w := ForDisk(nil, &qemuserver.DiskSettings{Driver: "host_device"}, qemuserver.CacheOf("writeback")); w.Backend != Block || !w.Visible {
 		t.Errorf("running only: %+v", w)
 	}
 	// Stopped, storage only: the type decides.
-	if w := ForDisk(st, drive("local-zfs:vm-100-disk-0"), nil, qemuserver.CacheOf("none")); w.Backend != Zvol || !w.HeldOnNode {
+	if w := ForDisk(st.Of(drive("local-zfs:vm-100-disk-0")), nil, qemuserver.CacheOf("none")); w.Backend != Zvol || !w.HeldOnNode {
 		t.Errorf("zvol from storage.cfg: %+v", w)
 	}
 	// A storage id missing from storage.cfg and no settings: not modelled.
-	if w := ForDisk(st, drive("gone:vm-100-disk-0"), nil, qemuserver.CacheOf("none")); w.Backend != Unknown {
+	if w := ForDisk(st.Of(drive("gone:vm-100-disk-0")), nil, qemuserver.CacheOf("none")); w.Backend != Unknown {
 		t.Errorf("missing storage: %+v", w)
 	}
 }
@@ -208,11 +208,11 @@ func TestVolumeChain(t *testing.T) {
 	if err != nil || s.Path != "/dev/vgchain/vm-100-disk-0.qcow2" || s.Driver != "host_device" || s.Format != "qcow2" || !s.CacheDirect || s.AIO != "native" {
 		t.Fatalf("%+v %v", s, err)
 	}
-	w := ForDisk(st, d, &s, s.Cache())
+	w := ForDisk(st.Of(d), &s, s.Cache())
 	if w.Backend != Block || !w.HeldOnNode || !strings.Contains(w.AckedIn, "qcow2 metadata cache") || !strings.Contains(w.Unseen, "qcow2 metadata cache") {
 		t.Errorf("none: %+v", w)
 	}
-	if w := ForDisk(st, d, &s, qemuserver.CacheOf("writeback")); !w.Visible || !strings.HasPrefix(w.AckedIn, PageCacheFacts["writeback"][0]) {
+	if w := ForDisk(st.Of(d), &s, qemuserver.CacheOf("writeback")); !w.Visible || !strings.HasPrefix(w.AckedIn, PageCacheFacts["writeback"][0]) {
 		t.Errorf("writeback: %+v", w)
 	}
 	if ReturnsSpace(st["thick-chain"], "qcow2", "") || !ReturnsSpace(st["local"], "qcow2", "") {

@@ -44,8 +44,8 @@ func TestLimitUse(t *testing.T) {
 	}
 }
 
-// disk is an idle row of VM 370 served by the main loop.
-func disk(id string) Disk {
+// idleRow is an idle row of VM 370 served by the main loop.
+func idleRow(id string) Disk {
 	return Disk{VMID: 370, Name: "lab37", Disk: id, Thread: mainLoop, GuestMounts: []string{}}
 }
 
@@ -96,7 +96,7 @@ func TestJudge(t *testing.T) {
 		}, codes{"at-limit", "failed-ops", "queued-in-qemu", "thread-saturated"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := disk("scsi1")
+			d := idleRow("scsi1")
 			tc.mod(&d)
 			got := codes{}
 			for _, fd := range Judge(Sample{Disks: []Disk{d}}) {
@@ -115,7 +115,7 @@ func TestJudge(t *testing.T) {
 // One saturated thread is one finding, listing every disk it serves; the
 // findings come by VMID, code, disks.
 func TestJudgeGroupsAndOrders(t *testing.T) {
-	a, b, c, d := disk("scsi0"), disk("scsi1"), disk("virtio1"), disk("sata0")
+	a, b, c, d := idleRow("scsi0"), idleRow("scsi1"), idleRow("virtio1"), idleRow("sata0")
 	for _, x := range []*Disk{&a, &b} {
 		x.Thread, x.ThreadCPUPct, x.ThreadWaitPct = "iothread-virtioscsi0", f(99), f(1)
 	}
@@ -133,7 +133,7 @@ func TestJudgeGroupsAndOrders(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Judge =\n%+v\nwant\n%+v", got, want)
 	}
-	lim := disk("scsi2")
+	lim := idleRow("scsi2")
 	lim.LimitPct, lim.Limit, lim.DeviceLatencyMs, lim.Device, lim.WriteIOPS, lim.WriteLatencyMs = f(101), s("mbps_wr=20"), f(1.5), s("loop1"), 20, 490.25
 	got = Judge(Sample{Disks: []Disk{lim}})
 	if len(got) != 2 || got[0].Message != "scsi2 of VM 370 used 101 % of its limit mbps_wr=20: its latency is the throttle's queue" ||

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
@@ -234,18 +235,20 @@ type vmState struct {
 	start uint64 // the main thread's start time: a new process under a reused pid has another
 	v     *vm.VM
 	name  string
-	disks []*diskState
+	// set are the disks watched (the running ones but empty CD-ROM
+	// drives), resolved once per process with their node devices; placed
+	// on their threads at each thread map refresh, their queue counts read
+	// in the first sample, the guest agent's view of them once it answers.
+	set *disk.Set
 
-	tmap        threads.Map
-	tmapAt      time.Time
-	diskThreads map[string]string
-	stallDisks  []stall.Disk // the stall rule's view of the disks, made with tmap
-	stall       stall.Detector
+	tmapAt     time.Time
+	stallDisks []stall.Disk // the stall rule's view of the disks, made at each placement
+	stall      stall.Detector
 
-	limits map[string]qemuserver.Limits // running limits by disk
+	limits map[string]qemuserver.Limits // running limits by disk, as the samples read them
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
-	// queues are the VirtIO disks' queue counts, read once per process.
-	queues     map[string]*queues.Count
+	// queuesRead: the VirtIO disks' running queue counts were read (once
+	// per process).
 	queuesRead bool
 
 	prev *snapshot // the last answer, what the next one is compared with
@@ -261,12 +264,6 @@ type vmState struct {
 	guest    map[string]guestdisk.Seen
 	guestAt  time.Time // last time the agent was asked
 	guestRun bool      // a lookup is running
-}
-
-type diskState struct {
-	id, storage string
-	dev         string // the node block device's kernel name; "" when none
-	byID        guestdisk.Name
 }
 
 // snapshot is one VM's counters at one moment.
@@ -435,24 +432,17 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 	if c := m.threads.Read(v.Pid, []int{v.Pid}); len(c) > 0 {
 		st.start = c[v.Pid].Start
 	}
-	q35 := guestdisk.IsQ35(v.Cmdline.Machine)
-	st.queues = map[string]*queues.Count{}
+	var watched []*vm.Disk
 	for _, d := range v.Disks {
-		if d.Running == nil || d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone() {
-			continue
+		if d.Running != nil && !(d.Drive != nil && d.Drive.IsCDROM() && d.Drive.IsNone()) {
+			watched = append(watched, d)
 		}
-		ds := &diskState{id: d.ID}
-		if c := queues.Of(v, d); c != nil && c.Object != "" {
-			st.queues[d.ID] = c
+	}
+	st.set = disk.Resolve(m.ctx, m.n, v, watched, disk.Devices, disk.Options{})
+	for _, d := range st.set.Disks {
+		if c := queues.Of(v, d.Disk); c != nil && c.Object != "" {
+			d.Queues = c
 		}
-		if d.Drive != nil {
-			ds.storage = d.Drive.StorageID()
-			ds.byID = guestdisk.ByID(d.Drive, d.Running.Device, v.Blockdev, q35)
-		}
-		if d.Running.Path != "" && v.IsBlockDevice(d.Running.Path) {
-			ds.dev, _ = m.host.BlockDeviceName(v.HostPath(d.Running.Path))
-		}
-		st.disks = append(st.disks, ds)
 	}
 	m.vms[id] = st
 	return st, nil
@@ -478,7 +468,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	snap := &snapshot{Stats: map[string]qmp.BlockStats{}, Jobs: map[string][]string{}, Limits: map[string]qemuserver.Limits{}}
 	needMap := st.tmapAt.IsZero() || time.Since(st.tmapAt) >= ThreadMapRefresh
 	needPCI := m.o.Guest && st.agent && st.pci == nil
-	q := vm.Query{Need: vm.NeedStats | vm.NeedJobs | vm.NeedLimits, LimitDisks: st.limitDisks(), Turn: &st.turn}
+	q := vm.Query{Need: vm.NeedStats | vm.NeedJobs | vm.NeedLimits, LimitDisks: st.ids(), Turn: &st.turn}
 	if needMap {
 		q.Need |= vm.NeedThreads
 	}
@@ -487,7 +477,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	}
 	if !st.queuesRead {
 		// Fixed when QEMU realized the devices: read once per process.
-		q.QOM = queues.Refs(st.queues)
+		q.QOM = queues.Refs(st.queueCounts())
 	}
 	if m.hist != nil {
 		q.Then = func(s qmp.Session, a *vm.Answer) error { return m.ensureHistograms(s, st, a.Stats) }
@@ -497,7 +487,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		return nil, err
 	}
 	if !st.queuesRead {
-		queues.Apply(st.queues, a.QOM)
+		queues.Apply(st.queueCounts(), a.QOM)
 		st.queuesRead = true
 	}
 	snap.At, snap.Stats, snap.Jobs, snap.JobInfo = a.At, a.Stats, a.Jobs, a.JobInfo
@@ -513,13 +503,9 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		}
 	}
 	if needMap {
-		st.tmap, st.tmapAt = a.Threads, time.Now()
-		ids := make([]string, len(st.disks))
-		for i, d := range st.disks {
-			ids[i] = d.id
-		}
-		st.diskThreads = st.tmap.DiskIOThreads(st.v.Cmdline, ids)
-		st.stallDisks = stall.Disks(m.n, st.v, st.tmap)
+		st.set.PlaceThreads(a.Threads)
+		st.tmapAt = time.Now()
+		st.stallDisks = stall.Disks(ctx, m.n, st.set)
 	}
 	if needPCI {
 		m.mu.Lock()
@@ -529,8 +515,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	for id, l := range st.limits {
 		snap.Limits[id] = l
 	}
-	tids := st.tmap.TIDs()
-	snap.Threads, snap.ThreadsAt = m.threads.Read(st.pid, tids), time.Now()
+	snap.Threads, snap.ThreadsAt = m.threads.Read(st.pid, st.set.Threads.TIDs()), time.Now()
 	if _, ok := snap.Threads[st.pid]; !ok {
 		return nil, fmt.Errorf("%w: QEMU process %d has gone", os.ErrNotExist, st.pid)
 	}
@@ -543,12 +528,12 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		}
 	}
 	snap.Devices = map[string]sampler.BlockStat{}
-	for _, d := range st.disks {
-		if d.dev == "" {
+	for _, d := range st.set.Disks {
+		if d.Dev == "" {
 			continue
 		}
-		if bs, err := m.host.BlockStatOf(d.dev); err == nil {
-			snap.Devices[d.id] = bs
+		if bs, err := m.host.BlockStatOf(d.Dev); err == nil {
+			snap.Devices[d.ID] = bs
 		}
 	}
 	snap.DevicesAt = time.Now()
@@ -572,14 +557,10 @@ func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, stats map[string]
 	if m.hist == nil {
 		return nil
 	}
-	ids := make([]string, len(st.disks))
-	for i, d := range st.disks {
-		ids[i] = d.id
-	}
 	v := st.v
 	return m.hist.Ensure(s, st.vmid, st.pid, func(ctx context.Context, fn func(qmp.Session) error) error {
 		return v.Exchange(ctx, m.patience(), fn)
-	}, ids, stats)
+	}, st.ids(), stats)
 }
 
 // fleecingImages reads the VM's config again for the fleecing images it
@@ -603,18 +584,18 @@ func (st *vmState) attachBackups(rows []Disk, snap *snapshot, images func() []st
 	if st.fleecing == nil {
 		st.fleecing = map[string][]string{}
 	}
-	for _, d := range st.disks {
-		b, ok := snap.Stats[d.id]
+	for _, d := range st.set.Disks {
+		b, ok := snap.Stats[d.ID]
 		if !ok {
 			continue
 		}
-		w := st.backups[d.id]
+		w := st.backups[d.ID]
 		if w == nil {
 			w = &latency.Watch{}
-			st.backups[d.id] = w
+			st.backups[d.ID] = w
 		}
 		var job *qmp.BlockJob
-		for _, j := range snap.JobInfo[d.id] {
+		for _, j := range snap.JobInfo[d.ID] {
 			if latency.IsBackup(j) {
 				job = &j
 				break
@@ -630,21 +611,34 @@ func (st *vmState) attachBackups(rows []Disk, snap *snapshot, images func() []st
 			im.FleecingImages = imgs
 		}
 		for i := range rows {
-			if rows[i].Disk == d.id {
+			if rows[i].Disk == d.ID {
 				rows[i].Backup = im
 			}
 		}
 	}
 }
 
-// limitDisks are the disks whose running limits are read (vm.Ask's rules:
-// every disk watched that has throttling).
-func (st *vmState) limitDisks() []string {
-	ids := make([]string, 0, len(st.disks))
-	for _, d := range st.disks {
-		ids = append(ids, d.id)
+// ids are the disks watched, by id: those whose running limits are read
+// (vm.Ask's rules: every disk watched that has throttling) and whose
+// histograms are set.
+func (st *vmState) ids() []string {
+	ids := make([]string, 0, len(st.set.Disks))
+	for _, d := range st.set.Disks {
+		ids = append(ids, d.ID)
 	}
 	return ids
+}
+
+// queueCounts are the watched disks' queue counts by disk id (the VirtIO
+// disks' with a running count to read).
+func (st *vmState) queueCounts() map[string]*queues.Count {
+	out := map[string]*queues.Count{}
+	for _, d := range st.set.Disks {
+		if d.Queues != nil {
+			out[d.ID] = d.Queues
+		}
+	}
+	return out
 }
 
 // askGuest starts a background guest agent lookup for st when one is due.
@@ -673,45 +667,27 @@ func (m *Monitor) askGuest(st *vmState) {
 	}()
 }
 
-// view is what assemble needs of a VM (call with m.mu held).
+// view is what assemble needs of a VM (call with m.mu held): the guest
+// agent's answer, once it came, goes onto the resolved disks here, where
+// no sample reads them.
 func (st *vmState) view() vmView {
-	v := vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Map: st.tmap, DiskThreads: st.diskThreads}
-	for _, d := range st.disks {
-		dv := diskView{ID: d.id, Storage: d.storage, Dev: d.dev}
-		if c := st.queues[d.id]; c != nil && c.Running != nil {
-			n := *c.Running
-			dv.Queues = &n
+	for _, d := range st.set.Disks {
+		if g, ok := st.guest[d.ID]; ok && d.Guest.Seen == nil {
+			d.Guest.Seen = &g
 		}
-		if d.byID.ByID != "" {
-			s := d.byID.ByID
-			dv.ByID = &s
-		}
-		if g, ok := st.guest[d.id]; ok {
-			g := g
-			dv.Seen = &g
-		}
-		v.Disks = append(v.Disks, dv)
 	}
-	return v
+	return vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Disks: st.set.Disks, Map: st.set.Threads}
 }
 
 // vmView is a VM as assemble sees it: what does not change between two
 // snapshots.
 type vmView struct {
-	VMID        int
-	Name        string
-	PID         int
-	Disks       []diskView // in config order
-	Map         threads.Map
-	DiskThreads map[string]string // disk -> iothread id
-	Histogram   bool              // rows get latency percentiles (--histogram)
-}
-
-type diskView struct {
-	ID, Storage, Dev string
-	ByID             *string
-	Seen             *guestdisk.Seen
-	Queues           *int
+	VMID      int
+	Name      string
+	PID       int
+	Disks     []*disk.Disk // in config order
+	Map       threads.Map
+	Histogram bool // rows get latency percentiles (--histogram)
 }
 
 const mainLoop = "main-loop"
@@ -750,7 +726,7 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			it.CPUPct, it.WaitPct = pct(u.CPUPct), pctPtr(u.WaitPct)
 		}
 		for _, d := range v.Disks {
-			if v.DiskThreads[d.ID] == t.ID {
+			if d.Graph != nil && d.Graph.IOThread == t.ID {
 				it.Disks = append(it.Disks, d.ID)
 			}
 		}
@@ -769,12 +745,12 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 		if err != nil {
 			continue
 		}
-		r := Disk{VMID: v.VMID, Name: v.Name, Disk: d.ID, Storage: d.Storage, order: i,
+		r := Disk{VMID: v.VMID, Name: v.Name, Disk: d.ID, Storage: storageID(d), order: i,
 			ReadIOPS: round(iv.ReadOpsPerSec), WriteIOPS: round(iv.WriteOpsPerSec),
 			ReadBps: round(iv.ReadBytesPerSec), WriteBps: round(iv.WriteBytesPerSec),
 			ReadLatencyMs: round(units.Ms(iv.ReadLatency)), WriteLatencyMs: round(units.Ms(iv.WriteLatency)),
 			FlushLatencyMs: round(units.Ms(iv.FlushLatency)), QueueDepth: round(iv.QueueDepth), FailedOps: iv.FailedOps,
-			GuestByID: d.ByID, GuestMounts: []string{}, Thread: mainLoop, Queues: d.Queues}
+			GuestByID: byID(d), GuestMounts: []string{}, Thread: mainLoop, Queues: queueCount(d)}
 		if v.Histogram {
 			r.Percentiles = latency.IntervalOf(a, b)
 		}
@@ -786,9 +762,9 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			r.BlockJob = &j
 		}
 		tid := v.PID
-		if id, ok := v.DiskThreads[d.ID]; ok {
-			t, _ := v.Map.IOThread(id)
-			tid, r.Thread = t.TID, id
+		if g := d.Graph; g != nil && g.IOThread != "" {
+			id := g.IOThread
+			tid, r.Thread = g.ServingTID, id
 			r.IOThread = &id
 		}
 		if u, ok := usage(tid); ok {
@@ -811,14 +787,42 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 		if sv, ok := cur.Stalls[d.ID]; ok && sv.Stalled {
 			r.StalledSeconds, r.stallSays = sv.StalledSeconds, sv.Summary()
 		}
-		if d.Seen != nil {
-			dev := d.Seen.Device
+		if g := d.Guest.Seen; g != nil {
+			dev := g.Device
 			r.GuestDevice = &dev
-			r.GuestMounts = append(r.GuestMounts, d.Seen.Mounts...)
+			r.GuestMounts = append(r.GuestMounts, g.Mounts...)
 		}
 		disks = append(disks, r)
 	}
 	return row, disks
+}
+
+// storageID is the storage the disk's line names ("" for a path or a disk
+// only the running QEMU has).
+func storageID(d *disk.Disk) string {
+	if d.Drive == nil {
+		return ""
+	}
+	return d.Drive.StorageID()
+}
+
+// byID is the disk's /dev/disk/by-id name in the guest, nil when it has
+// none.
+func byID(d *disk.Disk) *string {
+	if n := d.Guest.Name.ByID; n != "" {
+		return &n
+	}
+	return nil
+}
+
+// queueCount is the virtqueue count QEMU runs the disk with, nil when not
+// read.
+func queueCount(d *disk.Disk) *int {
+	if c := d.Queues; c != nil && c.Running != nil {
+		n := *c.Running
+		return &n
+	}
+	return nil
 }
 
 // round keeps rates and latencies to three decimals: stable JSON, and an

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // recordedView is VM 370 of a recording as the Monitor sees it.
@@ -29,13 +31,17 @@ func recordedView(t *testing.T, r rec) vmView {
 		t.Fatal(err)
 	}
 	m := threads.New(r.pid, r.json(t, "query-iothreads.json"), r.json(t, "query-cpus-fast.json"))
-	ids := []string{"sata1", "scsi0", "scsi1", "virtio1"}
-	v := vmView{VMID: 370, Name: "lab37", PID: r.pid, Map: m, DiskThreads: m.DiskIOThreads(cl, ids)}
+	set := &disk.Set{VM: &vm.VM{Pid: r.pid, Cmdline: cl}}
 	devs := r.devices(t)
-	for _, id := range ids {
-		v.Disks = append(v.Disks, diskView{ID: id, Storage: "local-lvm", Dev: devs[id]})
+	for _, id := range []string{"sata1", "scsi0", "scsi1", "virtio1"} {
+		drv, err := qemuserver.ParseDrive(id, "local-lvm:vm-370-disk-"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Disks = append(set.Disks, &disk.Disk{Disk: &vm.Disk{ID: id, Drive: drv}, Dev: devs[id], Graph: &disk.Graph{}})
 	}
-	return v
+	set.PlaceThreads(m)
+	return vmView{VMID: 370, Name: "lab37", PID: r.pid, Map: m, Disks: set.Disks}
 }
 
 // The recorded second of VM 370 with qemu-io writing 256 KiB requests to
@@ -151,9 +157,8 @@ func TestAssembleGaps(t *testing.T) {
 func TestSampleJSONSchema(t *testing.T) {
 	r := recording(t, "blockdev")
 	v := recordedView(t, r)
-	seen := "/srv"
-	v.Disks[2].ByID = &seen
-	v.Disks[2].Seen = nil
+	v.Disks[2].Guest.Name.ByID = "/srv"
+	v.Disks[2].Guest.Seen = nil
 	a, b := r.snapshot(t, "a", map[string]qemuserver.Limits{"scsi1": {"bps-write": 20 << 20}}, v.Map.TIDs()), r.snapshot(t, "b", map[string]qemuserver.Limits{"scsi1": {"bps-write": 20 << 20}}, v.Map.TIDs())
 	b.Jobs["scsi1"] = []string{"backup"}
 	row, disks := assemble(v, a, b)

@@ -343,6 +343,7 @@ func (v *VM) buildDisks() {
 // QEMU never does.
 func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuserver.Volume, *qemuserver.DiskSettings, error) {
 	var vol *qemuserver.Volume
+	st := v.Storages.Of(drv)
 	if drv.Volume != "cdrom" && !drv.IsNone() {
 		r, err := qemuserver.ResolveVolume(v.Storages, drv, v.IsBlockDevice)
 		var ue *qemuserver.UnmodelledError
@@ -351,7 +352,7 @@ func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuse
 			if err != nil && ue.Known != nil && drv.Kind() != qemuserver.KindTPMState {
 				// Only the path is unknown: the settings follow from
 				// storage.cfg, and the path would only add evidence.
-				s := qemuserver.PredictVolume(drv, *ue.Known, v.Storages[drv.StorageID()], defs)
+				s := qemuserver.PredictVolume(drv, *ue.Known, st, defs)
 				return nil, &s, fmt.Errorf("%w; its settings are predicted from storage.cfg (%s, %s), without the device's path", err, ue.Known.Driver, ue.Known.Format)
 			}
 		}
@@ -367,7 +368,7 @@ func (v *VM) predict(drv *qemuserver.Drive, defs qemuserver.VMDefaults) (*qemuse
 	if vol != nil {
 		r = *vol
 	}
-	s := qemuserver.PredictVolume(drv, r, v.Storages[drv.StorageID()], defs)
+	s := qemuserver.PredictVolume(drv, r, st, defs)
 	return vol, &s, nil
 }
 

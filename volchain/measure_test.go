@@ -103,8 +103,17 @@ func newChainNode(t *testing.T, conf string, lvs map[string]int64, check map[str
 	return c
 }
 
+// measure is every chain of the VM's disks, as package disk's Chains
+// layer reads them.
 func (c *chainNode) measure() []Chain {
-	return Measure(context.Background(), c.run.Node(node.New(c.n.Paths, 0)), c.v)
+	n := c.run.Node(node.New(c.n.Paths, 0))
+	var out []Chain
+	for _, d := range c.v.Disks {
+		if OnChain(d.Drive, c.v.Storages.Of(d.Drive)) {
+			out = append(out, *Measure(context.Background(), n, c.v, d, ReadSnapshots(context.Background(), n, c.v)))
+		}
+	}
+	return out
 }
 
 func write(t *testing.T, path, text string) {

@@ -139,49 +139,51 @@ func Compare(volname string, live, config []string) []string {
 	return out
 }
 
-// Measure reads the chains of the VM's disks on volume-chain storages
-// (none: nil): QEMU's from the live graph (FetchLive), the config's from
-// its snapshot sections, each layer's use through qemu-img and sysfs.
-func Measure(ctx context.Context, n node.Node, v *vm.VM) []Chain {
-	var snaps qemuserver.Snapshots
-	var out []Chain
-	for _, d := range v.Disks {
-		drv := d.Drive
-		if drv == nil {
-			continue
-		}
-		s := v.Storages[drv.StorageID()]
-		_, volname, _ := strings.Cut(drv.Volume, ":")
-		if !IsChained(s, volname) {
-			continue
-		}
-		if snaps == nil {
-			snaps = qemuserver.Snapshots{}
-			if b, err := n.ReadFile(ctx, v.Config.Path); err == nil {
-				snaps = qemuserver.ParseSnapshots(b)
-			}
-		}
-		c := Chain{Disk: d.ID, Volume: drv.Volume, Live: []Layer{}, Disagreements: []string{}}
-		c.Config = Expected(snaps, v.Config.Main["parent"], d.ID, drv.Volume)
-		if d.Live != nil && d.Live.Inserted {
-			var names []string
-			paths := []string{d.Live.Protocol.Filename}
-			for _, b := range d.Live.Backing {
-				paths = append(paths, b.Protocol.Filename)
-			}
-			for i, p := range paths {
-				l := liveLayer(ctx, n, v, volname, p, i == 0)
-				c.Live = append(c.Live, *l)
-				names = append(names, l.LV)
-			}
-			c.Depth = len(c.Live)
-			c.Disagreements = Compare(volname, names, c.Config)
-		} else {
-			c.Depth = len(c.Config)
-		}
-		out = append(out, c)
+// OnChain reports a drive whose volume s, the drive's storage, keeps as a
+// volume chain (lvm with snapshot-as-volume-chain: a qcow2 on a thick LV).
+func OnChain(drv *qemuserver.Drive, s *qemuserver.Storage) bool {
+	if drv == nil {
+		return false
 	}
-	return out
+	_, volname, _ := strings.Cut(drv.Volume, ":")
+	return IsChained(s, volname)
+}
+
+// ReadSnapshots reads the config's snapshot sections again (vm reads the
+// main section and [PENDING] only); none when it cannot be read.
+func ReadSnapshots(ctx context.Context, n node.Node, v *vm.VM) qemuserver.Snapshots {
+	if b, err := n.ReadFile(ctx, v.Config.Path); err == nil {
+		return qemuserver.ParseSnapshots(b)
+	}
+	return qemuserver.Snapshots{}
+}
+
+// Measure reads the chain of disk d of v, whose main-section drive is on a
+// volume chain (OnChain): QEMU's from the live graph (FetchLive), the
+// config's from snaps (ReadSnapshots), each layer's use through qemu-img
+// and sysfs.
+func Measure(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, snaps qemuserver.Snapshots) *Chain {
+	drv := d.Drive
+	_, volname, _ := strings.Cut(drv.Volume, ":")
+	c := &Chain{Disk: d.ID, Volume: drv.Volume, Live: []Layer{}, Disagreements: []string{}}
+	c.Config = Expected(snaps, v.Config.Main["parent"], d.ID, drv.Volume)
+	if d.Live != nil && d.Live.Inserted {
+		var names []string
+		paths := []string{d.Live.Protocol.Filename}
+		for _, b := range d.Live.Backing {
+			paths = append(paths, b.Protocol.Filename)
+		}
+		for i, p := range paths {
+			l := liveLayer(ctx, n, v, volname, p, i == 0)
+			c.Live = append(c.Live, *l)
+			names = append(names, l.LV)
+		}
+		c.Depth = len(c.Live)
+		c.Disagreements = Compare(volname, names, c.Config)
+	} else {
+		c.Depth = len(c.Config)
+	}
+	return c
 }
 
 // QemuImgCheckArgv reads a layer's qcow2 allocation; --force-share reads it
@@ -318,31 +320,28 @@ type BackingLayer struct {
 	LV       *Layer `json:"lv"`
 }
 
-// Running is the backing chain of each of disks whose running image has
-// one (by disk id; a disk without one is not in it).
-func Running(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk) map[string]*Backing {
-	out := map[string]*Backing{}
-	for _, d := range disks {
-		if d.Live == nil || !d.Live.Inserted || len(d.Live.Backing) == 0 {
-			continue
-		}
-		volname, chained := "", false
-		if drv := d.Drive; drv != nil {
-			_, volname, _ = strings.Cut(drv.Volume, ":")
-			chained = IsChained(v.Storages[drv.StorageID()], volname)
-		}
-		layers := append([]qmp.DriveChain{{Format: d.Live.Format, Protocol: d.Live.Protocol}}, d.Live.Backing...)
-		b := &Backing{Depth: len(layers), Layers: []BackingLayer{}}
-		for i, c := range layers {
-			l := BackingLayer{Node: c.Format.Name, File: c.Protocol.Filename, Format: c.Format.Driver, Protocol: c.Protocol.Driver}
-			if chained {
-				l.LV = liveLayer(ctx, n, v, volname, c.Protocol.Filename, i == 0)
-			}
-			b.Layers = append(b.Layers, l)
-		}
-		out[d.ID] = b
+// Running is the backing chain of disk d of v when its running image has
+// one (nil when not), with the LV use of each layer where s, the disk's
+// storage, keeps it as a volume chain.
+func Running(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, s *qemuserver.Storage) *Backing {
+	if d.Live == nil || !d.Live.Inserted || len(d.Live.Backing) == 0 {
+		return nil
 	}
-	return out
+	volname, chained := "", false
+	if drv := d.Drive; drv != nil {
+		_, volname, _ = strings.Cut(drv.Volume, ":")
+		chained = IsChained(s, volname)
+	}
+	layers := append([]qmp.DriveChain{{Format: d.Live.Format, Protocol: d.Live.Protocol}}, d.Live.Backing...)
+	b := &Backing{Depth: len(layers), Layers: []BackingLayer{}}
+	for i, c := range layers {
+		l := BackingLayer{Node: c.Format.Name, File: c.Protocol.Filename, Format: c.Format.Driver, Protocol: c.Protocol.Driver}
+		if chained {
+			l.LV = liveLayer(ctx, n, v, volname, c.Protocol.Filename, i == 0)
+		}
+		b.Layers = append(b.Layers, l)
+	}
+	return b
 }
 
 // liveLayer is the layer of volume volname QEMU runs from path, with its

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/latency"
@@ -54,10 +55,11 @@ func flushAction(c *cli.Context) error {
 	if !v.Running {
 		return exitcode.Unreachablef("VM %d is not running: flushes can only be measured on a running VM", vmid)
 	}
-	if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
-		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))
+	set := disk.Resolve(e.ctx(), e.node, v, disks, disk.Live, disk.Options{})
+	if set.AskErr != nil {
+		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, set.AskErr))
 	}
-	res, err := flush.Measure(e.ctx(), e.node, v, disks, o)
+	res, err := flush.Measure(e.ctx(), e.node, set, o)
 	endProgress(e)
 	if len(res.Samples) == 0 {
 		return err // nothing was measured: the error says why

@@ -11,11 +11,11 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/queues"
-	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -52,7 +52,7 @@ func TestZFSAndQueuesRealQEMU(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		t0 := time.Now()
-		zfs.ForVM(context.Background(), nd.Runner, v, v.Disks)
+		disk.Of(v, v.Disks).Fill(context.Background(), nd, disk.ZFS, disk.Options{})
 		t1 := time.Now()
 		queues.ForVM(context.Background(), v, v.Disks, 5*time.Second, true)
 		t.Logf("zfs get (1 call, 1 zvol): %s; queue counts (1 QMP exchange): %s", t1.Sub(t0), time.Since(t1))

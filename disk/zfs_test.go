@@ -1,4 +1,4 @@
-package zfs
+package disk
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakerun"
 	"github.com/pvediskcheck/pvediskcheck/internal/vmtest"
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Two zfspools (one thick, one sparse), a zfspool line without its pool
@@ -61,8 +64,8 @@ func TestDataset(t *testing.T) {
 		"scsi6":     "rpool/data/vm-100-disk-7", // only [PENDING] adds it
 	}
 	got := map[string]string{}
-	for _, d := range v.Disks {
-		got[d.ID] = Dataset(v, d)
+	for _, d := range Resolve(context.Background(), node.Node{}, v, v.Disks, 0, Options{}).Disks {
+		got[d.ID] = d.Dataset
 	}
 	for id, w := range want {
 		if g, ok := got[id]; !ok || g != w {
@@ -76,14 +79,28 @@ func TestDataset(t *testing.T) {
 	}
 }
 
-func TestForVM(t *testing.T) {
+// zvols is the ZFS layer of v's disks read with r, by disk id (disks that
+// are no zvol are not in it).
+func zvols(v *vm.VM, r node.Runner) map[string]*zfs.Zvol {
+	out := map[string]*zfs.Zvol{}
+	for _, d := range Resolve(context.Background(), node.Node{Runner: r}, v, v.Disks, ZFS, Options{}).Disks {
+		if d.Dataset != "" {
+			out[d.ID] = d.ZFS
+		}
+	}
+	return out
+}
+
+// TestZFSLayer: one zfs get for every zvol of the VM, each disk given its
+// own.
+func TestZFSLayer(t *testing.T) {
 	v := vmtest.New(t, 100, vmConf, vmStorages, nil).Load(t)
-	b, err := os.ReadFile("testdata/get-sparse-512.txt")
+	b, err := os.ReadFile("../storage/zfs/testdata/get-sparse-512.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs": fakerun.Zvols(string(b), "pool/test", map[string]string{"tank/vms/vm-100-disk-3": "disabled"})}}
-	got := ForVM(context.Background(), r, v, v.Disks)
+	got := zvols(v, r)
 	if calls := r.Calls(); len(calls) != 1 || calls[0] != "zfs get -Hp -o name,property,value volblocksize,sync,compression,primarycache,logbias,refreservation,volsize rpool/data/vm-100-disk-2 tank/vms/vm-100-disk-3 rpool/data/vm-100-disk-7 rpool/data/vm-100-disk-0" {
 		t.Errorf("calls %q, want one zfs get of the four zvols in the order of v.Disks", calls)
 	}
@@ -105,7 +122,7 @@ func TestForVM(t *testing.T) {
 	// both get it.
 	v = vmtest.New(t, 100, "scsi0: local-zfs:vm-100-disk-2,size=8G\nvirtio0: local-zfs:vm-100-disk-2,size=8G\n", vmStorages, nil).Load(t)
 	r = &fakerun.Runner{Do: map[string]func([]string) ([]byte, error){"zfs": fakerun.Zvols(string(b), "pool/test", nil)}}
-	got = ForVM(context.Background(), r, v, v.Disks)
+	got = zvols(v, r)
 	if calls := r.Calls(); len(calls) != 1 || calls[0] != "zfs get -Hp -o name,property,value volblocksize,sync,compression,primarycache,logbias,refreservation,volsize rpool/data/vm-100-disk-2" {
 		t.Errorf("calls %q, want the shared zvol once", calls)
 	}
@@ -116,7 +133,7 @@ func TestForVM(t *testing.T) {
 	// No zvol: nothing runs, nothing is returned.
 	v = vmtest.New(t, 100, "scsi0: local-lvm:vm-100-disk-4,size=8G\n", vmStorages, nil).Load(t)
 	r = &fakerun.Runner{}
-	if got := ForVM(context.Background(), r, v, v.Disks); len(got) != 0 || len(r.Calls()) != 0 {
+	if got := zvols(v, r); len(got) != 0 || len(r.Calls()) != 0 {
 		t.Errorf("got %v, calls %q; want nothing", got, r.Calls())
 	}
 }
