@@ -16,7 +16,7 @@ import (
 // owns the rule): QEMU's counters and threads, asked in the exchange of
 // its live view (three more commands: query-blockstats, query-iothreads,
 // query-cpus-fast), and the node devices under the disks.
-const stallLayers = disk.Counters | disk.Threads | disk.Devices
+const stallLayers = disk.Counters | stall.Layers
 
 // detectStalls looks at the running VM for disk-stalled right after the
 // exchange that read its counters and threads (set, with stallLayers):
@@ -27,7 +27,7 @@ func detectStalls(ctx context.Context, n node.Node, set *disk.Set, after time.Du
 	if set.AskErr != nil {
 		return nil
 	}
-	return stall.Detect(ctx, n, set.VM.Pid, stall.Disks(ctx, n, set), set.Stats, after, stall.ConfirmGap)
+	return stall.Detect(ctx, n, set.VM.Pid, stall.Disks(set), set.Stats, after, stall.ConfirmGap)
 }
 
 // stalls reports disk-stalled: a disk of the running VM with requests

@@ -393,7 +393,8 @@ func judgeStalls(ctx context.Context, n node.Node, set *disk.Set, l *live, ds []
 		after = stall.DefaultAfter
 	}
 	byID := map[string]stall.Verdict{}
-	for _, sv := range stall.Detect(ctx, n, set.VM.Pid, stall.Disks(ctx, n, set), l.stats, after, 0) {
+	set.Fill(ctx, n, disk.Devices, disk.Options{})
+	for _, sv := range stall.Detect(ctx, n, set.VM.Pid, stall.Disks(set), l.stats, after, 0) {
 		byID[sv.Disk] = sv
 	}
 	for i := range ds {

@@ -65,7 +65,7 @@ func zeroesDisks(t testing.TB, z zeroes) []Disk {
 	m := threads.New(z.pid, gjson.Parse(read("query-iothreads.json")), gjson.Parse(read("query-cpus-fast.json")))
 	set := disk.Of(v, v.Disks)
 	set.PlaceThreads(m)
-	return ruleDisks(set)
+	return Disks(set)
 }
 
 // zeroesNode is the recording's node, its proc tree copied with the

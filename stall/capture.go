@@ -182,8 +182,9 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 		w.notRead("QMP: " + err.Error())
 	}
 	set.PlaceThreads(m)
+	set.Fill(ctx, n, disk.Devices, disk.Options{})
 	disks := []Disk{}
-	for _, d := range Disks(ctx, n, set) {
+	for _, d := range Disks(set) {
 		if wanted(d.ID) {
 			disks = append(disks, d)
 		}

@@ -100,14 +100,9 @@ func ParseStat(b []byte) (comm, state string, ok bool) {
 // Disks is the rule's view of the running disks of set: which thread
 // serves each (its iothread where the set was placed on QEMU's threads,
 // else the main loop), whether it runs on the thread pool (aio=threads),
-// the image or device QEMU opened and the node device under it (layer disk.Devices, read here when the
-// set has not read it).
-func Disks(ctx context.Context, n node.Node, set *disk.Set) []Disk {
-	set.Fill(ctx, n, disk.Devices, disk.Options{})
-	return ruleDisks(set)
-}
-
-func ruleDisks(set *disk.Set) []Disk {
+// the image or device QEMU opened and the node device under it (the set
+// read with Layers).
+func Disks(set *disk.Set) []Disk {
 	var out []Disk
 	for _, d := range set.Disks {
 		g := d.Graph
@@ -125,6 +120,10 @@ func ruleDisks(set *disk.Set) []Disk {
 	}
 	return out
 }
+
+// Layers are what the rule reads of a running VM besides QEMU's counters:
+// where its disks' threads are and the node devices under them.
+const Layers = disk.Threads | disk.Devices
 
 // Devices lists the node devices of disks.
 func Devices(disks []Disk) []string {

@@ -130,7 +130,7 @@ func TestDisks(t *testing.T) {
 		}
 	}
 	set.PlaceThreads(threads.Map{})
-	got := ruleDisks(set)
+	got := Disks(set)
 	if len(got) != 2 {
 		t.Fatalf("%+v", got)
 	}

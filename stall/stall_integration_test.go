@@ -55,7 +55,8 @@ func disksOf(t *testing.T, nd node.Node) []Disk {
 	}
 	set := disk.Of(v, v.Disks)
 	set.PlaceThreads(m)
-	return Disks(context.Background(), nd, set)
+	set.Fill(context.Background(), nd, disk.Devices, disk.Options{})
+	return Disks(set)
 }
 
 // TestFrozenFilesystemStalls: the writes on the frozen filesystem make

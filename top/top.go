@@ -247,9 +247,13 @@ type vmState struct {
 
 	limits map[string]qemuserver.Limits // running limits by disk, as the samples read them
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
-	// queuesRead: the VirtIO disks' running queue counts were read (once
-	// per process).
+	// What the exchanges with the process add, fixed when it is first
+	// seen: qom, the QOM properties of the VirtIO disks' queue counts (read
+	// in the first sample alone: queuesRead), and prepare, the latency
+	// histograms' set-up (Options.Histogram; nothing after the first).
+	qom        []vm.QOMRef
 	queuesRead bool
+	prepare    func(qmp.Session, *vm.Answer) error
 
 	prev *snapshot // the last answer, what the next one is compared with
 
@@ -444,6 +448,11 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 			d.Queues = c
 		}
 	}
+	// Fixed when QEMU realized the devices: read once per process.
+	st.qom = queues.Refs(st.queueCounts())
+	if m.hist != nil {
+		st.prepare = func(s qmp.Session, a *vm.Answer) error { return m.ensureHistograms(s, st, a.Stats) }
+	}
 	m.vms[id] = st
 	return st, nil
 }
@@ -476,12 +485,9 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		q.Need |= vm.NeedPCI
 	}
 	if !st.queuesRead {
-		// Fixed when QEMU realized the devices: read once per process.
-		q.QOM = queues.Refs(st.queueCounts())
+		q.QOM = st.qom
 	}
-	if m.hist != nil {
-		q.Then = func(s qmp.Session, a *vm.Answer) error { return m.ensureHistograms(s, st, a.Stats) }
-	}
+	q.Then = st.prepare
 	a, err := st.v.Ask(ctx, m.patience(), q)
 	if err != nil {
 		return nil, err
@@ -505,7 +511,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	if needMap {
 		st.set.PlaceThreads(a.Threads)
 		st.tmapAt = time.Now()
-		st.stallDisks = stall.Disks(ctx, m.n, st.set)
+		st.stallDisks = stall.Disks(st.set)
 	}
 	if needPCI {
 		m.mu.Lock()
