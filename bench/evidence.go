@@ -135,7 +135,7 @@ type DiskFacts struct {
 	// AreaBytes is the test area (the --size, at most the disk).
 	AreaBytes int64
 	Thin      bool // thin or sparse storage: unwritten blocks are holes
-	// Zvol is the disk's zvol as ZFS reported it (zfs.ForVM): nil for a
+	// Zvol is the disk's zvol as ZFS reported it (layer disk.ZFS): nil for a
 	// disk on any other storage, Unknown when zfs could not answer.
 	Zvol *zfs.Zvol
 }

@@ -60,7 +60,7 @@ type Disk struct {
 	Unmeasured string           `json:"unmeasured,omitempty"`
 	Drift      []string         `json:"drift"`
 	Flush      *flush.Judgement `json:"flush,omitempty"`
-	// The disk as the guest sees it (GuestNames): its stable
+	// The disk as the guest sees it (layer disk.Agent): its stable
 	// /dev/disk/by-id name from Proxmox's layout (null when it has none,
 	// e.g. VirtIO Block without serial), and, when the guest agent
 	// answers, its device and mount points.
@@ -69,14 +69,14 @@ type Disk struct {
 	GuestMounts []string `json:"guest_mounts"`
 	// ZFS is what `zfs get` says of the disk's zvol (a zfspool disk only):
 	// its volblocksize, sync, compression, primarycache, logbias,
-	// refreservation and volsize, or why they are unknown (AttachZFS).
+	// refreservation and volsize, or why they are unknown (layer disk.ZFS).
 	ZFS *zfs.Zvol `json:"zfs,omitempty"`
 	// Queues are the disk's virtqueue counts (config, command line, what
 	// QEMU runs), where the config sets queues= or QEMU runs more than one
-	// (AttachQueues).
+	// (layer disk.Queues).
 	Queues *queues.Count `json:"queues,omitempty"`
 	// Backing is the image chain QEMU runs the disk with, top layer to
-	// base, where its running image has a backing file (AttachBacking);
+	// base, where its running image has a backing file (layer disk.Backing);
 	// absent for every other disk.
 	Backing *volchain.Backing `json:"backing_chain,omitempty"`
 
