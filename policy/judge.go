@@ -164,7 +164,7 @@ func (m *Match) selects(v *vm.VM, site Site, drv *qemuserver.Drive) bool {
 		return false
 	}
 	sid := drv.StorageID()
-	st := v.Storages[sid]
+	st := v.Storages.Of(drv)
 	if !anyText(m.Storage, func(s string) bool { return sid != "" && glob(s, sid) }) {
 		return false
 	}

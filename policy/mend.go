@@ -112,7 +112,7 @@ func (m *mender) values() values {
 	l := m.line()
 	defs := qemuserver.VMDefaultsFor(m.v.Config.Next())
 	defs.SCSIHW = m.st.SCSIHW
-	s := qemuserver.PredictVolume(l, m.vol, m.v.Storages[l.StorageID()], defs)
+	s := qemuserver.PredictVolume(l, m.vol, m.v.Storages.Of(l), defs)
 	return settingValues(l, &s)
 }
 
