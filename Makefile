@@ -81,13 +81,13 @@ test-monitoring: deps
 e2e: deps build
 	$(GO) test -tags integration -p 1 -count=1 -timeout 20m -run 'E2E|GuestSmoke' -v ./cmd/... ./internal/e2e/...
 
-# bench prints the speed targets measured side by side in one run (README "Speed").
+# bench prints the speed targets measured side by side in one run (docs/speed.md).
 bench: deps build
 	$(GO) test -tags integration -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
 
 # bench-overhead: bench's wall time against the same fio command lines run by
-# hand through the guest agent, and its CPU, on the real guest (README
-# "Speed"; ROUNDS rounds of about 2.5 minutes, Lab 19's 20 s + 3 s ramp).
+# hand through the guest agent, and its CPU, on the real guest
+# (docs/speed.md; ROUNDS rounds of about 2.5 minutes, Lab 19's 20 s + 3 s ramp).
 ROUNDS ?= 3
 bench-overhead: deps build
 	@scripts/bench-overhead.sh $(ROUNDS)

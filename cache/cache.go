@@ -21,7 +21,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/volchain"
 )
 
-// View is the cache view of one VM (README "JSON schemas", cache --json).
+// View is the cache view of one VM (docs/json.md, cache --json).
 type View struct {
 	VMID     int      `json:"vmid"`
 	Running  bool     `json:"running"`

@@ -5,7 +5,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
-// Report is the --json schema of `discard` (README "JSON schemas").
+// Report is the --json schema of `discard` (docs/json.md).
 type Report struct {
 	VMID    int  `json:"vmid"`
 	Running bool `json:"running"`

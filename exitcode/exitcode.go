@@ -17,7 +17,7 @@ import (
 // Code is a process exit status.
 type Code int
 
-// The four exit codes (README "Exit codes").
+// The four exit codes (docs/json.md, "Exit codes").
 const (
 	OK          Code = 0
 	Problem     Code = 1

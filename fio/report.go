@@ -6,13 +6,13 @@ import (
 	"strings"
 )
 
-// SummaryReport is `fio summary --json` (README "JSON schemas").
+// SummaryReport is `fio summary --json` (docs/json.md).
 type SummaryReport struct {
 	HostRAMBytes int64 `json:"host_ram_bytes"` // 0: unknown, area-below-ram not checked
 	*Summary
 }
 
-// CompareReport is `fio compare --json` (README "JSON schemas").
+// CompareReport is `fio compare --json` (docs/json.md).
 type CompareReport struct {
 	A          string    `json:"a"`
 	B          string    `json:"b"`

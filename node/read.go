@@ -281,7 +281,7 @@ const procSuperMagic = 0x9fa0
 // tree), one read. Anything else, e.g. the same file in a fixture tree on
 // a disk or a network filesystem, is read through ReadFile, within the
 // node's timeout. top reads about 300 of these a second on a node of 50
-// VMs; this is where its CPU went (README "Speed").
+// VMs; this is where its CPU went (docs/speed.md).
 func (n Node) ReadSmall(ctx context.Context, path string, buf []byte) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: %w", path, err)

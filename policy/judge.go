@@ -33,7 +33,7 @@ type Found struct {
 	Value string `json:"value"`
 }
 
-// Violation is one requirement a disk breaks (README: check --json
+// Violation is one requirement a disk breaks (docs/json.md: check --json
 // findings[].policy).
 type Violation struct {
 	Rule    string  `json:"rule"`
@@ -101,7 +101,7 @@ type Result struct {
 	Rules []RuleCount
 }
 
-// RuleCount is one rule's part of a VM or of a run (README: check --json
+// RuleCount is one rule's part of a VM or of a run (docs/json.md: check --json
 // policy_rules).
 type RuleCount struct {
 	Rule       string `json:"rule"`

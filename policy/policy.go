@@ -2,7 +2,7 @@
 // FILE`): a small YAML file of rules, each selecting disks (by storage,
 // storage type, VM tag, pool, VMID range, drive kind, bus) and requiring
 // settings of them (cache, aio, discard, iothread, ssd, controller, limits
-// at most or at least, backup, replicate). README's "Policy" section is the
+// at most or at least, backup, replicate). docs/commands.md's "Policy" section is the
 // file's schema.
 //
 // Parse reads a file strictly: an unknown key, a bad value or a YAML error

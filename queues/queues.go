@@ -24,7 +24,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
-// Count is one disk's queue counts (README "JSON schemas", cache and top
+// Count is one disk's queue counts (docs/json.md, cache and top
 // `queues`).
 type Count struct {
 	// Configured is the drive line's queues=; nil when it sets none.

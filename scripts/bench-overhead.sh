@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-overhead.sh [ROUNDS [DISK BENCH-FLAGS...]] (`make bench-overhead`, after
 # `make deps build`): what `pvediskcheck bench` adds to the wall time of the
-# fio runs it makes, and its own CPU (README "Speed"). It boots Lab 37's VM
+# fio runs it makes, and its own CPU (docs/speed.md). It boots Lab 37's VM
 # 370 with the end-to-end tier's guest (TCG, fio, qemu-guest-agent;
 # scripts/build-guest.sh, cached in /var/cache/pvediskcheck) and times, in
 # turn, ROUNDS rounds (default 3) of

@@ -124,7 +124,7 @@ type PV struct {
 }
 
 // Fill is when an LVM thin pool stops accepting writes and what then
-// happens to the VMs on it (README: `thin --json` pools[].fill).
+// happens to the VMs on it (docs/json.md: `thin --json` pools[].fill).
 type Fill struct {
 	// WhenFull is lv_when_full: queue or error ("" when lvs printed none).
 	WhenFull string `json:"when_full"`

@@ -70,7 +70,7 @@ func UseLevel(percent *float64) Level {
 	return LevelOK
 }
 
-// Code names a pool warning (README: `thin --json` warnings[].code).
+// Code names a pool warning (docs/json.md: `thin --json` warnings[].code).
 type Code string
 
 // Warning codes.
@@ -96,7 +96,7 @@ const (
 	TypeZFSPool = storagetype.NameZFSPool
 )
 
-// Pool is one thin pool's figures (README: `thin --json` pools[]).
+// Pool is one thin pool's figures (docs/json.md: `thin --json` pools[]).
 type Pool struct {
 	Storage           string   `json:"storage"`
 	Type              string   `json:"type"` // lvmthin, zfspool
@@ -136,7 +136,7 @@ type Volume struct {
 	Snapshots      []string `json:"snapshots"`
 }
 
-// Report is what `thin` prints (README: `thin --json`).
+// Report is what `thin` prints (docs/json.md: `thin --json`).
 type Report struct {
 	Pools []Pool   `json:"pools"`
 	Notes []string `json:"notes,omitempty"`

@@ -8,7 +8,7 @@ import (
 )
 
 // Sample is one refresh: every disk's activity over the last interval and
-// what the QEMU threads did meanwhile (README "JSON schemas", top --json).
+// what the QEMU threads did meanwhile (docs/json.md, top --json).
 type Sample struct {
 	Time      time.Time `json:"time"`
 	IntervalS float64   `json:"interval_s"` // the refresh interval asked for

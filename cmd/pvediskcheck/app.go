@@ -40,7 +40,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "proc", Usage: "procfs mount (default ROOT/proc)"},
 			&cli.StringFlag{Name: "sys", Usage: "sysfs mount (default ROOT/sys)"},
 			maxDuration(&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "deadline for every socket exchange and external command"}, node.MaxTimeout),
-			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in README)"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (schemas in /usr/share/doc/pvediskcheck/json.md.gz)"},
 			&cli.BoolFlag{Name: "no-color", EnvVars: []string{"NO_COLOR"}, Usage: "never colour output (colour is only used on a terminal)"},
 		},
 		Before: func(c *cli.Context) error {

@@ -185,14 +185,14 @@ func TestCheckPolicyRefused(t *testing.T) {
 }
 
 // TestPolicyExamplesParse: the policies the docs show are policies: the
-// README's, check --help's (its indented block under POLICY) and the
+// the manual's (docs/commands.md), check --help's (its indented block under POLICY) and the
 // shipped example (/usr/share/doc/pvediskcheck/examples/policy.yaml).
 func TestPolicyExamplesParse(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "commands.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec := string(readme)[strings.Index(string(readme), "#### Policy: how every disk should be"):]
+	sec := string(readme)[strings.Index(string(readme), "### Policy: how every disk should be"):]
 	_, block, _ := strings.Cut(sec, "```yaml\n")
 	block, _, _ = strings.Cut(block, "```")
 	help := helpText("check")
