@@ -44,6 +44,10 @@ type Set struct {
 	// Threads is the thread map the disks were placed on (PlaceThreads);
 	// zero until placed.
 	Threads threads.Map
+	// AgentSkip is the guest agent answer layer Agent did not ask for
+	// because a backup holds the VM (vm.VM.Agent), nil when it asked or
+	// had nothing to ask.
+	AgentSkip *vm.AgentSkip
 	// filled are the layers Fill has filled.
 	filled Layer
 }

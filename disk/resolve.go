@@ -8,7 +8,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
@@ -291,7 +290,8 @@ func readQueues(ctx context.Context, n node.Node, s *Set, _ Options) {
 // readAgent asks a running VM's guest agent (agent: 1) for its disks and
 // mount points within o.AgentTimeout (the node's timeout when 0), the PCI
 // devices that place them read in one QMP exchange first: an agent that
-// does not answer leaves them unknown, never guessed.
+// does not answer leaves them unknown, never guessed. While a backup holds
+// the VM the agent is left alone (vm.VM.Agent) and Set.AgentSkip says so.
 func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 	v := s.VM
 	timeout, agentTimeout := n.Timeout, o.AgentTimeout
@@ -305,9 +305,14 @@ func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 	if err != nil {
 		return
 	}
+	agent, skip := v.Agent(ctx, n, agentTimeout, guestdisk.Commands, guestdisk.For)
+	if skip != nil {
+		s.AgentSkip = skip
+		return
+	}
 	actx, cancel := context.WithTimeout(ctx, 2*agentTimeout)
 	defer cancel()
-	seen, err := guestdisk.Ask(actx, qmp.Agent{Path: v.QGASocket(), Timeout: agentTimeout}, a.PCI, qemuserver.SCSIHW(v.Config.Main))
+	seen, err := guestdisk.Ask(actx, *agent, a.PCI, qemuserver.SCSIHW(v.Config.Main))
 	if err != nil {
 		return
 	}

@@ -23,6 +23,13 @@ type Seen struct {
 // whether the VM has a guest agent channel to ask.
 func AgentEnabled(opt string) bool { return qemuserver.AgentEnabled(opt) }
 
+// Commands are the agent commands Ask sends, For what their answers are for
+// (vm.AgentSkip).
+const (
+	Commands = "guest-get-disks, guest-get-fsinfo"
+	For      = "the guest's device names and mount points"
+)
+
 // Ask asks the guest agent for its disks (guest-get-disks) and mounted
 // filesystems (guest-get-fsinfo), one short exchange each, and places them
 // on the VM's disks through pci (PCIDevices of query-pci) and the VM's

@@ -61,7 +61,12 @@ func (v *VM) Lock() *Lock { return v.lock }
 // readLock reads the config's lock and, through the node's reader, the
 // task holding it (Load calls it once).
 func (v *VM) readLock(ctx context.Context, n node.Node) *Lock {
-	kind := v.Config.Main["lock"]
+	return v.readLockOf(ctx, n, v.Config.Main["lock"])
+}
+
+// readLockOf is readLock for a lock of kind (a config read again: the
+// backup hold).
+func (v *VM) readLockOf(ctx context.Context, n node.Node, kind string) *Lock {
 	if kind == "" {
 		return nil
 	}

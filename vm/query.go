@@ -102,6 +102,10 @@ type Answer struct {
 	Jobs   map[string][]string       // disk -> the types of the jobs on it
 	// JobInfo is each disk's jobs as QEMU lists them (progress, speed).
 	JobInfo map[string][]qmp.BlockJob
+	// AllJobs is every block job QEMU lists, placed on a disk or not
+	// (BackupHolds reads it: a backup whose disk is unknown holds the VM
+	// all the same).
+	AllJobs []qmp.BlockJob
 	// Limits are the running limits read, by disk; LimitsRead the disks
 	// asked for: one of them missing from Limits has none QEMU reports (a
 	// disk without its throttle group, a drive with no medium).
@@ -352,6 +356,8 @@ func (v *VM) askJobs(s qmp.Session, a *Answer) (*gjson.Result, error) {
 		return nil, err
 	}
 	jobs := qmp.ParseBlockJobs(ret)
+	a.AllJobs = jobs
+	v.sawJobs(jobs)
 	if len(jobs) == 0 {
 		return nil, nil
 	}

@@ -30,6 +30,7 @@ var ErrNoConfig = exitcode.New(exitcode.Usage, "no such VM on this node")
 // VM is one VM as far as this node can tell.
 type VM struct {
 	lock     *Lock // the config's lock, read by Load (Lock)
+	jobs     jobsSeen
 	VMID     int
 	Config   *qemuserver.Config
 	Storages qemuserver.Storages

@@ -1,0 +1,99 @@
+package vm
+
+import (
+	"context"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+)
+
+// The guest's freeze state. vzdump freezes the guest's filesystems for a
+// snapshot backup and thaws them once the job runs; a guest left frozen
+// (Pulse #2439) sends no I/O, so no request is outstanding and the stall
+// rule never sees it: only the agent says so (guest-fsfreeze-status,
+// answered while frozen: qemu-ga allows it, with guest-fsfreeze-thaw, in
+// the frozen state).
+
+// FreezeState is what guest-fsfreeze-status said.
+type FreezeState string
+
+const (
+	// Thawed: the guest's filesystems take writes.
+	Thawed FreezeState = "thawed"
+	// Frozen: the guest's writes hang until guest-fsfreeze-thaw.
+	Frozen FreezeState = "frozen"
+	// FreezeNotAsked: the agent was not asked (a backup holds the VM, the
+	// VM has no agent or does not run): Freeze.Why says which.
+	FreezeNotAsked FreezeState = "not-asked"
+	// FreezeUnknown: asked, no answer (Freeze.Why: the agent's error).
+	FreezeUnknown FreezeState = "unknown"
+)
+
+// FreezeTimeout bounds the agent's answer to guest-fsfreeze-status: it
+// reads a flag in qemu-ga, answered at once by an agent that runs; one
+// that does not would only cost the wait.
+const FreezeTimeout = time.Second
+
+// Freeze is the guest's freeze state as a command found it (JSON:
+// guest_freeze).
+type Freeze struct {
+	State FreezeState `json:"state"`
+	// Why is why the state is not-asked or unknown.
+	Why string `json:"why,omitempty"`
+	// Backup is the backup holding the VM: for not-asked, the hold that
+	// kept the agent alone; for frozen, the backup found right after the
+	// answer (a snapshot backup freezes the guest while its job starts).
+	Backup *BackupHold `json:"backup,omitempty"`
+	// At is when the agent answered (zero when not asked).
+	At time.Time `json:"-"`
+}
+
+// Skip is the agent answer not asked for, when the state is not-asked
+// because of a backup; nil otherwise.
+func (f *Freeze) Skip() *AgentSkip {
+	if f == nil || f.State != FreezeNotAsked || f.Backup == nil {
+		return nil
+	}
+	return &AgentSkip{Command: FreezeCommand, For: FreezeFor, Why: f.Backup.Why(), Backup: f.Backup}
+}
+
+// FreezeCommand is the agent command that reads the state.
+const FreezeCommand = "guest-fsfreeze-status"
+
+// FreezeFor is what its answer is for, in AgentSkip.For.
+const FreezeFor = "the guest's freeze state"
+
+// AskFreeze asks a running VM's guest agent (agent: 1) for its freeze
+// state, unless a backup holds the VM (BackupHold, asked first); a frozen
+// answer asks BackupHold again, as the backup that froze it starts its job
+// after the freeze. timeout bounds the agent (0: FreezeTimeout). nil for a
+// VM that does not run or has no agent: nothing was there to ask.
+func (v *VM) AskFreeze(ctx context.Context, n node.Node, timeout time.Duration) *Freeze {
+	if !v.Running || !qemuserver.AgentEnabled(v.Config.Main["agent"]) {
+		return nil
+	}
+	if timeout <= 0 || timeout > FreezeTimeout {
+		timeout = FreezeTimeout
+	}
+	agent, skip := v.Agent(ctx, n, timeout, FreezeCommand, FreezeFor)
+	if skip != nil {
+		return &Freeze{State: FreezeNotAsked, Why: skip.Why, Backup: skip.Backup}
+	}
+	actx, cancel := context.WithTimeout(ctx, 2*timeout)
+	defer cancel()
+	ret, err := agent.Call(actx, FreezeCommand, nil)
+	if err != nil {
+		return &Freeze{State: FreezeUnknown, Why: err.Error()}
+	}
+	f := &Freeze{State: FreezeState(ret.String()), At: time.Now()}
+	switch f.State {
+	case Thawed:
+	case Frozen:
+		v.jobs.forget() // the jobs as they are now, not as a sample saw them
+		f.Backup = v.BackupHold(ctx, n)
+	default:
+		return &Freeze{State: FreezeUnknown, Why: "guest-fsfreeze-status answered " + ret.Raw}
+	}
+	return f
+}
