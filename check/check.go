@@ -108,6 +108,10 @@ const (
 	// CodeHistogramLeft: a latency histogram pvediskcheck set and did not
 	// clear (package latency's Leftover).
 	CodeHistogramLeft Code = "latency-histogram-left"
+	// CodeGuestFrozen: the guest agent says the guest's filesystems are
+	// frozen (guest-fsfreeze-status): an error while no backup holds the
+	// VM (its writes hang in the guest), info during a backup.
+	CodeGuestFrozen Code = "guest-frozen"
 )
 
 // Codes lists every code (help text, README).
@@ -115,7 +119,7 @@ var Codes = []Code{CodeAIONativeNeedsDirect, CodeIOThreadIgnored, CodeSSDUnsuppo
 	CodeDiscardIgnoredOnThin, CodeCacheUnsafe, CodeCacheWriteback, CodeEmulatedController, CodeLimitInvalid,
 	CodeAIOIOUringRisk, CodeIOError, CodeThinOvercommit, CodeThinFull, CodeVolumeChain, CodePendingRestart, CodeDrift, CodeLocked,
 	CodeZFSSyncDisabled, CodeZFSSyncAlways, CodeZFSBlocksizeInvalid, CodeDiskStalled, CodeFleecingStorage, CodeStorageUnavailable, CodeQueuesInvalid, CodeFleecingLeftover,
-	CodeQEMUAdvisory, CodeQEMUOutdated, CodePolicy, CodeHistogramLeft}
+	CodeQEMUAdvisory, CodeQEMUOutdated, CodePolicy, CodeHistogramLeft, CodeGuestFrozen}
 
 // Finding is one result (README: `check --json` findings[]).
 type Finding struct {
@@ -173,6 +177,13 @@ type VMResult struct {
 	// (qemu-advisory and qemu-outdated judge it); omitted for a VM that
 	// does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// GuestFreeze is the guest's freeze state (guest-fsfreeze-status, asked
+	// once per run, never while a backup holds the VM: then not-asked);
+	// omitted for a VM that does not run or has no agent.
+	GuestFreeze *vm.Freeze `json:"guest_freeze,omitempty"`
+	// AgentNotAsked are the guest agent answers check did not ask for
+	// because a backup holds the VM, and why; omitted when none.
+	AgentNotAsked []vm.AgentSkip `json:"agent_not_asked,omitempty"`
 	// PolicyRules are the --policy rules that select a disk of the VM:
 	// how many of its disks, and how many requirements they break.
 	PolicyRules []policy.RuleCount `json:"policy_rules,omitempty"`
@@ -377,7 +388,12 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 	}
 	out.QEMU = readBinary(ctx, n, v, o.Packages)
 	pol := judgePolicy(ctx, n, v, o, &out)
-	judge(ctx, set, n.Paths.NodeName(), pools, &out, askGuestOS(ctx, v, n.Timeout), pol)
+	gos, skip := askGuestOS(ctx, n, v)
+	out.skipped(skip)
+	judge(ctx, set, n.Paths.NodeName(), pools, &out, gos, pol)
+	out.GuestFreeze = v.AskFreeze(ctx, n, n.Timeout)
+	out.skipped(out.GuestFreeze.Skip())
+	guestFrozen(v.VMID, out.GuestFreeze, &out)
 	qemuAdvisories(v.VMID, out.QEMU, runningDisks(v), advisory.Known(), &out)
 	qemuOutdated(v.VMID, out.QEMU, &out)
 	zfsRules(ctx, n, set, &out)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 	"github.com/tidwall/gjson"
 )
@@ -43,19 +43,24 @@ func parseGuestOS(ret gjson.Result) *guestOS {
 // that a controller move is advised on the guest's word, not only on the
 // config's ostype; nil when the VM is stopped, has no agent or it does not
 // answer, or no disk is on an emulated controller (then the answer changes
-// nothing, and a silent agent would only cost the wait).
-func askGuestOS(ctx context.Context, v *vm.VM, timeout time.Duration) *guestOS {
+// nothing, and a silent agent would only cost the wait). While a backup
+// holds the VM the agent is not asked: the skip says so.
+func askGuestOS(ctx context.Context, n node.Node, v *vm.VM) (*guestOS, *vm.AgentSkip) {
 	if !v.Running || !qemuserver.AgentEnabled(v.Config.Main["agent"]) || !emulatedDisks(v) {
-		return nil
+		return nil, nil
 	}
-	timeout = min(timeout, guestOSTimeout)
+	timeout := min(n.Timeout, guestOSTimeout)
+	agent, skip := v.Agent(ctx, n, timeout, "guest-get-osinfo", "the guest's OS (emulated-controller's advice)")
+	if skip != nil {
+		return nil, skip
+	}
 	actx, cancel := context.WithTimeout(ctx, 2*timeout)
 	defer cancel()
-	ret, err := qmp.Agent{Path: v.QGASocket(), Timeout: timeout}.Call(actx, "guest-get-osinfo", nil)
+	ret, err := agent.Call(actx, "guest-get-osinfo", nil)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return parseGuestOS(ret)
+	return parseGuestOS(ret), nil
 }
 
 // emulatedDisks: a disk of the next start sits on SATA, IDE or an emulated

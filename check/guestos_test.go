@@ -1,10 +1,12 @@
 package check
 
 import (
+	"net"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
@@ -99,12 +101,23 @@ func TestGuestOSNotAskedWithoutEmulatedDisks(t *testing.T) {
 	tn.replay(t, rec, 390, "")
 	withImages(t, tn)
 	a := qmptest.NewAgent(t)
-	a.Handle = qmptest.AgentReplies(map[string]string{"guest-get-osinfo": osinfoWindows})
+	var mu sync.Mutex
+	var sent []string
+	replies := qmptest.AgentReplies(map[string]string{"guest-get-osinfo": osinfoWindows, "guest-fsfreeze-status": `"thawed"`})
+	a.Handle = func(w net.Conn, cmd string, req gjson.Result) {
+		mu.Lock()
+		sent = append(sent, cmd)
+		mu.Unlock()
+		replies(w, cmd, req)
+	}
 	if err := os.Symlink(a.Sock(), tn.n.Paths.QGASocket(390)); err != nil {
 		t.Fatal(err)
 	}
 	v := tn.check(390, quietRunner(), Options{})
-	if len(v.Findings) != 0 || len(v.Notes) != 0 || a.Conns() != 0 {
-		t.Errorf("findings %+v notes %q, agent connections %d", v.Findings, v.Notes, a.Conns())
+	mu.Lock()
+	defer mu.Unlock()
+	// The freeze state is asked (guest-frozen), the OS is not.
+	if len(v.Findings) != 0 || len(v.Notes) != 0 || !slices.Equal(sent, []string{"guest-fsfreeze-status"}) {
+		t.Errorf("findings %+v notes %q, agent commands %q", v.Findings, v.Notes, sent)
 	}
 }

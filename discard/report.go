@@ -3,6 +3,7 @@ package discard
 import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Report is the --json schema of `discard` (docs/json.md).
@@ -19,6 +20,10 @@ type Report struct {
 	GuestFstrim []GuestPath `json:"guest_fstrim,omitempty"`
 	Disks       []Disk      `json:"disks"`
 	Notes       []string    `json:"notes,omitempty"`
+	// AgentNotAsked are the guest agent answers the run did not ask for
+	// while a backup holds the VM (vm.VM.Agent): --trim's guest-fstrim is
+	// refused then, the disks shown as they are; omitted when none.
+	AgentNotAsked []vm.AgentSkip `json:"agent_not_asked,omitempty"`
 	// HistogramsLeft are the latency histograms of pvediskcheck's on the
 	// disks that no run cleared (latency.Leftover: one killed before it
 	// could), each with the command that clears it; omitted when none.

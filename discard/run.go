@@ -128,6 +128,13 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 	var runErr error
 	switch o.Mode {
 	case Trim:
+		if skip := r.held(ctx); skip != nil {
+			// vzdump thaws the guest through the agent's one-client
+			// socket: no trim, the disks as they are, and why.
+			r.rep.AgentNotAsked = append(r.rep.AgentNotAsked, *skip)
+			r.assemble(before, nil, nil, nil)
+			return r.rep, exitcode.Unreachablef("VM %d: --trim refused: %s; trim once the backup has ended", v.VMID, skip)
+		}
 		if guest, err = r.trim(ctx); err != nil {
 			return nil, err
 		}
@@ -176,6 +183,20 @@ func (r *run) snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	return s, measureAlloc(ctx, r.newMeter(), r.v.VMID, r.ts, s)
+}
+
+// TrimCommands are the agent commands --trim sends.
+const TrimCommands = "guest-get-fsinfo, guest-fstrim"
+
+// held is the agent answers --trim would not ask for while a backup holds
+// the VM (vm.VM.Agent); nil when none holds it or the VM has no agent
+// (trim then says that).
+func (r *run) held(ctx context.Context) *vm.AgentSkip {
+	if !guestdisk.AgentEnabled(r.v.Config.Main["agent"]) {
+		return nil
+	}
+	_, skip := r.v.Agent(ctx, r.n, r.n.Timeout, TrimCommands, "the guest's filesystems and their trim")
+	return skip
 }
 
 // trim asks the guest agent for its filesystems (which also proves it

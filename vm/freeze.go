@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -68,9 +69,15 @@ const FreezeFor = "the guest's freeze state"
 // state, unless a backup holds the VM (BackupHold, asked first); a frozen
 // answer asks BackupHold again, as the backup that froze it starts its job
 // after the freeze. timeout bounds the agent (0: FreezeTimeout). nil for a
-// VM that does not run or has no agent: nothing was there to ask.
+// VM that does not run, has no agent or no agent socket (agent: 1 set
+// after the start): nothing was there to ask.
 func (v *VM) AskFreeze(ctx context.Context, n node.Node, timeout time.Duration) *Freeze {
 	if !v.Running || !qemuserver.AgentEnabled(v.Config.Main["agent"]) {
+		return nil
+	}
+	if fi, err := os.Stat(v.QGASocket()); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		// agent: 1 set since the VM started: QEMU has no channel to it
+		// until the next start.
 		return nil
 	}
 	if timeout <= 0 || timeout > FreezeTimeout {

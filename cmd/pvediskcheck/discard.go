@@ -229,6 +229,9 @@ func printDiscard(e *env, out *discard.Report) {
 		}
 	}
 	e.histogramsLeft(out.HistogramsLeft)
+	for i := range out.AgentNotAsked {
+		e.agentNotAsked(&out.AgentNotAsked[i])
+	}
 	e.notes(out.Notes)
 }
 

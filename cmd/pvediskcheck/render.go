@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Text output is printed through textOut (newEnv's out and errOut): every
@@ -183,6 +184,17 @@ func (e *env) warning(indent, text, fix string) {
 func (e *env) notes(notes []string) {
 	for _, n := range notes {
 		fmt.Fprintln(e.out, "note: "+n)
+	}
+}
+
+// agentNotAsked says, in text, each guest agent answer a command did not
+// ask for while a backup held the VM (vm.AgentSkip); --json has them as
+// agent_not_asked.
+func (e *env) agentNotAsked(skips ...*vm.AgentSkip) {
+	for _, s := range skips {
+		if s != nil {
+			fmt.Fprintln(e.out, "note: "+s.String())
+		}
 	}
 }
 
