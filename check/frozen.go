@@ -29,7 +29,7 @@ func guestFrozen(vmid int, f *vm.Freeze, out *VMResult) {
 	case vm.Frozen:
 		if f.Backup != nil && (f.Backup.Lock || len(f.Backup.Jobs) > 0) {
 			out.add(Finding{Severity: Info, Code: CodeGuestFrozen,
-				Message: "the guest's filesystems are frozen (guest-fsfreeze-status) while " + f.Backup.Why() +
+				Message: "the guest's filesystems are frozen (guest-fsfreeze-status) while " + f.Backup.What() +
 					": vzdump thaws them once its backup job runs; frozen after the backup has ended is an error"})
 			return
 		}

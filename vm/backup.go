@@ -47,9 +47,9 @@ type BackupJob struct {
 	TotalBytes int64  `json:"total_bytes"`
 }
 
-// Why is the hold in a sentence: "a backup holds the VM (lock: backup,
-// task UPID...; backup job drive-scsi0 running, 42 % of 32 GiB)".
-func (h *BackupHold) Why() string {
+// What is the hold in a phrase: "a backup holds the VM (lock: backup,
+// task UPID...; backup job drive-scsi0 running, 42% of 32.0 GiB)".
+func (h *BackupHold) What() string {
 	var parts []string
 	if h.Lock {
 		p := "lock: backup"
@@ -65,9 +65,14 @@ func (h *BackupHold) Why() string {
 		parts = append(parts, "whether a backup job runs is unknown: "+h.Unknown)
 	}
 	if h.Unknown != "" && !h.Lock && len(h.Jobs) == 0 {
-		return "a backup may hold the VM (" + strings.Join(parts, "; ") + "), and vzdump needs the agent's one-client socket to thaw the guest"
+		return "a backup may hold the VM (" + strings.Join(parts, "; ") + ")"
 	}
-	return "a backup holds the VM (" + strings.Join(parts, "; ") + "), and vzdump needs the agent's one-client socket to thaw the guest"
+	return "a backup holds the VM (" + strings.Join(parts, "; ") + ")"
+}
+
+// Why is why the agent is left alone: What, and vzdump's need.
+func (h *BackupHold) Why() string {
+	return h.What() + ", and vzdump needs the agent's one-client socket to thaw the guest"
 }
 
 // Progress is the job's done share: "42 % of 32 GiB".
@@ -79,12 +84,15 @@ func (j BackupJob) Progress() string {
 }
 
 // BackupHolds is the one decision whether a backup holds the VM: the
-// config's lock is backup, or QEMU runs a backup block job. jobsErr is why
+// config's lock is backup and not stale (Lock.Stale: the node's task list
+// shows no vzdump running, so none will thaw the guest either: a guest
+// left frozen by a killed backup is just what the freeze state must then
+// find), or QEMU runs a backup block job. jobsErr is why
 // the jobs could not be read (nil when they were): then a backup may run
 // unseen, and the VM counts as held. nil: no backup holds it.
 func BackupHolds(lock *Lock, jobs []qmp.BlockJob, jobsErr error) *BackupHold {
 	h := &BackupHold{}
-	if lock != nil && lock.Kind == "backup" {
+	if lock != nil && lock.Kind == "backup" && !lock.Stale() {
 		h.Lock, h.Task = true, lock.Task
 	}
 	for _, j := range jobs {
