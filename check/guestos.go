@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/node"
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 	"github.com/tidwall/gjson"
 )
