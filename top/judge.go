@@ -9,6 +9,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Use is how much of its running I/O limit a disk used over an interval.
@@ -75,6 +76,11 @@ const (
 	// clear is still set on the disk (latency.Leftover: the message says
 	// how to clear it).
 	HistogramLeft Code = "latency-histogram-left"
+	// GuestFrozen: the guest agent says the guest's filesystems are
+	// frozen (guest-fsfreeze-status): its writes hang until thawed, and
+	// with nothing sent the stall rule sees nothing. During a backup the
+	// message says the backup and its job's progress.
+	GuestFrozen Code = "guest-frozen"
 )
 
 // Thresholds of the findings, with the measurements that set them.
@@ -160,6 +166,11 @@ func Judge(s Sample) []Finding {
 	for _, k := range order {
 		out = append(out, *saturated[k])
 	}
+	for _, v := range s.VMs {
+		if f := v.GuestFreeze; f != nil && f.State == vm.Frozen {
+			out = append(out, Finding{Code: GuestFrozen, VMID: v.VMID, Disks: []string{}, Message: frozenMessage(v.VMID, f)})
+		}
+	}
 	for _, l := range s.HistogramsLeft {
 		out = append(out, Finding{Code: HistogramLeft, VMID: l.VMID, Disks: []string{l.Disk}, Message: "VM " + strconv.Itoa(l.VMID) + ": " + l.Message()})
 	}
@@ -218,4 +229,13 @@ func deref(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// frozenMessage says a frozen guest: during a backup, the backup and its
+// progress; without one, that its writes hang and the command that thaws.
+func frozenMessage(vmid int, f *vm.Freeze) string {
+	if b := f.Backup; b != nil && (b.Lock || len(b.Jobs) > 0) {
+		return fmt.Sprintf("VM %d: the guest's filesystems are frozen while %s: vzdump thaws them once its job runs", vmid, b.What())
+	}
+	return fmt.Sprintf("VM %d: the guest's filesystems are FROZEN and no backup holds the VM: its writes hang until thawed (qm guest cmd %d fsfreeze-thaw)", vmid, vmid)
 }

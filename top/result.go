@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Sample is one refresh: every disk's activity over the last interval and
@@ -149,6 +150,13 @@ type VM struct {
 	VCPUCPUPct *float64   `json:"vcpu_cpu_pct"`
 	VCPUs      int        `json:"vcpus"`
 	IOThreads  []IOThread `json:"iothreads"`
+	// GuestFreeze is the guest's freeze state (guest-fsfreeze-status,
+	// asked at most once per --stall-after, never while a backup holds the
+	// VM); omitted for a VM without an agent socket.
+	GuestFreeze *vm.Freeze `json:"guest_freeze,omitempty"`
+	// AgentNotAsked are the guest agent answers top did not ask for
+	// because a backup holds the VM, and why.
+	AgentNotAsked []vm.AgentSkip `json:"agent_not_asked,omitempty"`
 }
 
 // IOThread is one iothread of a VM and the disks it serves.

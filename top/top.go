@@ -268,6 +268,15 @@ type vmState struct {
 	guest    map[string]guestdisk.Seen
 	guestAt  time.Time // last time the agent was asked
 	guestRun bool      // a lookup is running
+	// guestSkip is the lookup not asked because a backup held the VM.
+	guestSkip *vm.AgentSkip
+
+	// freeze is the guest's freeze state (guest-fsfreeze-status), asked
+	// at most once per --stall-after (freezeAt: when last decided), in the
+	// background (freezeRun), never while a backup holds the VM.
+	freeze    *vm.Freeze
+	freezeAt  time.Time
+	freezeRun bool
 }
 
 // snapshot is one VM's counters at one moment.
@@ -370,7 +379,20 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		}
 		out.HistogramsLeft = append(out.HistogramsLeft, snap.Left...)
 		st.prev = snap
-		m.askGuest(st)
+		hold := m.holdOnce(st)
+		m.askGuest(st, hold)
+		m.askFreeze(st, hold)
+		if len(out.VMs) > 0 && out.VMs[len(out.VMs)-1].VMID == st.vmid {
+			m.mu.Lock()
+			vr := &out.VMs[len(out.VMs)-1]
+			vr.GuestFreeze = st.freeze
+			for _, sk := range []*vm.AgentSkip{st.guestSkip, st.freeze.Skip()} {
+				if sk != nil {
+					vr.AgentNotAsked = append(vr.AgentNotAsked, *sk)
+				}
+			}
+			m.mu.Unlock()
+		}
 	}
 	sort.Slice(out.VMs, func(i, j int) bool { return out.VMs[i].VMID < out.VMs[j].VMID })
 	key := m.o.Sort
@@ -647,15 +669,78 @@ func (st *vmState) queueCounts() map[string]*queues.Count {
 	return out
 }
 
-// askGuest starts a background guest agent lookup for st when one is due.
-func (m *Monitor) askGuest(st *vmState) {
+// holdOnce decides, at most once per sample of st and only when an agent
+// exchange asks for it, whether a backup holds the VM (vm.VM.BackupHold:
+// the config's lock read again, the block jobs of the sample just taken).
+// Called between samples, where no exchange of st runs.
+func (m *Monitor) holdOnce(st *vmState) func() *vm.BackupHold {
+	var h *vm.BackupHold
+	done := false
+	return func() *vm.BackupHold {
+		if !done {
+			h, done = st.v.BackupHold(m.ctx, m.n), true
+		}
+		return h
+	}
+}
+
+// askFreeze starts a background guest-fsfreeze-status for st when one is
+// due (once per --stall-after, never per sample), unless a backup holds the
+// VM; a frozen guest's backup is looked at again at every sample, so its
+// job's progress is current.
+func (m *Monitor) askFreeze(st *vmState, hold func() *vm.BackupHold) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st.freeze != nil && st.freeze.State == vm.Frozen {
+		f := *st.freeze
+		m.mu.Unlock()
+		f.Backup = hold()
+		m.mu.Lock()
+		st.freeze = &f
+	}
+	if !st.agent || st.freezeRun || !st.freezeAt.IsZero() && time.Since(st.freezeAt) < m.stallAfter() {
+		return
+	}
+	st.freezeAt = time.Now()
+	m.mu.Unlock()
+	agent, f := st.v.FreezeAgent(m.n.Timeout, hold)
+	m.mu.Lock()
+	if agent == nil {
+		st.freeze = f
+		return
+	}
+	st.freezeRun = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f := vm.ReadFreeze(m.ctx, *agent)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		st.freezeRun = false
+		st.freeze = f
+	}()
+}
+
+// askGuest starts a background guest agent lookup for st when one is due,
+// unless a backup holds the VM (then guestSkip says so, and it is asked
+// again after GuestRetry).
+func (m *Monitor) askGuest(st *vmState, hold func() *vm.BackupHold) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.o.Guest || !st.agent || st.pci == nil || st.guest != nil || st.guestRun ||
 		!st.guestAt.IsZero() && time.Since(st.guestAt) < GuestRetry {
 		return
 	}
-	st.guestRun, st.guestAt = true, time.Now()
+	st.guestAt = time.Now()
+	m.mu.Unlock()
+	h := hold()
+	m.mu.Lock()
+	if h != nil {
+		st.guestSkip = &vm.AgentSkip{Command: guestdisk.Commands, For: guestdisk.For, Why: h.Why(), Backup: h}
+		return
+	}
+	st.guestSkip = nil
+	st.guestRun = true
 	pci, scsihw := st.pci, qemuserver.SCSIHW(st.v.Config.Main)
 	agent := qmp.Agent{Path: st.v.QGASocket(), Timeout: m.n.Timeout}
 	m.wg.Add(1)

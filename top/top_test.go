@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
+	"github.com/tidwall/gjson"
 )
 
 // recordedView is VM 370 of a recording as the Monitor sees it.
@@ -667,6 +670,7 @@ func TestMonitorGuestAgent(t *testing.T) {
 	a.Handle = qmptest.AgentReplies(map[string]string{
 		"guest-get-disks":  `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
 		"guest-get-fsinfo": `[{"name": "sdb1", "mountpoint": "/srv", "type": "ext4", "disk": [{"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}]}]`,
+		"guest-fsfreeze-status": `"thawed"`,
 	})
 	if err := os.Symlink(a.Sock(), n.paths.QGASocket(370)); err != nil {
 		t.Fatal(err)
@@ -691,8 +695,10 @@ func TestMonitorGuestAgent(t *testing.T) {
 			pciAsked++
 		}
 	}
-	if pciAsked != 1 || a.Conns() != 2 {
-		t.Errorf("query-pci asked %d times, agent connections %d (want 1 and 2: once for the run)", pciAsked, a.Conns())
+	// Two for the lookup, one for the freeze state (once per
+	// --stall-after, not per sample).
+	if pciAsked != 1 || a.Conns() != 3 {
+		t.Errorf("query-pci asked %d times, agent connections %d (want 1 and 3: once for the run)", pciAsked, a.Conns())
 	}
 	// Without agent: 1 in the config: no query-pci, no agent.
 	n2 := newFakeNode(t)
@@ -918,3 +924,93 @@ func TestMonitorStall(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorGuestFreeze: top asks guest-fsfreeze-status at most once per
+// --stall-after, never per sample; a guest frozen without a backup is a
+// guest-frozen finding with the thaw command, thawed is none; while a
+// backup job runs (the recorded blockdev-backup of scsi1) the agent is not
+// opened at all and the VM's row says which answer it did not ask for.
+func TestMonitorGuestFreeze(t *testing.T) {
+	n := newFakeNode(t)
+	r := recording(t, "blockdev")
+	v := n.addRecorded(r, 370)
+	n.write("etc/pve/qemu-server/370.conf", fakenode.Lab370Config+"agent: 1\n")
+	var mu sync.Mutex
+	state := "frozen"
+	a := qmptest.NewAgent(t)
+	a.Handle = func(w net.Conn, cmd string, _ gjson.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cmd == "guest-fsfreeze-status" {
+			fmt.Fprintf(w, "{\"return\": %q}\n", state)
+		}
+	}
+	if err := os.Symlink(a.Sock(), n.paths.QGASocket(370)); err != nil {
+		t.Fatal(err)
+	}
+	const after = 2 * time.Second
+	m := n.monitor(Options{StallAfter: after, Interval: 100 * time.Millisecond})
+	ctx := context.Background()
+	frozen := func(s Sample) []Finding {
+		var out []Finding
+		for _, f := range s.Findings {
+			if f.Code == GuestFrozen {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	var s Sample
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		s = m.Sample(ctx)
+		if len(frozen(s)) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fs := frozen(s); len(fs) != 1 || !strings.Contains(fs[0].Message, "FROZEN and no backup holds the VM") || !strings.Contains(fs[0].Message, "qm guest cmd 370 fsfreeze-thaw") {
+		t.Fatalf("findings %+v", s.Findings)
+	}
+	// More samples within --stall-after: no more agent exchanges.
+	for i := 0; i < 5; i++ {
+		s = m.Sample(ctx)
+	}
+	if time.Since(start) < after && a.Conns() != 1 {
+		t.Errorf("agent connections %d within --stall-after, want 1", a.Conns())
+	}
+	if vr := vmRow(t, s, 370); vr.GuestFreeze == nil || vr.GuestFreeze.State != vm.Frozen || len(vr.AgentNotAsked) != 0 {
+		t.Errorf("VM row %+v", vr)
+	}
+	// Thawed, seen at the next --stall-after: no finding.
+	mu.Lock()
+	state = "thawed"
+	mu.Unlock()
+	time.Sleep(after)
+	for i := 0; i < 20 && vmRow(t, s, 370).GuestFreeze.State != vm.Thawed; i++ {
+		s = m.Sample(ctx)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fs := frozen(s); len(fs) != 0 || vmRow(t, s, 370).GuestFreeze.State != vm.Thawed {
+		t.Errorf("thawed: findings %+v, freeze %+v", fs, vmRow(t, s, 370).GuestFreeze)
+	}
+	// A backup job runs: the agent is left alone past --stall-after.
+	v.set("query-block-jobs", string(r.read(t, "query-block-jobs-backup.json")))
+	conns := a.Conns()
+	time.Sleep(after)
+	for i := 0; i < 3; i++ {
+		s = m.Sample(ctx)
+	}
+	if a.Conns() != conns {
+		t.Errorf("agent opened %d times during a backup", a.Conns()-conns)
+	}
+	vr := vmRow(t, s, 370)
+	if vr.GuestFreeze == nil || vr.GuestFreeze.State != vm.FreezeNotAsked || len(vr.AgentNotAsked) != 1 ||
+		vr.AgentNotAsked[0].Command != vm.FreezeCommand || !strings.Contains(vr.AgentNotAsked[0].Why, "backup job backup-scsi1-test running") {
+		t.Errorf("VM row during a backup: %+v %+v", vr.GuestFreeze, vr.AgentNotAsked)
+	}
+	if fs := frozen(s); len(fs) != 0 {
+		t.Errorf("findings %+v", fs)
+	}
+}
+

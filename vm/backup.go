@@ -210,7 +210,13 @@ func (s AgentSkip) String() string {
 // asked for want. Every exchange of the tool with a guest agent starts
 // here.
 func (v *VM) Agent(ctx context.Context, n node.Node, timeout time.Duration, command, want string) (*qmp.Agent, *AgentSkip) {
-	if h := v.BackupHold(ctx, n); h != nil {
+	return v.AgentUnless(v.BackupHold(ctx, n), timeout, command, want)
+}
+
+// AgentUnless is Agent on a hold the caller decided (BackupHold) just
+// before: nil, the client.
+func (v *VM) AgentUnless(h *BackupHold, timeout time.Duration, command, want string) (*qmp.Agent, *AgentSkip) {
+	if h != nil {
 		return nil, &AgentSkip{Command: command, For: want, Why: h.Why(), Backup: h}
 	}
 	return &qmp.Agent{Path: v.QGASocket(), Timeout: timeout}, nil

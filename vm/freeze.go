@@ -7,6 +7,8 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
+	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // The guest's freeze state. vzdump freezes the guest's filesystems for a
@@ -72,35 +74,55 @@ const FreezeFor = "the guest's freeze state"
 // VM that does not run, has no agent or no agent socket (agent: 1 set
 // after the start): nothing was there to ask.
 func (v *VM) AskFreeze(ctx context.Context, n node.Node, timeout time.Duration) *Freeze {
+	agent, f := v.FreezeAgent(timeout, func() *BackupHold { return v.BackupHold(ctx, n) })
+	if agent == nil {
+		return f
+	}
+	f = ReadFreeze(ctx, *agent)
+	if f.State == Frozen {
+		v.jobs.forget() // the jobs as they are now, not as a sample saw them
+		f.Backup = v.BackupHold(ctx, n)
+	}
+	return f
+}
+
+// FreezeAgent is the agent to ask for the freeze state, or, when it is not
+// to be asked, nil and the state that says why (nil too where there is
+// nothing to ask: AskFreeze), hold deciding (BackupHold) once the rest
+// leaves something to ask. A caller that asks in the background (top)
+// decides here, then reads with ReadFreeze.
+func (v *VM) FreezeAgent(timeout time.Duration, hold func() *BackupHold) (*qmp.Agent, *Freeze) {
 	if !v.Running || !qemuserver.AgentEnabled(v.Config.Main["agent"]) {
-		return nil
+		return nil, nil
 	}
 	if fi, err := os.Stat(v.QGASocket()); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		// agent: 1 set since the VM started: QEMU has no channel to it
 		// until the next start.
-		return nil
+		return nil, nil
 	}
 	if timeout <= 0 || timeout > FreezeTimeout {
 		timeout = FreezeTimeout
 	}
-	agent, skip := v.Agent(ctx, n, timeout, FreezeCommand, FreezeFor)
+	agent, skip := v.AgentUnless(hold(), timeout, FreezeCommand, FreezeFor)
 	if skip != nil {
-		return &Freeze{State: FreezeNotAsked, Why: skip.Why, Backup: skip.Backup}
+		return nil, &Freeze{State: FreezeNotAsked, Why: skip.Why, Backup: skip.Backup}
 	}
-	actx, cancel := context.WithTimeout(ctx, 2*timeout)
+	return agent, nil
+}
+
+// ReadFreeze is one guest-fsfreeze-status exchange, within twice the
+// agent's timeout: thawed, frozen (Backup unset: the caller asks
+// BackupHold), or unknown and why.
+func ReadFreeze(ctx context.Context, agent qmp.Agent) *Freeze {
+	actx, cancel := context.WithTimeout(ctx, 2*agent.Timeout)
 	defer cancel()
 	ret, err := agent.Call(actx, FreezeCommand, nil)
 	if err != nil {
 		return &Freeze{State: FreezeUnknown, Why: err.Error()}
 	}
-	f := &Freeze{State: FreezeState(ret.String()), At: time.Now()}
-	switch f.State {
-	case Thawed:
-	case Frozen:
-		v.jobs.forget() // the jobs as they are now, not as a sample saw them
-		f.Backup = v.BackupHold(ctx, n)
-	default:
-		return &Freeze{State: FreezeUnknown, Why: "guest-fsfreeze-status answered " + ret.Raw}
+	switch st := FreezeState(ret.String()); st {
+	case Thawed, Frozen:
+		return &Freeze{State: st, At: time.Now()}
 	}
-	return f
+	return &Freeze{State: FreezeUnknown, Why: "guest-fsfreeze-status answered " + units.Clip(ret.Raw, 80)}
 }

@@ -238,6 +238,11 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 	for _, f := range s.Findings {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
+	for _, v := range s.VMs {
+		for _, sk := range v.AgentNotAsked {
+			fmt.Fprintf(&b, "\nnote: VM %d: %s", v.VMID, sk)
+		}
+	}
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 }
 
