@@ -668,8 +668,8 @@ func TestMonitorGuestAgent(t *testing.T) {
 	v.set("query-pci", string(pci))
 	a := qmptest.NewAgent(t)
 	a.Handle = qmptest.AgentReplies(map[string]string{
-		"guest-get-disks":  `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
-		"guest-get-fsinfo": `[{"name": "sdb1", "mountpoint": "/srv", "type": "ext4", "disk": [{"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}]}]`,
+		"guest-get-disks":       `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
+		"guest-get-fsinfo":      `[{"name": "sdb1", "mountpoint": "/srv", "type": "ext4", "disk": [{"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}]}]`,
 		"guest-fsfreeze-status": `"thawed"`,
 	})
 	if err := os.Symlink(a.Sock(), n.paths.QGASocket(370)); err != nil {
@@ -1013,4 +1013,3 @@ func TestMonitorGuestFreeze(t *testing.T) {
 		t.Errorf("findings %+v", fs)
 	}
 }
-
