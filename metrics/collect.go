@@ -142,6 +142,10 @@ type VM struct {
 	// disks that this run did not set (latency.Leftover; each is also a
 	// latency-histogram-left finding).
 	HistogramsLeft []latency.Leftover
+	// GuestFreeze is the guest's freeze state as check asked it (once per
+	// collection, never while a backup holds the VM); nil without an
+	// agent socket.
+	GuestFreeze *vm.Freeze
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
 	// Refused is why the VM's series were left out (SourceLabels); "" when
@@ -269,7 +273,7 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	stallAfter, hist := o.StallAfter, o.Histograms
 	out := VM{VMID: vmid}
 	res, set := check.VMLoaded(ctx, n, vmid, check.Options{Packages: pkgs, Policy: o.Policy}, pools)
-	out.Findings, out.QEMU, out.Policy = res.Findings, res.QEMU, res.PolicyRules
+	out.Findings, out.QEMU, out.Policy, out.GuestFreeze = res.Findings, res.QEMU, res.PolicyRules, res.GuestFreeze
 	if set == nil {
 		// Not loaded: a config that does not parse (config-invalid) or
 		// cannot be read.

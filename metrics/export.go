@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/threads"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // Namespace prefixes every metric name.
@@ -74,6 +75,8 @@ var (
 
 	qemuBuild      = desc("vm_qemu_build_info", "The QEMU build a running VM runs (always 1): the package string its QMP greeting states, the package and version read from it, and the version of that package installed now (empty when unknown).", "vmid", "build", "package", "version", "installed_version")
 	qemuOutdated   = desc("vm_qemu_outdated", "1 when the VM runs a QEMU binary an upgrade replaced since it started, or another version than the installed one (check's qemu-outdated), else 0; absent where neither the binary nor the installed version could be read.", "vmid")
+	guestFrozen    = desc("vm_guest_frozen", "1 when the guest agent says the guest's filesystems are frozen (guest-fsfreeze-status: its writes hang until thawed; check's guest-frozen), 0 when thawed; absent where the agent was not asked (a backup holds the VM: pvediskcheck_vm_backup_holds) or did not answer, and for a VM without an agent socket.", "vmid")
+	backupHolds    = desc("vm_backup_holds", "1 when a backup holds the VM (lock: backup, or a backup block job in QEMU), so the collection left its guest agent alone (vzdump needs its one-client socket to thaw the guest), else 0; absent for a VM without an agent socket.", "vmid")
 	qemuAdvisories = desc("vm_qemu_advisories", "Known disk bugs of the QEMU build the VM runs that one of its running disks is exposed to (check's qemu-advisory findings); absent where the build is unknown.", "vmid")
 
 	policyViolations = desc("policy_violations", "Requirements of the --policy file's rule that the VM's disks break (in the config, the running VM or [PENDING]); 0 where every disk the rule selects holds them. Only rules that select a disk of the VM.", "vmid", "rule")
@@ -125,7 +128,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
-		findings, qemuBuild, qemuOutdated, qemuAdvisories, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+		findings, qemuBuild, qemuOutdated, qemuAdvisories, guestFrozen, backupHolds, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
@@ -234,6 +237,7 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 	}
 	collectFindings(b.gauge, vmid, v.Findings)
 	collectQEMU(b.gauge, vmid, v)
+	collectFreeze(b.gauge, vmid, v.GuestFreeze)
 	for _, r := range v.Policy {
 		b.gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
 	}
@@ -372,6 +376,25 @@ func collectQEMU(gauge func(*prometheus.Desc, float64, ...string), vmid string, 
 		}
 		gauge(qemuAdvisories, float64(n), vmid)
 	}
+}
+
+// collectFreeze sends the guest's freeze state where the agent said it,
+// and whether a backup held the VM where there was an agent to ask.
+func collectFreeze(gauge func(*prometheus.Desc, float64, ...string), vmid string, f *vm.Freeze) {
+	if f == nil {
+		return
+	}
+	switch f.State {
+	case vm.Frozen:
+		gauge(guestFrozen, 1, vmid)
+	case vm.Thawed:
+		gauge(guestFrozen, 0, vmid)
+	}
+	held := 0.0
+	if f.Skip() != nil || f.State == vm.Frozen && f.Backup != nil && (f.Backup.Lock || len(f.Backup.Jobs) > 0) {
+		held = 1
+	}
+	gauge(backupHolds, held, vmid)
 }
 
 // collectPool sends one thin pool's figures; a figure the pool's tool does
