@@ -51,7 +51,11 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 	if err := req.Validate(sel); err != nil {
 		return nil, nil, err
 	}
-	agent := qmp.Agent{Path: v.QGASocket(), Timeout: AgentTimeout}
+	ag, skip := v.Agent(ctx, n, AgentTimeout, guestdisk.Commands, guestdisk.For)
+	if skip != nil {
+		return nil, nil, exitcode.Unreachablef("VM %d: bench refused: %s", v.VMID, skip)
+	}
+	agent := *ag
 	var pci map[string]string
 	var qemu string
 	a, err := v.Ask(ctx, n.Timeout, vm.Query{Need: vm.NeedPCI})

@@ -33,6 +33,10 @@ type View struct {
 	// version installed now (advisory.ReadBinary; check's qemu-advisory and
 	// qemu-outdated judge it); omitted for a VM that does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// AgentNotAsked are the guest agent answers cache did not ask for
+	// because a backup holds the VM (the guest's names: disk.Set.AgentSkip),
+	// and why; omitted when none.
+	AgentNotAsked []vm.AgentSkip `json:"agent_not_asked,omitempty"`
 }
 
 // Disk is one disk's view.
@@ -133,6 +137,9 @@ func Build(set *disk.Set) View {
 		out.Notes = append(out.Notes, vm.QMPNote(set.AskErr)+"; effective modes are taken from the command line")
 	}
 	out.Notes = append(append(out.Notes, v.Notes...), v.IgnoredNotes()...)
+	if set.AgentSkip != nil {
+		out.AgentNotAsked = append(out.AgentNotAsked, *set.AgentSkip)
+	}
 	for _, d := range set.Disks {
 		if d.Drive == nil && d.Running == nil && d.PendingDrive == nil {
 			continue

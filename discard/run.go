@@ -128,14 +128,15 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 	var runErr error
 	switch o.Mode {
 	case Trim:
-		if skip := r.held(ctx); skip != nil {
+		agent, skip := r.held(ctx)
+		if skip != nil {
 			// vzdump thaws the guest through the agent's one-client
 			// socket: no trim, the disks as they are, and why.
 			r.rep.AgentNotAsked = append(r.rep.AgentNotAsked, *skip)
 			r.assemble(before, nil, nil, nil)
 			return r.rep, exitcode.Unreachablef("VM %d: --trim refused: %s; trim once the backup has ended", v.VMID, skip)
 		}
-		if guest, err = r.trim(ctx); err != nil {
+		if guest, err = r.trim(ctx, agent); err != nil {
 			return nil, err
 		}
 		if after, err = r.snapshot(ctx); err != nil {
@@ -191,23 +192,22 @@ const TrimCommands = "guest-get-fsinfo, guest-fstrim"
 // held is the agent answers --trim would not ask for while a backup holds
 // the VM (vm.VM.Agent); nil when none holds it or the VM has no agent
 // (trim then says that).
-func (r *run) held(ctx context.Context) *vm.AgentSkip {
+func (r *run) held(ctx context.Context) (*qmp.Agent, *vm.AgentSkip) {
 	if !guestdisk.AgentEnabled(r.v.Config.Main["agent"]) {
-		return nil
+		return nil, nil
 	}
-	_, skip := r.v.Agent(ctx, r.n, r.n.Timeout, TrimCommands, "the guest's filesystems and their trim")
-	return skip
+	return r.v.Agent(ctx, r.n, r.n.Timeout, TrimCommands, "the guest's filesystems and their trim")
 }
 
-// trim asks the guest agent for its filesystems (which also proves it
+// trim asks the guest agent ag (held's) for its filesystems (which also proves it
 // answers, within the node's timeout, before anything is trimmed), then
 // for guest-fstrim, and places what it trimmed on disks.
-func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
+func (r *run) trim(ctx context.Context, ag *qmp.Agent) (*GuestTrim, error) {
 	v := r.v
-	if !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
+	if !guestdisk.AgentEnabled(v.Config.Main["agent"]) || ag == nil {
 		return nil, exitcode.Unreachablef("VM %d has no guest agent configured (agent: 1): use --wait and run fstrim in the guest instead", v.VMID)
 	}
-	agent := qmp.Agent{Path: v.QGASocket(), Timeout: r.n.Timeout}
+	agent := *ag
 	if _, err := os.Stat(agent.Path); err != nil {
 		return nil, exitcode.Unreachablef("VM %d: no guest agent socket at %s (agent: 1 needs a VM restart to add it)", v.VMID, agent.Path)
 	}

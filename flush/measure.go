@@ -38,6 +38,10 @@ type Options struct {
 // guest cannot be made to flush.
 var ErrAgent = exitcode.New(exitcode.Unreachable, "the guest agent does not answer, so the guest cannot be made to flush")
 
+// ErrAgentHeld means a backup holds the VM (vm.VM.Agent): the agent is left
+// alone, so the guest is not made to flush.
+var ErrAgentHeld = exitcode.New(exitcode.Unreachable, "a backup holds the VM, so the guest agent is left alone and the guest is not made to flush")
+
 // ErrNotRunning means the VM has no running QEMU to measure.
 var ErrNotRunning = exitcode.New(exitcode.Unreachable, "flushes can only be measured on a running VM")
 
@@ -88,8 +92,15 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 	// for all of them, none when the caller read them): sync=disabled
 	// decides their verdict.
 	set.Only(ids).Fill(ctx, n, disk.ZFS, disk.Options{})
-	agent := qmp.Agent{Path: v.QGASocket(), Timeout: n.Timeout}
+	var agent qmp.Agent
 	if o.Trigger {
+		// vzdump thaws the guest through the agent's one-client socket:
+		// no trigger while a backup holds the VM.
+		a, skip := v.Agent(ctx, n, n.Timeout, "guest-ping, guest-exec (sync)", "the guest's flush (--trigger)")
+		if skip != nil {
+			return res, fmt.Errorf("VM %d: --trigger refused: %w: %s", v.VMID, ErrAgentHeld, skip)
+		}
+		agent = *a
 		// Fail before the window, not when it ends: a guest without a
 		// running agent answers nothing.
 		if err := agent.Ping(ctx); err != nil {

@@ -733,16 +733,14 @@ func (m *Monitor) askGuest(st *vmState, hold func() *vm.BackupHold) {
 	}
 	st.guestAt = time.Now()
 	m.mu.Unlock()
-	h := hold()
+	ag, skip := st.v.AgentUnless(hold(), m.n.Timeout, guestdisk.Commands, guestdisk.For)
 	m.mu.Lock()
-	if h != nil {
-		st.guestSkip = &vm.AgentSkip{Command: guestdisk.Commands, For: guestdisk.For, Why: h.Why(), Backup: h}
+	if st.guestSkip = skip; skip != nil {
 		return
 	}
-	st.guestSkip = nil
 	st.guestRun = true
 	pci, scsihw := st.pci, qemuserver.SCSIHW(st.v.Config.Main)
-	agent := qmp.Agent{Path: st.v.QGASocket(), Timeout: m.n.Timeout}
+	agent := *ag
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

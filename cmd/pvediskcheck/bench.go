@@ -18,7 +18,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/outfile"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -141,8 +140,11 @@ func benchAction(c *cli.Context) error {
 	if err := v.FetchLive(e.ctx(), e.timeout); err != nil {
 		return exitcode.Unreachablef("%s", qmpErrMsg(vmid, err))
 	}
-	agent := qmp.Agent{Path: v.QGASocket(), Timeout: bench.AgentTimeout}
-	version, guest, err := bench.FindFio(e.ctx(), agent, vmid)
+	agent, skip := v.Agent(e.ctx(), e.node, bench.AgentTimeout, "guest-exec (fio)", "the benchmark in the guest")
+	if skip != nil {
+		return exitcode.Unreachablef("VM %d: bench refused: %s; run it once the backup has ended", vmid, skip)
+	}
+	version, guest, err := bench.FindFio(e.ctx(), *agent, vmid)
 	if err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func benchAction(c *cli.Context) error {
 	}
 	abort, stopAbort := secondInterrupt(e.ctx())
 	defer stopAbort()
-	outcome := bench.Run(e.ctx(), agent, m, disks, bench.Options{VMID: vmid, Out: folder, Observer: obs, HostRAMBytes: ram, Abort: abort,
+	outcome := bench.Run(e.ctx(), *agent, m, disks, bench.Options{VMID: vmid, Out: folder, Observer: obs, HostRAMBytes: ram, Abort: abort,
 		OnProgress: func(p bench.Progress) { benchProgress(e, p) }})
 	notes, rerr := obs.ReleaseLatency(e.ctx())
 	if rerr != nil {

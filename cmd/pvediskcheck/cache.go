@@ -128,5 +128,8 @@ func printCache(e *env, out cache.View) {
 			printFlushVerdictLine(e, d.Flush)
 		}
 	}
+	for i := range out.AgentNotAsked {
+		e.agentNotAsked(&out.AgentNotAsked[i])
+	}
 	e.notes(out.Notes)
 }
