@@ -88,13 +88,19 @@ type Captured struct {
 	// Removed are the oldest captures removed from the folder to keep it
 	// within MaxKept and MaxKeptBytes.
 	Removed []string `json:"removed"`
+	// GuestFreeze is the guest's freeze state (guest-fsfreeze-status, also
+	// in guest-freeze.json): a frozen guest sends nothing, so no disk
+	// stalls while every write in it hangs. Never asked while a backup
+	// holds the VM (then not-asked, and why); omitted without an agent
+	// socket.
+	GuestFreeze *vm.Freeze `json:"guest_freeze,omitempty"`
 }
 
 // Capture keeps the evidence of VM vmid's disks in a new folder below
 // o.Out before anyone restarts it: the disks' settings, query-block,
 // query-blockstats, query-block-jobs, the throttle groups' limits, every
 // QEMU thread's stat, wchan, stack and syscall (stack and syscall need
-// root), the threads in state D with the file each works on, the node
+// root), the guest's freeze state (not while a backup holds the VM), the threads in state D with the file each works on, the node
 // devices' inflight and stat (the volume's device, or the filesystem's that holds
 // it), the thin pools' state and the samples the caller kept. It changes
 // nothing: QMP queries, reads of procfs and sysfs, lvs. The folder is new
@@ -199,6 +205,17 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 		w.json("blocked.json", bl)
 	}
 	w.threads(ctx, n, v.Pid)
+	c.GuestFreeze = v.AskFreeze(ctx, n, n.Timeout)
+	if f := c.GuestFreeze; f == nil {
+		if v.HasAgent() {
+			w.notRead("guest freeze state: the VM has no guest agent socket (agent: 1 and a start since)")
+		}
+	} else {
+		if f.State == vm.FreezeNotAsked || f.State == vm.FreezeUnknown {
+			w.notRead("guest freeze state: " + string(f.State) + ": " + f.Why)
+		}
+		w.json("guest-freeze.json", f)
+	}
 	w.devices(ctx, n, set, disks)
 	w.pools(ctx, n, set, wanted)
 	if o.Samples != nil {

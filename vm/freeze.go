@@ -126,3 +126,7 @@ func ReadFreeze(ctx context.Context, agent qmp.Agent) *Freeze {
 	}
 	return &Freeze{State: FreezeUnknown, Why: "guest-fsfreeze-status answered " + units.Clip(ret.Raw, 80)}
 }
+
+// HasAgent reports agent: 1 in the config: a guest agent channel to ask
+// (from the next start, where it was set since).
+func (v *VM) HasAgent() bool { return qemuserver.AgentEnabled(v.Config.Main["agent"]) }

@@ -10,6 +10,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/units"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func init() {
@@ -120,6 +121,18 @@ func printCapture(e *env, cp *stall.Captured) {
 			fmt.Fprintf(e.out, ": %s", s)
 		}
 		fmt.Fprintln(e.out)
+	}
+	if f := cp.GuestFreeze; f != nil && (f.State == vm.Frozen || f.State == vm.Thawed) {
+		state := string(f.State)
+		if f.State == vm.Frozen {
+			state = e.paint(red, "FROZEN")
+			if f.Backup != nil {
+				state += " while " + f.Backup.What()
+			} else {
+				state += fmt.Sprintf(" and no backup holds the VM: its writes hang (qm guest cmd %d fsfreeze-thaw)", cp.VMID)
+			}
+		}
+		fmt.Fprintf(e.out, "  guest filesystems: %s\n", state)
 	}
 	if len(cp.NotRead) > 0 {
 		fmt.Fprintf(e.out, "not read:\n  %s\n", strings.Join(cp.NotRead, "\n  "))
