@@ -67,7 +67,9 @@ func TestCaptureGuestFreeze(t *testing.T) {
 			if f == nil || f.State != vm.FreezeNotAsked || !strings.Contains(f.Why, "lock: backup, task UPID") || a.Conns() != 0 || file.State != vm.FreezeNotAsked {
 				t.Errorf("freeze %+v, file %+v, agent connections %d", f, file, a.Conns())
 			}
-			if !slices.ContainsFunc(c.NotRead, func(s string) bool { return strings.HasPrefix(s, "guest freeze state: not-asked: a backup holds the VM") }) {
+			if !slices.ContainsFunc(c.NotRead, func(s string) bool {
+				return strings.HasPrefix(s, "guest freeze state: not-asked: a backup holds the VM")
+			}) {
 				t.Errorf("not read %q", c.NotRead)
 			}
 		})
