@@ -133,6 +133,9 @@ func printCheckVM(e *env, v *check.VMResult, on, state string) {
 		}
 		fmt.Fprintf(e.out, "  not checked: %s\n", strings.Join(names, ", "))
 	}
+	for _, s := range v.AgentNotAsked {
+		fmt.Fprintf(e.out, "  note: %s\n", s)
+	}
 	for _, n := range v.Notes {
 		fmt.Fprintf(e.out, "  note: %s\n", n)
 	}

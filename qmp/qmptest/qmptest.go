@@ -281,6 +281,7 @@ type Agent struct {
 	requests atomic.Int32
 	syncs    atomic.Int32
 	conns    atomic.Int32
+	bytes    atomic.Int64
 	ln       net.Listener
 	once     sync.Once
 }
@@ -321,10 +322,27 @@ func (a *Agent) Requests() int32 { return a.requests.Load() }
 // Conns counts connections accepted.
 func (a *Agent) Conns() int32 { return a.conns.Load() }
 
-func (a *Agent) serve(c net.Conn) {
-	defer c.Close()
+// Bytes counts the bytes clients sent (a spy's measure: 0 means nothing
+// reached the socket). Raw dialogues are not counted.
+func (a *Agent) Bytes() int64 { return a.bytes.Load() }
+
+// countingConn counts what is read from the connection into Agent.bytes.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
+}
+
+func (a *Agent) serve(conn net.Conn) {
+	defer conn.Close()
+	var c net.Conn = countingConn{conn, &a.bytes}
 	if a.Raw != nil {
-		a.Raw(c)
+		a.Raw(conn)
 		return
 	}
 	if a.OnAccept != nil {
