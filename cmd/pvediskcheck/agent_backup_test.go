@@ -208,4 +208,3 @@ func findCode(fs []check.Finding, c check.Code) *check.Finding {
 	}
 	return nil
 }
-
