@@ -2,10 +2,12 @@ package top
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 func f(v float64) *float64 { return &v }
@@ -142,5 +144,30 @@ func TestJudgeGroupsAndOrders(t *testing.T) {
 	}
 	if deref(nil) != "-" {
 		t.Error("deref(nil)")
+	}
+}
+
+// TestJudgeGuestFrozen: guest-frozen for a frozen guest, the exact set:
+// without a backup, the thaw command; during one, the backup's progress;
+// nothing for thawed, not asked or unknown.
+func TestJudgeGuestFrozen(t *testing.T) {
+	job := &vm.BackupHold{Jobs: []vm.BackupJob{{ID: "drive-scsi0", Status: "running", DoneBytes: 1 << 30, TotalBytes: 4 << 30}}}
+	s := Sample{VMs: []VM{
+		{VMID: 100, GuestFreeze: &vm.Freeze{State: vm.Frozen}},
+		{VMID: 101, GuestFreeze: &vm.Freeze{State: vm.Frozen, Backup: job}},
+		{VMID: 102, GuestFreeze: &vm.Freeze{State: vm.Thawed}},
+		{VMID: 103, GuestFreeze: &vm.Freeze{State: vm.FreezeNotAsked, Backup: job}},
+		{VMID: 104, GuestFreeze: &vm.Freeze{State: vm.FreezeUnknown}},
+		{VMID: 105},
+	}}
+	fs := Judge(s)
+	if len(fs) != 2 || fs[0].Code != GuestFrozen || fs[0].VMID != 100 || fs[1].VMID != 101 {
+		t.Fatalf("%+v", fs)
+	}
+	if !strings.Contains(fs[0].Message, "qm guest cmd 100 fsfreeze-thaw") {
+		t.Errorf("%q", fs[0].Message)
+	}
+	if !strings.Contains(fs[1].Message, "backup job drive-scsi0 running, 25% of 4.00 GiB") || strings.Contains(fs[1].Message, "fsfreeze-thaw") {
+		t.Errorf("%q", fs[1].Message)
 	}
 }
