@@ -285,6 +285,7 @@ type snapshot struct {
 	Stats     map[string]qmp.BlockStats
 	Jobs      map[string][]string       // disk -> job types
 	JobInfo   map[string][]qmp.BlockJob // disk -> its jobs (progress, for the backup impact)
+	AllJobs   []qmp.BlockJob            // every job QEMU lists (the backup hold)
 	Limits    map[string]qemuserver.Limits
 	ThreadsAt time.Time
 	Threads   map[int]threads.Counters
@@ -518,7 +519,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		queues.Apply(st.queueCounts(), a.QOM)
 		st.queuesRead = true
 	}
-	snap.At, snap.Stats, snap.Jobs, snap.JobInfo = a.At, a.Stats, a.Jobs, a.JobInfo
+	snap.At, snap.Stats, snap.Jobs, snap.JobInfo, snap.AllJobs = a.At, a.Stats, a.Jobs, a.JobInfo, a.AllJobs
 	snap.Left = m.hist.Leftovers(st.vmid, st.pid, st.v.QMPSocket(), a.Stats)
 	if st.limits == nil {
 		st.limits = map[string]qemuserver.Limits{}
@@ -678,7 +679,7 @@ func (m *Monitor) holdOnce(st *vmState) func() *vm.BackupHold {
 	done := false
 	return func() *vm.BackupHold {
 		if !done {
-			h, done = st.v.BackupHold(m.ctx, m.n), true
+			h, done = st.v.BackupHoldWith(m.ctx, m.n, st.prev.AllJobs), true
 		}
 		return h
 	}

@@ -972,9 +972,21 @@ func TestMonitorGuestFreeze(t *testing.T) {
 	if fs := frozen(s); len(fs) != 1 || !strings.Contains(fs[0].Message, "FROZEN and no backup holds the VM") || !strings.Contains(fs[0].Message, "qm guest cmd 370 fsfreeze-thaw") {
 		t.Fatalf("findings %+v", s.Findings)
 	}
-	// More samples within --stall-after: no more agent exchanges.
+	// More samples within --stall-after: no more agent exchanges, and no
+	// more QMP commands than a sample's own (the hold read the sample's
+	// query-block-jobs: one per sample).
+	seen := len(v.q.Seen())
 	for i := 0; i < 5; i++ {
 		s = m.Sample(ctx)
+	}
+	jobsAsked := 0
+	for _, c := range v.q.Seen()[seen:] {
+		if c == "query-block-jobs" {
+			jobsAsked++
+		}
+	}
+	if jobsAsked != 5 {
+		t.Errorf("query-block-jobs %d times in 5 samples of a frozen guest, want 5", jobsAsked)
 	}
 	if time.Since(start) < after && a.Conns() != 1 {
 		t.Errorf("agent connections %d within --stall-after, want 1", a.Conns())

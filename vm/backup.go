@@ -157,6 +157,12 @@ func (v *VM) BackupHold(ctx context.Context, n node.Node) *BackupHold {
 	return BackupHolds(lock, jobs, err)
 }
 
+// BackupHoldWith is BackupHold on the block jobs the caller's exchange just
+// read (top's sample: no QMP command of its own).
+func (v *VM) BackupHoldWith(ctx context.Context, n node.Node, jobs []qmp.BlockJob) *BackupHold {
+	return BackupHolds(v.freshLock(ctx, n), jobs, nil)
+}
+
 // freshLock is the config's lock as the file says now (vzdump sets it
 // while this run may have started before); Load's when the file cannot be
 // read again.
