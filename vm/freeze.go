@@ -100,6 +100,11 @@ func (v *VM) FreezeAgent(timeout time.Duration, hold func() *BackupHold) (*qmp.A
 		// until the next start.
 		return nil, nil
 	}
+	if v.Status != "" && v.Status != "running" {
+		// A paused guest (io-error, paused, a migration's postmigrate)
+		// runs no qemu-ga: asking would only cost the wait.
+		return nil, &Freeze{State: FreezeNotAsked, Why: "QEMU does not run the guest (status " + v.Status + "): its agent cannot answer"}
+	}
 	if timeout <= 0 || timeout > FreezeTimeout {
 		timeout = FreezeTimeout
 	}

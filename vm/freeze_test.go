@@ -73,6 +73,19 @@ func TestAskFreeze(t *testing.T) {
 			}
 		})
 	}
+	t.Run("paused by an I/O error", func(t *testing.T) {
+		v, q := liveVM(t, 2, qmptest.Greeting72)
+		v.Config.Main["agent"] = "1"
+		v.Status = "io-error"
+		a := qmptest.NewAgent(t)
+		if err := os.Symlink(a.Sock(), v.QGASocket()); err != nil {
+			t.Fatal(err)
+		}
+		f := v.AskFreeze(context.Background(), node.New(v.paths, time.Second), 0)
+		if f == nil || f.State != FreezeNotAsked || f.Skip() != nil || a.Conns() != 0 || len(q.Seen()) != 0 {
+			t.Errorf("%+v, agent connections %d, QMP %q", f, a.Conns(), q.Seen())
+		}
+	})
 	t.Run("no agent socket", func(t *testing.T) {
 		v, q := liveVM(t, 2, qmptest.Greeting72)
 		v.Config.Main["agent"] = "1"
