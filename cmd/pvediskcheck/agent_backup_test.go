@@ -27,9 +27,10 @@ import (
 // control that the socket is the one the tool would open); frozen, it is
 // the error guest-frozen. During a real blockdev-backup job of scsi1
 // (throttled to a slow target, so it runs for minutes), top, cache,
-// discard --trim, metrics and check send the socket zero bytes and each
-// says, in JSON and in text, which answer it did not ask for and why;
-// discard --trim is refused (exit 3). Once the job is cancelled the agent
+// discard --trim, metrics, check, stall and flush --trigger send the
+// socket zero bytes and each says, in JSON and in text, which answer it
+// did not ask for and why; discard --trim and flush --trigger are refused
+// (exit 3). Once the job is cancelled the agent
 // is asked again.
 func TestAgentLeftAloneDuringBackup(t *testing.T) {
 	n := fakenode.NewT(t)
@@ -162,10 +163,24 @@ func TestAgentLeftAloneDuringBackup(t *testing.T) {
 		t.Errorf("metrics: exit %d %s\n%s", code, errs, grepLines(out, "pvediskcheck_vm_"))
 	}
 
+	// stall: the evidence says the freeze state was not asked, and why.
+	var cp struct {
+		NotRead     []string   `json:"not_read"`
+		GuestFreeze *vm.Freeze `json:"guest_freeze"`
+	}
+	runJSON(t, n, &cp, "stall", "370", "--out", t.TempDir())
+	if cp.GuestFreeze == nil || cp.GuestFreeze.State != vm.FreezeNotAsked || !strings.Contains(cp.GuestFreeze.Why, why) {
+		t.Errorf("stall: %+v %q", cp.GuestFreeze, cp.NotRead)
+	}
+	// flush --trigger: refused before its window.
+	if _, errs, code := runCLI(t, "--root", n.Root, "flush", "370", "--trigger", "--for", "2s"); code != 3 || !strings.Contains(errs, "--trigger refused") || !strings.Contains(errs, why) {
+		t.Errorf("flush --trigger: exit %d: %s", code, errs)
+	}
+
 	if got := spy.Bytes() - heard; got != 0 {
 		t.Errorf("the agent socket heard %d bytes during the backup, want 0", got)
 	}
-	t.Logf("agent socket: %d bytes before the backup, %d during it (check, top, cache, discard --trim, metrics)", heard, spy.Bytes()-heard)
+	t.Logf("agent socket: %d bytes before the backup, %d during it (check, top, cache, discard --trim, metrics, stall, flush --trigger)", heard, spy.Bytes()-heard)
 
 	// The job cancelled: the agent is asked again, the guest still frozen.
 	err = qmp.DoRetry(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, 10*time.Second, func(s qmp.Session) error {
