@@ -253,7 +253,7 @@ func runningProcess(ctx context.Context, n node.Node, vmid int) (int, *qemuserve
 // as a file (refused, or its read hung); any other (no such file, a
 // process gone) means "not running".
 func unlessGone(err error) error {
-	if errors.Is(err, node.ErrBadFile) || errors.Is(err, node.ErrFileTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, node.ErrBadFile) || node.GaveUp(err) {
 		return err
 	}
 	return nil
