@@ -94,7 +94,6 @@ func explained(g check.Finding, policyText string, argv []string) bool {
 	return false
 }
 
-
 // policyKey names a policy finding for before/after: rule, setting, disk.
 func policyKey(f check.Finding, disk string) string {
 	return f.Policy.Rule + " " + string(f.Policy.Setting) + " " + disk
