@@ -189,3 +189,7 @@ func (s *Set) Only(ids []string) *Set {
 	}
 	return &out
 }
+
+// Filled reports whether layer l has been read for the set (by Resolve or
+// Fill), whatever it found.
+func (s *Set) Filled(l Layer) bool { return s.filled&l == l }
