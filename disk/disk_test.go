@@ -186,7 +186,7 @@ func readFile(t *testing.T, path string) string {
 // the set says which (Set.AgentErr), with nothing seen on any disk.
 func TestAgentNotAsked(t *testing.T) {
 	for conf, want := range map[string]error{
-		"scsi0: local-lvm:vm-100-disk-1,size=8G\n":            ErrNoAgent,
+		"scsi0: local-lvm:vm-100-disk-1,size=8G\n":           ErrNoAgent,
 		"agent: 0\nscsi0: local-lvm:vm-100-disk-1,size=8G\n": ErrNoAgent,
 		"agent: 1\nscsi0: local-lvm:vm-100-disk-1,size=8G\n": ErrNotRunning,
 	} {
