@@ -64,7 +64,7 @@ type Reclaim struct {
 	UpToBytes    *int64 `json:"up_to_bytes"`
 	AtLeastBytes *int64 `json:"at_least_bytes"`
 	// AllocatedBytes is the storage's figure it stands on (before the trim
-	// or window), ResolutionBytes how far that figure can be off;
+	// in trim mode), ResolutionBytes how far that figure can be off;
 	// GuestUsedBytes the filesystems' used bytes summed, each device once.
 	AllocatedBytes  *int64 `json:"allocated_bytes"`
 	ResolutionBytes int64  `json:"resolution_bytes"`

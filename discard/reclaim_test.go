@@ -125,8 +125,9 @@ func TestReclaimRecordedTrim(t *testing.T) {
 
 // Run: status asks the guest agent once (guest-get-disks and
 // guest-get-fsinfo, after query-pci) and shows each disk's filesystems and
-// what a trim would give back; with the agent not configured it is not
-// asked at all; --trim places its own guest-get-fsinfo and sends no more.
+// what a trim would give back; with the agent not configured, and under
+// --wait, it is not asked at all; --trim places its own guest-get-fsinfo
+// and sends no more.
 func TestRunReclaim(t *testing.T) {
 	replies := map[string]string{
 		"guest-get-fsinfo": strings.TrimSpace(string(readFixture(t, "guest/real-guest-get-fsinfo.json"))),
@@ -191,6 +192,23 @@ func TestRunReclaim(t *testing.T) {
 		}
 		for _, d := range rep.Disks {
 			if d.GuestFilesystems != nil || d.Reclaimable == nil || d.Reclaimable.Verdict != ReclaimNoAgent || d.Reclaimable.UpToBytes != nil {
+				t.Errorf("%s: %+v %+v", d.ID, d.GuestFilesystems, d.Reclaimable)
+			}
+		}
+	})
+	t.Run("wait leaves the agent alone", func(t *testing.T) {
+		f, a := setup(t, "")
+		v := f.load(t, 370)
+		rep, err := Run(context.Background(), f.node(2*time.Second), v, v.Disks, Options{Mode: Wait, Wait: 300 * time.Millisecond, Interval: 100 * time.Millisecond,
+			TrimTimeout: time.Minute, NewMeter: func() Meter { return f.meter }})
+		if rep == nil {
+			t.Fatal(err)
+		}
+		if a.Conns() != 0 {
+			t.Errorf("agent asked during --wait: %d connections", a.Conns())
+		}
+		for _, d := range rep.Disks {
+			if d.GuestFilesystems != nil || d.Reclaimable != nil {
 				t.Errorf("%s: %+v %+v", d.ID, d.GuestFilesystems, d.Reclaimable)
 			}
 		}

@@ -47,12 +47,13 @@ type Disk struct {
 	// SinceStart are the counters since QEMU started; nil when not running.
 	SinceStart *Counters `json:"since_start"`
 	// GuestFilesystems are the guest's mounted filesystems on the disk
-	// (guest-get-fsinfo; before the trim, or the window); null when the
-	// agent was not asked or said nothing, [] when none is on this disk.
+	// (guest-get-fsinfo; status, or before the trim); null when the agent
+	// was not asked (--wait) or said nothing, [] when none is on this disk.
 	GuestFilesystems []guestdisk.Filesystem `json:"guest_filesystems"`
 	// Reclaimable is what a trim would give back (JudgeReclaim), as the
-	// run found the disk before it trimmed or watched; null for a volume
-	// that is not thin (a trim gives nothing back there).
+	// run found the disk before it trimmed; null for a volume that is not
+	// thin (a trim gives nothing back there) and under --wait, which does
+	// not ask the guest agent.
 	Reclaimable *Reclaim `json:"reclaimable"`
 	Warnings    []Reason `json:"warnings"`
 	Result      *Result  `json:"result,omitempty"`

@@ -127,9 +127,10 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 	var guest *GuestTrim
 	var window *Sampling
 	var runErr error
-	if o.Mode != Trim {
-		// The trim asks guest-get-fsinfo itself (strictly); here it is one
+	if o.Mode == Status {
+		// The trim asks guest-get-fsinfo itself (strictly); the status one
 		// look through disk's Agent layer, for the reclaimable figure.
+		// --wait leaves the agent alone: the admin trims in the guest.
 		r.askGuest(ctx)
 	}
 	switch o.Mode {
@@ -372,7 +373,7 @@ func result(vmid int, t *Target, mode Mode, before, after *Snapshot, guest *Gues
 	return r
 }
 
-// AgentTimeout bounds the guest agent's answer of status and --wait (its
+// AgentTimeout bounds the guest agent's answer of the status (its
 // filesystems, for the reclaimable figure): an agent that is not running
 // in the guest must not cost the look the whole --timeout.
 const AgentTimeout = time.Second
@@ -413,8 +414,12 @@ func (r *run) placeGuest(ctx context.Context, agent qmp.Agent, fsinfo []qmp.Gues
 }
 
 // guestView sets the disk's guest filesystems and, on a thin volume, what
-// a trim would give back from the allocation a (before the trim or window).
+// a trim would give back from the allocation a (the status's, or before the
+// trim); --wait leaves both unknown.
 func (r *run) guestView(j *Disk, a alloc.Result) {
+	if r.o.Mode == Wait {
+		return
+	}
 	s, ok := r.seen[j.ID]
 	if r.seen != nil {
 		j.GuestFilesystems = append([]guestdisk.Filesystem{}, s.Filesystems...)
