@@ -50,6 +50,8 @@ const (
 	CodeNoUsage Code = "no-usage"
 	// CodeNoAgent: no guest agent answered.
 	CodeNoAgent Code = "no-agent"
+	// CodeNothingAllocated: the storage holds nothing of the volume.
+	CodeNothingAllocated Code = "nothing-allocated"
 )
 
 // Reclaim is what a trim would give back to a thin volume: the storage's
@@ -103,6 +105,13 @@ func JudgeReclaim(in ReclaimInput) *Reclaim {
 	}
 	if in.Discard == "ignore" && in.DiscardWarn != nil {
 		r.Reasons = append(r.Reasons, Reason{CodeDiscardIgnore, "QEMU drops this disk's discards now: a trim gives nothing back until discard=on runs", in.DiscardWarn.Fix})
+	}
+	if a := in.Alloc.AllocatedBytes; a != nil && *a == 0 {
+		// Whatever the guest has: nothing to give back.
+		zero := int64(0)
+		r.Verdict, r.UpToBytes, r.AtLeastBytes = ReclaimKnown, &zero, &zero
+		r.Reasons = append(r.Reasons, Reason{Code: CodeNothingAllocated, Text: "the storage holds nothing of this volume: a trim has nothing to give back"})
+		return r
 	}
 	unknown := func(code Code, text string) *Reclaim {
 		r.Verdict = ReclaimUnknown

@@ -100,6 +100,14 @@ func TestDiscardGuestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("mkfs + 4 x 64 MiB written and removed in %.1f s", time.Since(prep).Seconds())
+	// scsi3 holds 8 MiB with no filesystem (as a raw database would).
+	raw, err := e2e.FindSCSIDisk(ctx, agent, "drive-scsi3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2e.Sh(ctx, agent, sf("set -e; yes pvediskcheck | dd of=%s bs=1M count=8 iflag=fullblock oflag=direct 2>/dev/null; sync", raw)); err != nil {
+		t.Fatal(err)
+	}
 	if fs, err := agent.Call(ctx, "guest-get-fsinfo", nil); err == nil {
 		t.Logf("guest-get-fsinfo before the trim: %s", fs.Raw)
 	}
