@@ -1,12 +1,15 @@
 package metrics
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 )
 
@@ -76,5 +79,21 @@ func TestGuestSeries(t *testing.T) {
 	}
 	if r := vms[0].Disks[0].Reclaimable; r == nil || r.ResolutionBytes != 268435456/10000 || r.AtLeastBytes == nil || *r.AtLeastBytes != 68236288-14336-(268435456-223465472) {
 		t.Errorf("scsi1 reclaimable %+v", r)
+	}
+}
+
+// metrics --guest on a VM without agent: 1: no QMP command more (no
+// query-pci), no agent asked, no guest series; the disks are in no thin
+// pool (local: files), so no reclaimable either.
+func TestGuestWithoutAgent(t *testing.T) {
+	n, q := manyDisks(t, 2, qmptest.Greeting111)
+	s := Collect(context.Background(), bare(n.Paths, 2*time.Second), Options{Guest: true})
+	if q.Commands() != 8 || q.Conns() != 2 {
+		t.Errorf("%d commands in %d connections %v, want 8 in 2", q.Commands(), q.Conns(), q.Seen())
+	}
+	for _, d := range s.VMs[0].Disks {
+		if d.GuestFilesystems != nil || d.Reclaimable != nil || d.agentErr != disk.ErrNoAgent {
+			t.Errorf("%s: %+v %+v %v", d.ID, d.GuestFilesystems, d.Reclaimable, d.agentErr)
+		}
 	}
 }
