@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
@@ -117,6 +118,23 @@ func TestDiscardGuestE2E(t *testing.T) {
 	var status discard.Report
 	if errs, code := runJSON(t, n, &status, "discard", "370"); code != 0 {
 		t.Errorf("status: exit %d: %s", code, errs)
+	}
+	// cache shows the same filesystems per disk (within its 0.5 s).
+	var cv cache.View
+	if errs, code := runJSON(t, n, &cv, "cache", "370"); code != 0 {
+		t.Errorf("cache: exit %d: %s", code, errs)
+	}
+	for _, cd := range cv.Disks {
+		want := ""
+		for _, d := range disks {
+			if d.id == cd.ID {
+				want = d.mnt
+			}
+		}
+		fs := cd.GuestFilesystems
+		if want == "" && (fs == nil || len(fs) != 0) || want != "" && (len(fs) != 1 || fs[0].Mountpoint != want || fs[0].UsedBytes == nil || fs[0].Layout != "disk") {
+			t.Errorf("cache %s: guest filesystems %+v, want %q", cd.ID, fs, want)
+		}
 	}
 	for _, id := range []string{"scsi1", "scsi2", "sata1", "virtio1", "scsi3"} {
 		if r := diskByID(t, status, id).Reclaimable; r != nil {
