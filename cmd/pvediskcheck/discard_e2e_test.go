@@ -12,6 +12,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/discard"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -50,6 +51,10 @@ func TestDiscardGuestE2E(t *testing.T) {
 	// give back is unknown, never 0.
 	n.MustVolume(t, "local-lvm", "vm-370-disk-5", 64<<20)
 	cfg.WriteString("scsi3: local-lvm:vm-370-disk-5,discard=on,size=64M\n")
+	// and one with a partition table: ext4 on the first partition, swap
+	// (never mounted) on the second: unknown, the swap partition's doing.
+	n.MustVolume(t, "local-lvm", "vm-370-disk-6", 64<<20)
+	cfg.WriteString("scsi4: local-lvm:vm-370-disk-6,discard=on,size=64M\n")
 	if err := n.WriteConfig(370, cfg.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +114,20 @@ func TestDiscardGuestE2E(t *testing.T) {
 	if _, err := e2e.Sh(ctx, agent, sf("set -e; yes pvediskcheck | dd of=%s bs=1M count=8 iflag=fullblock oflag=direct 2>/dev/null; sync", raw)); err != nil {
 		t.Fatal(err)
 	}
+	parted, err := e2e.FindSCSIDisk(ctx, agent, "drive-scsi4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e2e.Sh(ctx, agent, sf("set -e; printf 'n\\np\\n1\\n\\n+32M\\nn\\np\\n2\\n\\n\\nw\\n' | fdisk %[1]s >/dev/null 2>&1 || true; partprobe %[1]s 2>/dev/null || true; sleep 1; "+
+		"mkfs.ext4 -q -F %[1]s1; mkswap %[1]s2 >/dev/null; mkdir -p /mnt/p1; mount -t ext4 %[1]s1 /mnt/p1; "+
+		"yes pvediskcheck | dd of=/mnt/p1/f bs=1M count=4 iflag=fullblock 2>/dev/null; sync; ls %[1]s*", parted)); err != nil {
+		t.Fatalf("partitioning %s: %v %s", parted, err, out)
+	}
+	for _, c := range []string{"guest-get-disks", "guest-get-fsinfo"} {
+		if r, err := agent.Call(ctx, c, nil); err == nil {
+			t.Logf("%s with %s partitioned: %s", c, parted, r.Raw)
+		}
+	}
 	if fs, err := agent.Call(ctx, "guest-get-fsinfo", nil); err == nil {
 		t.Logf("guest-get-fsinfo before the trim: %s", fs.Raw)
 	}
@@ -131,12 +150,16 @@ func TestDiscardGuestE2E(t *testing.T) {
 				want = d.mnt
 			}
 		}
+		layout := guestdisk.OnDisk
+		if cd.ID == "scsi4" {
+			want, layout = "/mnt/p1", guestdisk.OnPartition
+		}
 		fs := cd.GuestFilesystems
-		if want == "" && (fs == nil || len(fs) != 0) || want != "" && (len(fs) != 1 || fs[0].Mountpoint != want || fs[0].UsedBytes == nil || fs[0].Layout != "disk") {
+		if want == "" && (fs == nil || len(fs) != 0) || want != "" && (len(fs) != 1 || fs[0].Mountpoint != want || fs[0].UsedBytes == nil || fs[0].Layout != layout) {
 			t.Errorf("cache %s: guest filesystems %+v, want %q", cd.ID, fs, want)
 		}
 	}
-	for _, id := range []string{"scsi1", "scsi2", "sata1", "virtio1", "scsi3"} {
+	for _, id := range []string{"scsi1", "scsi2", "sata1", "virtio1", "scsi3", "scsi4"} {
 		if r := diskByID(t, status, id).Reclaimable; r != nil {
 			t.Logf("status %-8s reclaimable %s up to %v at least %v (allocated %v, guest uses %v) %v", id, r.Verdict, deref(r.UpToBytes), deref(r.AtLeastBytes), deref(r.AllocatedBytes), deref(r.GuestUsedBytes), reasonCodes(r.Reasons))
 		}
@@ -158,6 +181,12 @@ func TestDiscardGuestE2E(t *testing.T) {
 	// lower bound takes all of the metadata space off.
 	if rc := diskByID(t, res, "scsi3").Reclaimable; rc == nil || rc.Verdict != discard.ReclaimUnknown || rc.UpToBytes != nil || !hasReason(rc.Reasons, discard.CodeNoFilesystem) {
 		t.Errorf("scsi3 (no filesystem): reclaimable %+v, want unknown (no-filesystem)", rc)
+	}
+	if dj := diskByID(t, res, "scsi4"); dj.Reclaimable == nil || dj.Reclaimable.Verdict != discard.ReclaimUnknown || dj.Reclaimable.UpToBytes != nil ||
+		!hasReason(dj.Reclaimable.Reasons, discard.CodeGuestPartitions) || len(dj.GuestFilesystems) != 1 || dj.GuestFilesystems[0].Layout != "partition" {
+		t.Errorf("scsi4 (ext4 and swap partitions): filesystems %+v, reclaimable %+v, want unknown (guest-partitions)", dj.GuestFilesystems, dj.Reclaimable)
+	} else {
+		t.Logf("scsi4: %s", dj.Reclaimable.Reasons[len(dj.Reclaimable.Reasons)-1].Text)
 	}
 	for _, d := range disks {
 		dj := diskByID(t, res, d.id)
