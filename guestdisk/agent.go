@@ -3,6 +3,7 @@ package guestdisk
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,6 +82,13 @@ func Attribute(disks []qmp.GuestBlockDevice, fs []qmp.GuestFilesystem, pci map[s
 	}
 	for id, list := range filesystems(fs, pci, scsihw) {
 		s := out[id]
+		// guest-get-disks, where it answered, says which devices are the
+		// disk's partitions.
+		for i, f := range list {
+			if slices.Contains(s.Partitions, "/dev/"+f.Device) {
+				list[i].Layout = OnPartition
+			}
+		}
 		s.Filesystems = list
 		out[id] = s
 	}

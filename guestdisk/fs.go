@@ -2,8 +2,8 @@ package guestdisk
 
 import (
 	"path"
+	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -59,33 +59,36 @@ func Mounts(fs []Filesystem) []string {
 }
 
 // layoutOf reads the device a filesystem is on (guest-get-fsinfo's name:
-// a kernel name, sda1 or dm-0) against the disk's node (/dev/sda).
+// a kernel name, sda1 or dm-0) against the disk's node. qemu-ga 7.2 names
+// the partition itself as a partition filesystem's disk node (dev
+// /dev/sdc1 for name sdc1, recorded: testdata/README.md), so the disk is
+// the node with its partition number taken off.
 func layoutOf(name, dev string) Layout {
 	name = path.Base(name)
-	disk := path.Base(dev)
+	if dev == "" {
+		return OnVirtual
+	}
+	disk := diskOf(path.Base(dev))
 	switch {
-	case dev != "" && name == disk:
+	case name == disk:
 		return OnDisk
-	case dev != "" && isPartitionOf(name, disk):
+	case diskOf(name) == disk:
 		return OnPartition
 	}
 	return OnVirtual
 }
 
-// isPartitionOf: sda1 of sda, vda12 of vda, nvme0n1p1 of nvme0n1 (a disk
-// name ending in a digit takes "p" before the partition number, as the
-// kernel's disk_name() does).
-func isPartitionOf(name, disk string) bool {
-	rest, ok := strings.CutPrefix(name, disk)
-	if !ok || rest == "" {
-		return false
+// partitionName: the kernel's names of partitions of the disks a VM's
+// controllers give a Linux guest (sdb1, vda2, hdc1, xvda1; nvme0n1p1).
+var partitionName = regexp.MustCompile(`^((?:sd|vd|hd|xvd)[a-z]+)[0-9]+$|^((?:nvme[0-9]+n[0-9]+|mmcblk[0-9]+|nbd[0-9]+|loop[0-9]+))p[0-9]+$`)
+
+// diskOf is the disk a kernel device name is on: the name without its
+// partition number when it names a partition, else the name.
+func diskOf(name string) string {
+	if m := partitionName.FindStringSubmatch(name); m != nil {
+		return m[1] + m[2]
 	}
-	if c := disk[len(disk)-1]; c >= '0' && c <= '9' {
-		if rest, ok = strings.CutPrefix(rest, "p"); !ok || rest == "" {
-			return false
-		}
-	}
-	return strings.Trim(rest, "0123456789") == ""
+	return name
 }
 
 // filesystems places each mounted filesystem on the disks it sits on:
