@@ -48,16 +48,6 @@ type Filesystem struct {
 	Disks []string `json:"disks"`
 }
 
-// Mounts are the mount points of fs, sorted.
-func Mounts(fs []Filesystem) []string {
-	out := []string{}
-	for _, f := range fs {
-		out = append(out, f.Mountpoint)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // layoutOf reads the device a filesystem is on (guest-get-fsinfo's name:
 // a kernel name, sda1 or dm-0) against the disk's node. qemu-ga 7.2 names
 // the partition itself as a partition filesystem's disk node (dev

@@ -344,10 +344,4 @@ func TestFilesystems(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("filesystems =\n%+v\nwant\n%+v", got, want)
 	}
-	if m := Mounts(got["scsi1"]); !reflect.DeepEqual(m, []string{"/boot", "/srv"}) {
-		t.Errorf("Mounts %v", m)
-	}
-	if m := Mounts(nil); m == nil || len(m) != 0 {
-		t.Errorf("Mounts(nil) = %#v, want empty", m)
-	}
 }
