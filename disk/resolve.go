@@ -2,9 +2,11 @@ package disk
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -287,33 +289,43 @@ func readQueues(ctx context.Context, n node.Node, s *Set, _ Options) {
 	}
 }
 
-// readAgent asks a running VM's guest agent (agent: 1) for its disks and
-// mount points within o.AgentTimeout (the node's timeout when 0), the PCI
-// devices that place them read in one QMP exchange first: an agent that
-// does not answer leaves them unknown, never guessed. While a backup holds
-// the VM the agent is left alone (vm.VM.Agent) and Set.AgentSkip says so.
+// readAgent asks a running VM's guest agent (agent: 1) for its disks,
+// partitions and mounted filesystems (guest-get-disks, guest-get-fsinfo)
+// within o.AgentTimeout (the node's timeout when 0), the PCI devices that
+// place them read in one QMP exchange first: an agent that does not answer
+// leaves them unknown, never guessed, and says why in Set.AgentErr.
+// While a backup holds the VM the agent is left alone (vm.VM.Agent) and
+// Set.AgentSkip says so.
 func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 	v := s.VM
 	timeout, agentTimeout := n.Timeout, o.AgentTimeout
 	if agentTimeout <= 0 {
 		agentTimeout = n.Timeout
 	}
-	if !v.Running || !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
+	switch {
+	case !guestdisk.AgentEnabled(v.Config.Main["agent"]):
+		s.AgentErr = ErrNoAgent
+		return
+	case !v.Running:
+		s.AgentErr = ErrNotRunning
 		return
 	}
 	a, err := v.Ask(ctx, timeout, vm.Query{Need: vm.NeedPCI})
 	if err != nil {
+		s.AgentErr = fmt.Errorf("query-pci, which places the guest's disks, failed: %w", err)
 		return
 	}
 	agent, skip := v.Agent(ctx, n, agentTimeout, guestdisk.Commands, guestdisk.For)
 	if skip != nil {
 		s.AgentSkip = skip
+		s.AgentErr = fmt.Errorf("%w: %s", ErrAgentHeld, skip.Why)
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, 2*agentTimeout)
 	defer cancel()
 	seen, err := guestdisk.Ask(actx, *agent, a.PCI, qemuserver.SCSIHW(v.Config.Main))
 	if err != nil {
+		s.AgentErr = err
 		return
 	}
 	for _, d := range s.Disks {
@@ -322,3 +334,12 @@ func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 		}
 	}
 }
+
+// Why the guest agent was not asked (Set.AgentErr).
+var (
+	ErrNoAgent    = exitcode.New(exitcode.Unreachable, "no guest agent configured (agent: 1)")
+	ErrNotRunning = exitcode.New(exitcode.Unreachable, "the VM is not running")
+	// ErrAgentHeld: a backup holds the VM, so the agent was left alone
+	// (Set.AgentSkip says which answer and why).
+	ErrAgentHeld = exitcode.New(exitcode.Unreachable, "the guest agent was not asked")
+)
