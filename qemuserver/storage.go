@@ -300,6 +300,17 @@ var (
 	fileFormatRe   = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
 )
 
+// RBDImage is the RBD image a volume name of an rbd storage is: a linked
+// clone's name (base-100-disk-0/vm-101-disk-0) names its base before the
+// image (RBDPlugin.pm parse_volname: the image is $name, the part after the
+// slash, which `rbd` commands take); any other name is the image itself.
+func RBDImage(volname string) string {
+	if m := rbdNameRe.FindStringSubmatch(volname); m != nil {
+		return m[1]
+	}
+	return volname
+}
+
 func (s *Storage) resolve(volname string) (Volume, error) {
 	switch s.Facts().Volumes {
 	case storagetype.VolDir, storagetype.VolMounted, storagetype.VolGluster, storagetype.VolBtrfs:
