@@ -184,10 +184,18 @@ type diskRun struct {
 	findings []Finding
 	fixed    []bool // findings[i] is fixed by the combined command
 	edits    map[edit]bool
+	// dropped: Proxmox drops the line, the VM starts without the disk;
+	// drv is the line repaired.
+	dropped bool
 }
 
 // add records a finding and the edit to the disk's line that fixes it.
+// On a line Proxmox drops it judges the line as its fix restores it, and
+// says so: the VM has no such disk until then.
 func (r *diskRun) add(sev Severity, code Code, msg string, e edit) {
+	if r.dropped {
+		msg = "once the line is fixed (today the VM starts without this disk): " + msg
+	}
 	r.findings = append(r.findings, Finding{Severity: sev, Code: code, Disk: r.d.ID, Message: msg})
 	r.fixed = append(r.fixed, true)
 	r.edits[e] = true
@@ -291,11 +299,22 @@ func (r *diskRun) prepare() bool {
 			base := removeOpt(line, "ssd")
 			if drv, err := qemuserver.ParseDrive(d.ID, base); err == nil {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
+					// parse_vm_config drops the line ("unable to parse
+					// value of 'virtio0' - format error / ssd: property is
+					// not defined in schema"; TestSSDOnVirtIOAsProxmox
+					// asks Proxmox): the VM starts without the disk, so
+					// an error. The other rules judge the line as the fix
+					// restores it (one command fixes all, none appears
+					// after it), each saying the disk is not there yet.
 					r.repaired(drv, s)
-					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
-						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox's parser rejects this hand-edited line and starts the VM without the disk"})
+					msg := "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox drops this hand-edited line (\"unable to parse value of '" + d.ID + "' - format error: ssd: property is not defined in schema\") and starts the VM without the disk"
+					if r.j.bootsFrom(d.ID) {
+						msg += ", its boot disk: the guest does not boot"
+					}
+					r.findings = append(r.findings, Finding{Severity: Error, Code: CodeSSDUnsupported, Disk: d.ID, Message: msg})
 					r.fixed = append(r.fixed, true)
 					r.edits[editSSD] = true
+					r.dropped = true
 					return true
 				}
 			}
@@ -599,6 +618,15 @@ func (r *diskRun) fix() ([]string, string) {
 		text += ", then qm reboot " + vmid + " " + restartHint
 	}
 	return argv, text
+}
+
+// bootsFrom: the boot order (order=, or the legacy bootdisk) names the disk.
+func (j *judger) bootsFrom(id string) bool {
+	opts, _ := qemuserver.SplitQemuOpts(j.next["boot"], "legacy")
+	if order := opts["order"]; order != "" {
+		return slices.Contains(strings.Split(order, ";"), id)
+	}
+	return j.next["bootdisk"] == id
 }
 
 // bootOrder keeps a moved disk bootable: the order with the disk's new key

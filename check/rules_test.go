@@ -216,11 +216,20 @@ func ruleCases() []ruleCase {
 		{name: "iothread on SATA does not parse", conf: "sata0: " + lvmVol + ",iothread=1\n", want: []string{"error config-invalid sata0"}, msgs: map[string]string{"config-invalid sata0": "Proxmox ignores this disk"}},
 		{name: "a storage storage.cfg lacks", conf: "scsi0: nostore:vm-100-disk-0\n", want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `storage "nostore"`}},
 		{name: "ssd on VirtIO Block, with cache=unsafe: one fix", conf: "virtio0: " + lvmVol + ",ssd=1,cache=unsafe,discard=on\n",
-			want: []string{"error cache-unsafe virtio0", "warning ssd-unsupported virtio0"},
+			// Proxmox drops the line: the other rules judge the line the
+			// fix restores, saying the VM lacks the disk until then.
+			want: []string{"error cache-unsafe virtio0", "error ssd-unsupported virtio0"},
 			fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on",
-				"cache-unsafe virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+				"cache-unsafe virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"cache-unsafe virtio0": "once the line is fixed (today the VM starts without this disk): cache=unsafe"}},
 		{name: "ssd on VirtIO Block alone", conf: "virtio0: " + lvmVol + ",discard=on,ssd=1\n",
-			want: []string{"warning ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+			want: []string{"error ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"ssd-unsupported virtio0": "starts the VM without the disk"}},
+		{name: "ssd on VirtIO Block without discard: the discard advice is for the line restored", conf: "boot: order=virtio0\nvirtio0: " + lvmVol + ",ssd=1\n",
+			want:  []string{"error ssd-unsupported virtio0", "warning discard-ignored-on-thin virtio0"},
+			fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"ssd-unsupported virtio0": "without the disk, its boot disk: the guest does not boot",
+				"discard-ignored-on-thin virtio0": "once the line is fixed (today the VM starts without this disk): discard is off"}},
 		{name: "ssd on VirtIO Block with another error", conf: "virtio0: " + lvmVol + ",ssd=1,bogus=1\n", want: []string{"error config-invalid virtio0"}},
 		// queues= over QEMU's maximum (measured: 1022 starts, 1023 does not)
 		{name: "queues at QEMU's maximum", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on,iothread=1,queues=1022\n", want: none},
