@@ -144,6 +144,15 @@ func Build(set *disk.Set) View {
 		if d.ResolveError != nil {
 			out.Notes = append(out.Notes, d.ResolveError.Error())
 		}
+		if drv, _ := d.NextStart(); !d.PendingDelete {
+			if why := v.Storages.ISOMediaRefusal(d.ID, drv); why != "" {
+				when := "the VM does not start"
+				if v.Running {
+					when = "the VM was started before this line was set, and its next start fails"
+				}
+				out.Notes = append(out.Notes, fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q (pvediskcheck check %d gives the fix)", d.ID, drv.Volume, when, why, v.VMID))
+			}
+		}
 		out.Disks = append(out.Disks, build(v, d))
 	}
 	return out

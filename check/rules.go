@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -279,10 +281,14 @@ func (j *judger) disk(d *disk.Disk) []Finding {
 			fmt.Sprintf("scsihw %s%s is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA (which the lab measured at 25-30%% of VirtIO random reads at 3-4 times the latency), and %s", j.scsihw, j.defaultSCSIHW(), j.osWord()),
 			editSCSIHW)
 	}
-	if r.drv.Opts["discard"] != "on" && storage.ReturnsSpace(r.stor, r.settings.Format, r.path) {
-		r.add(Warning, CodeDiscardIgnoredOnThin,
-			"discard is off on "+r.storageName()+": space the guest frees (fstrim) never returns to the "+r.evidenceDiscard(),
-			editDiscard)
+	if r.drv.Opts["discard"] != "on" {
+		if storage.ReturnsSpace(r.stor, r.settings.Format, r.path) {
+			r.add(Warning, CodeDiscardIgnoredOnThin,
+				"discard is off on "+r.storageName()+": space the guest frees (fstrim) never returns to the "+r.evidenceDiscard(),
+				editDiscard)
+		} else if n := r.rawImageNote(); n != "" {
+			j.notes = append(j.notes, n)
+		}
 	}
 	return r.finish()
 }
@@ -509,6 +515,25 @@ func (r *diskRun) evidenceDiscard() string {
 		return "pool (rbd du's used size stays; not measured here, no Ceph)"
 	}
 	return "storage (measured with QEMU on a sparse image: a guest trim of 128 MiB left its allocated blocks unchanged with discard=ignore; with discard=on 128 MiB went back)"
+}
+
+// rawImageNote says why discard was not judged on a raw image of a file
+// storage (dir, nfs, cifs ...), whose space comes back only when the file
+// is sparse: a fully allocated image (preallocated, or copied in full) or
+// one this process cannot read. "" for any other disk.
+func (r *diskRun) rawImageNote() string {
+	if r.stor == nil || r.stor.Facts().Discard != storagetype.DiscardPerImage || r.settings.Format == "qcow2" || r.j.v.Storages.IsISO(r.drv.Volume) {
+		return ""
+	}
+	why := "the image is fully allocated (preallocated or copied in full): it gives no space back until it is sparse again, so discard=off costs nothing today"
+	if st, err := os.Stat(r.path); errors.Is(err, fs.ErrNotExist) {
+		why = "the image is not there on this node (" + r.path + "), so whether it is sparse is not known"
+	} else if err != nil {
+		why = "the image cannot be read here (" + err.Error() + "), so whether it is sparse is not known"
+	} else if !st.Mode().IsRegular() {
+		why = r.path + " is not a regular file"
+	}
+	return fmt.Sprintf("%s: discard is off on raw image %s on %s; discard-ignored-on-thin not judged: %s", r.d.ID, r.drv.Volume, r.storageName(), why)
 }
 
 // finish applies the edits to one copy of the line and gives every finding

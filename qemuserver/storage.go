@@ -376,6 +376,17 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
 }
 
+// ISOMediaRefusal is qemu-server's refusal to start a VM with drive d
+// (config key key): an ISO volume with no media= (QemuServer.pm
+// print_drive_commandline_full, Blockdev.pm generate_file_blockdev, as
+// pve-cfg2cmd prints it); "" for any other drive.
+func (st Storages) ISOMediaRefusal(key string, d *Drive) string {
+	if d == nil || d.Opts["media"] != "" || !st.IsISO(d.Volume) {
+		return ""
+	}
+	return key + ": explicit media parameter is required for iso images"
+}
+
 // IsISO reports a volume of ISO content: pve-storage's parse_volname gives
 // vtype iso for iso/NAME.iso or .img on the storages that keep files
 // (Plugin.pm; dir, nfs, cifs, cephfs, btrfs, glusterfs). qemu-server
