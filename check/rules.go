@@ -32,8 +32,16 @@ func judge(ctx context.Context, set *disk.Set, here string, pools *thinpool.Cach
 	v := set.VM
 	j := newJudge(set)
 	j.os, j.here, j.pol = os, here, pol
+	j.macOS = macOSEvidence(j.next["args"])
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
+	}
+	if j.macOS != "" && emulatedDisks(v) {
+		n := "the guest is macOS (" + j.macOS + ")"
+		if virtioCapable(j.ostype) {
+			n += ", although the config's ostype " + j.ostype + " says Linux"
+		}
+		out.Notes = append(out.Notes, n+": no move off an emulated controller is advised (macOS has no VirtIO SCSI driver, and a macOS guest boots from the disks its OpenCore/bootloader set-up expects)")
 	}
 	for _, d := range set.Disks {
 		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
@@ -99,6 +107,9 @@ type judger struct {
 	notes []string
 	// pol is the VM's policy judgement (nil without --policy).
 	pol *policyRun
+	// macOS is the evidence that the guest is macOS ("" when none): the
+	// config's args giving QEMU an Apple SMC.
+	macOS string
 }
 
 func newJudge(set *disk.Set) *judger {
@@ -125,13 +136,33 @@ func (j *judger) osWord() string {
 	return "the config's ostype " + j.ostype + " says the guest has VirtIO drivers"
 }
 
+// macOSEvidence says what shows the guest is macOS: an Apple SMC on
+// QEMU's command line (`args: -device isa-applesmc,...`, which only a macOS
+// guest needs, whatever ostype says); "" when nothing does.
+func macOSEvidence(args string) string {
+	if strings.Contains(args, "isa-applesmc") {
+		return "the config's args give QEMU -device isa-applesmc"
+	}
+	return ""
+}
+
 // virtioGuest: the guest has VirtIO drivers out of the box, by the guest
-// agent where it answered, else by the config's ostype.
+// agent where it answered, else by the config's ostype; never macOS.
 func (j *judger) virtioGuest() bool {
+	if j.macOS != "" {
+		return false
+	}
 	if j.os != nil {
 		return !j.os.windows()
 	}
 	return virtioCapable(j.ostype)
+}
+
+// protected: the config sets protection (update_vm then refuses to remove
+// a drive, so no move).
+func (j *judger) protected() bool {
+	b, ok := qemuserver.ParseBool(j.next["protection"])
+	return ok && b
 }
 
 // defaultSCSIHW says when the controller is Proxmox's default, not a line.
@@ -268,6 +299,13 @@ func (j *judger) disk(d *disk.Disk) []Finding {
 			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
 				Message: msg + "; " + why + " (" + where + "), so only an edit of the config file moves it"})
 			r.fixed = append(r.fixed, false)
+		} else if j.protected() {
+			// update_vm refuses the --delete of a move: "can't remove
+			// drive 'sata0' - protection mode enabled" (asked of the
+			// oracle: TestCheckFixesAcceptedByProxmox).
+			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
+				Message: msg + fmt.Sprintf("; the VM has protection: 1, and qm set refuses the move (%q): no move is printed; clear it first (qm set %d --protection 0) to move the disk, and set it again after", "can't remove drive '"+r.d.ID+"' - protection mode enabled", j.v.VMID)})
+			r.fixed = append(r.fixed, false)
 		} else {
 			r.add(Warning, CodeEmulatedController, msg, editMove)
 		}
@@ -384,9 +422,14 @@ func (j *judger) storageUnavailable(d *disk.Disk) *Finding {
 		}
 		return nil
 	}
+	// No qm disk move: it activates the source volume on this node first
+	// (API2/Qemu.pm move_disk's $move_updatefn: activate_volumes of the
+	// drive's volume), which fails as the start does.
 	fix := "pvesm set " + st.ID + " --disable 0"
 	if !st.Bool("disable") {
-		fix = "pvesm set " + st.ID + " --nodes " + st.Props["nodes"] + "," + j.here + " (when this node reaches the storage), or qm disk move " + strconv.Itoa(j.v.VMID) + " " + d.ID + " <a storage of this node>"
+		fix = "pvesm set " + st.ID + " --nodes " + st.Props["nodes"] + "," + j.here + " (when this node reaches the storage), or run the VM on a node of " + st.Props["nodes"] + " (qm disk move cannot help: it activates the volume on this node first and fails as the start does)"
+	} else {
+		fix += " (qm disk move cannot help: it activates the volume first and fails as the start does)"
 	}
 	return &Finding{Severity: Error, Code: CodeStorageUnavailable, Disk: d.ID,
 		Message: fmt.Sprintf("storage %s is %s: the next start fails with %q (vm_start activates every volume)", st.ID, why, st.ProxmoxRefusal(j.here)),
@@ -420,23 +463,33 @@ func (r *diskRun) unsettable() (why, where string) {
 
 // isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
 // that sets no media (QemuServer.pm print_drive_commandline_full and
-// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive commandline: die if drive with
-// ISO sets no explicit media"). qm set accepts the line with media=cdrom;
-// media=disk, for an image the guest writes to, only by editing the file.
+// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive
+// commandline: die if drive with ISO sets no explicit media"). An ISO
+// volume used as a disk is, on real nodes, a macOS OpenCore or recovery
+// image: a raw disk, which the guest boots from as a disk only. So the fix
+// is media=disk, an edit of the file (qm set refuses any media but cdrom
+// for an ISO image: API2/Qemu.pm check_drive_param); media=cdrom by qm set
+// is offered after it for an installer, but not where the line sets
+// format=, which Proxmox refuses beside media=cdrom ("unable to parse
+// drive options").
 func (r *diskRun) isoWithoutMedia() []Finding {
 	vmid := strconv.Itoa(r.j.v.VMID)
-	f := r.drv.Clone()
-	f.Opts["media"] = "cdrom"
-	argv := []string{"qm", "set", vmid, "--" + r.d.ID, f.String()}
-	fix := shellJoin(argv) + " (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in " + configFile(vmid) + " instead: qm set refuses that for an ISO image)"
+	disk := r.drv.Clone()
+	disk.Opts["media"] = "disk"
+	fix := "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + disk.String() + "' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image)"
+	if _, ok := r.drv.Opts["format"]; !ok {
+		cd := r.drv.Clone()
+		cd.Opts["media"] = "cdrom"
+		fix += "; for an installer the guest only reads, " + shellJoin([]string{"qm", "set", vmid, "--" + r.d.ID, cd.String()}) + " instead"
+	}
 	when := "the VM will not start"
 	if r.j.v.Running {
 		when = "the running VM was started before this line was set, and its next start fails"
 		fix += ", then qm reboot " + vmid + " " + restartHint
 	}
 	return append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: r.d.ID,
-		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.d.ID+": explicit media parameter is required for iso images"),
-		Fix:     fix, Command: argv})
+		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.j.v.Storages.ISOMediaRefusal(r.d.ID, r.drv)),
+		Fix:     fix})
 }
 
 // configFile is the VM's config as the admin edits it on the node.

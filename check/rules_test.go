@@ -140,9 +140,23 @@ func ruleCases() []ruleCase {
 		// takes the line only with media=cdrom.
 		{name: "an ISO image without media: the VM does not start", conf: "ostype: l26\nide3: local:iso/three.iso,size=112M\n",
 			want:  []string{"error config-invalid ide3"},
-			fixes: map[string]string{"config-invalid ide3": "qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in /etc/pve/qemu-server/100.conf instead: qm set refuses that for an ISO image)"},
+			fixes: map[string]string{"config-invalid ide3": "edit /etc/pve/qemu-server/100.conf: the line 'ide3: local:iso/three.iso,size=112M' becomes 'ide3: local:iso/three.iso,size=112M,media=disk' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image); for an installer the guest only reads, qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom instead"},
 			msgs:  map[string]string{"config-invalid ide3": `ide3: local:iso/three.iso is an ISO image without media=: the VM will not start; qemu-server says "ide3: explicit media parameter is required for iso images"`}},
 		{name: "an ISO image without media, cache=unsafe: only the start matters", conf: "sata0: local:iso/OpenCore-v21.iso,cache=unsafe,size=150M\n", want: []string{"error config-invalid sata0"}},
+		// format= beside media=cdrom is refused: no media=cdrom offered.
+		{name: "an ISO image without media, with format=: media=disk only", conf: "sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M\n", want: []string{"error config-invalid sata0"},
+			fixes: map[string]string{"config-invalid sata0": "edit /etc/pve/qemu-server/100.conf: the line 'sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M' becomes 'sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M,media=disk' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image)"}},
+		// macOS (an Apple SMC in args), whatever ostype says: no move.
+		{name: "macOS with ostype l26 on SATA: said, not moved", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x -smbios type=2\nsata0: " + lvmVol + ",discard=on\n", want: none,
+			notes: []string{"the guest is macOS (the config's args give QEMU -device isa-applesmc), although the config's ostype l26 says Linux: no move off an emulated controller is advised"}},
+		{name: "macOS with ostype l26 on lsi: no scsihw change", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x\nscsi0: " + lvmVol + ",discard=on\n", want: none,
+			notes: []string{"the guest is macOS"}},
+		{name: "macOS on VirtIO SCSI: nothing to say", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x\nscsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on\n", want: none},
+		// protection: 1: update_vm refuses to remove a drive, so no move.
+		{name: "a protected VM's SATA disk: no move printed", conf: "ostype: l26\nprotection: 1\nsata0: " + lvmVol + "\n",
+			want:  []string{"warning discard-ignored-on-thin sata0", "warning emulated-controller sata0"},
+			fixes: map[string]string{"discard-ignored-on-thin sata0": "qm set 100 --sata0 local-lvm:vm-100-disk-0,discard=on", "emulated-controller sata0": ""},
+			msgs:  map[string]string{"emulated-controller sata0": `the VM has protection: 1, and qm set refuses the move ("can't remove drive 'sata0' - protection mode enabled"): no move is printed; clear it first (qm set 100 --protection 0)`}},
 		// The real macOS configs: media=disk starts, but qm set refuses
 		// any line for it, so the fix edits the file.
 		{name: "an ISO image as media=disk with cache=unsafe", conf: "ostype: other\nsata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M\n",
