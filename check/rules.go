@@ -721,11 +721,17 @@ func (j *judger) bootOrder(from, to string) []string {
 		}
 		return nil
 	}
-	parts := strings.Split(order, ";")
+	// update_vm refuses an order naming a device the config lacks
+	// ("invalid bootorder: device 'net0' does not exist'", API2/Qemu.pm):
+	// a stale entry, which the start skips, is left out.
+	var parts []string
 	found := false
-	for i, p := range parts {
-		if p == from {
-			parts[i], found = to, true
+	for _, p := range strings.Split(order, ";") {
+		switch {
+		case p == from:
+			parts, found = append(parts, to), true
+		case j.next[p] != "" || j.v.Config.Main[p] != "":
+			parts = append(parts, p)
 		}
 	}
 	if !found {

@@ -83,13 +83,18 @@ func ruleCases() []ruleCase {
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)"},
 			msgs:  map[string]string{"emulated-controller ide0": "IDE is an emulated controller; the lab measured SATA at 25-30% of VirtIO random reads at 3-4 times the latency, and the config's ostype l26 says the guest has VirtIO drivers"}},
-		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
+		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi1 local-lvm:vm-100-disk-0,discard=on --boot 'order=scsi1;net0' (adjust the guest's fstab/boot device)"}},
+		// update_vm refuses an order naming a device the config lacks: a
+		// stale entry (no net0 here) is left out of the new order.
+		{name: "a move's boot order leaves out a device the config lacks", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on\n",
+			want:  []string{"warning emulated-controller ide0"},
+			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on --boot order=scsi0 (adjust the guest's fstab/boot device)"}},
 		// Issue 26 #1: with no scsihw line the SCSI controller is lsi, as
 		// emulated as SATA: the move makes it VirtIO SCSI, and says the
 		// guest needs the driver first.
-		{name: "SATA moves off, and the default lsi becomes VirtIO SCSI", conf: "ostype: l26\nboot: order=sata0;ide2;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nide2: none,media=cdrom\n",
+		{name: "SATA moves off, and the default lsi becomes VirtIO SCSI", conf: "ostype: l26\nboot: order=sata0;ide2;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nide2: none,media=cdrom\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\n",
 			want: []string{"warning discard-ignored-on-thin sata0", "warning emulated-controller sata0"},
 			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)",
 				"discard-ignored-on-thin sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)"},
