@@ -238,6 +238,11 @@ func ruleCases() []ruleCase {
 			notes: []string{"ide2 is an empty CD-ROM drive"}},
 		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
 		{name: "iothread on SATA does not parse", conf: "sata0: " + lvmVol + ",iothread=1\n", want: []string{"error config-invalid sata0"}, msgs: map[string]string{"config-invalid sata0": "Proxmox ignores this disk"}},
+		// Issue 32: a dropped line that names a disk takes the disk away.
+		{name: "a disk line of no key: value shape is an error", conf: "scsi0 : " + lvmVol + ",discard=on\n", want: []string{"error config-invalid -"},
+			msgs: map[string]string{"config-invalid ": `line 1: "scsi0 : local-lvm:vm-100-disk-0,discard="... (42 bytes) is not a ` + "`key: value`" + ` line: Proxmox drops it ("unable to parse config") and starts the VM without this disk`}},
+		{name: "a disk key past its bus's last slot is an error", conf: "scsi31: " + lvmVol + ",discard=on\n", want: []string{"error config-invalid -"},
+			msgs: map[string]string{"config-invalid ": `scsi31 is no disk slot`}},
 		{name: "a storage storage.cfg lacks", conf: "scsi0: nostore:vm-100-disk-0\n", want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `storage "nostore"`}},
 		{name: "ssd on VirtIO Block, with cache=unsafe: one fix", conf: "virtio0: " + lvmVol + ",ssd=1,cache=unsafe,discard=on\n",
 			// Proxmox drops the line: the other rules judge the line the
