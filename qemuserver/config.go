@@ -179,6 +179,7 @@ type LineRead struct {
 	Line    int
 	Section string // "" for the main section, "PENDING", or "[name]"
 	Key     string // "" for a line that is not `key: value`
+	Value   string // the value of a `key: value` line
 	Read    Reading
 }
 
@@ -212,12 +213,14 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 	section := ""
 	lineNo := 0
 	var desc []string
+	val := ""
 	read := func(key string, r Reading) {
-		c.Reads = append(c.Reads, LineRead{Line: lineNo, Section: section, Key: key, Read: r})
+		c.Reads = append(c.Reads, LineRead{Line: lineNo, Section: section, Key: key, Value: val, Read: r})
 	}
 	for sc.Scan() {
 		lineNo++
 		line := sc.Text()
+		val = ""
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
@@ -260,7 +263,8 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			read("", ReadSkipped)
 			continue
 		}
-		key, val := m[1], m[2]
+		key := m[1]
+		val = m[2]
 		switch {
 		case key == "description":
 			if section == "" {
@@ -298,6 +302,15 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: %s: %s: Proxmox drops the key (\"unable to parse value of '%s'\") and uses its default", name, lineNo, key, why, key))
 			read(key, ReadSkipped)
 			continue
+		}
+		if section == "PENDING" && IsDiskKey(key) {
+			if _, err := ParseDrive(key, val); err != nil {
+				// Proxmox drops it: the next start keeps the disk as the
+				// main section has it (or has none).
+				c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: [PENDING] %s: %v: Proxmox drops the pending change (\"unable to parse value of '%s'\"); the next start keeps what the main section says", name, lineNo, key, err, key))
+				read(key, ReadSkipped)
+				continue
+			}
 		}
 		if IsDiskKey(key) || IsUnusedKey(key) || slices.Contains(VMKeysRead, key) {
 			read(key, ReadUsed)
