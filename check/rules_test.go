@@ -137,9 +137,11 @@ func ruleCases() []ruleCase {
 		{name: "SCSI on lsi, no ostype", conf: "scsi0: " + lvmVol + ",discard=on\n", want: none},
 		{name: "a SCSI CD-ROM on lsi", conf: "ostype: l26\nscsi0: local:iso/debian.iso,media=cdrom\n", want: none},
 		{name: "a read-only SCSI disk on lsi", conf: "ostype: l26\nscsi0: " + lvmVol + ",ro=1\n", want: none},
-		{name: "an unknown scsihw is dropped: lsi", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
-			want: []string{"warning emulated-controller scsi0"}, msgs: map[string]string{"emulated-controller scsi0": "(Proxmox's default when scsihw is not set)"},
-			notes: []string{`line 2: scsihw: value "virtio" is not one of`}},
+		// Proxmox keeps it (no enum check) and QEMU refuses -device virtio.
+		{name: "an unknown scsihw: the VM does not start", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
+			want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `scsihw "virtio" is no SCSI controller Proxmox knows`},
+			fixes: map[string]string{"config-invalid scsi0": "qm set 100 --scsihw lsi (Proxmox's default; or virtio-scsi-single for a guest with VirtIO drivers)"}},
+		{name: "an unknown scsihw without a SCSI disk: no controller", conf: "ostype: l26\nscsihw: virtio\nvirtio0: " + lvmVol + ",discard=on\n", want: none},
 		// Issue 26 #6: ISO images as disks. Without media= qemu-server
 		// refuses to start (the cfg2cmd case ide-no-media-error); qm set
 		// takes the line only with media=cdrom.
