@@ -189,8 +189,9 @@ type LineRead struct {
 var VMKeysRead = []string{"agent", "args", "boot", "bootdisk", "lock", "machine", "meta", "name", "ostype", "protection", "scsihw", "tags", "template"}
 
 // mangledDiskRe is a line that is no `key: value` for parse_vm_config but
-// names a disk slot: another case, blanks before the colon, "=" for ":".
-var mangledDiskRe = regexp.MustCompile(`(?i)^\s*(ide|sata|scsi|virtio|efidisk|tpmstate)\s*\d+\s*[:=]`)
+// names a disk slot: another case, blanks or "_" before the colon, "="
+// for ":".
+var mangledDiskRe = regexp.MustCompile(`(?i)^\s*(ide|sata|scsi|virtio|efidisk|tpmstate)\s*\d+[\s_\-]*[:=]`)
 
 // looksLikeDiskKey: a key of a disk bus with an index (scsi31, virtio016).
 var looksLikeDiskKey = regexp.MustCompile(`^(ide|sata|scsi|virtio|efidisk|tpmstate)\d+$`)
@@ -303,7 +304,7 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			read(key, ReadSkipped)
 			continue
 		}
-		if section == "PENDING" && IsDiskKey(key) {
+		if section == "PENDING" && (IsDiskKey(key) || IsUnusedKey(key)) {
 			if _, err := ParseDrive(key, val); err != nil {
 				// Proxmox drops it: the next start keeps the disk as the
 				// main section has it (or has none).
