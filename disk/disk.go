@@ -22,6 +22,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/queues"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -44,6 +45,10 @@ type Set struct {
 	// Threads is the thread map the disks were placed on (PlaceThreads);
 	// zero until placed.
 	Threads threads.Map
+	// CgroupDir is where the VM's cgroup files are and Cgroup their reading
+	// when the layer was filled (Cgroup); nil before.
+	CgroupDir sampler.CgroupDir
+	Cgroup    *sampler.Cgroup
 	// filled are the layers Fill has filled.
 	filled Layer
 }

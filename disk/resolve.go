@@ -51,6 +51,10 @@ const (
 	// Agent is what the guest agent says of the disks (Disk.Guest.Seen),
 	// asked within Options.AgentTimeout.
 	Agent
+	// Cgroup is the VM's cgroup, found once (Set.CgroupDir), and its first
+	// reading (Set.Cgroup): the page-cache bytes its QEMU dirtied and not
+	// yet on storage, its io.pressure and io.stat.
+	Cgroup
 )
 
 // Options say how the layers are read.
@@ -215,6 +219,19 @@ var fillers = []struct {
 	{Backing, readBacking},
 	{Chains, readChains},
 	{Agent, readAgent},
+	{Cgroup, readCgroup},
+}
+
+// readCgroup finds the VM's cgroup from its QEMU's /proc/PID/cgroup and
+// reads it once; a VM that does not run, or runs outside its scope, has a
+// reading that says why it is not measured.
+func readCgroup(ctx context.Context, n node.Node, s *Set, _ Options) {
+	pid := 0
+	if s.VM.Running {
+		pid = s.VM.Pid
+	}
+	s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, pid)
+	s.Cgroup = sampler.ReadCgroup(ctx, n, s.CgroupDir, true)
 }
 
 // readDevices finds the node block device under each running volume: a
