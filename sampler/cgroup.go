@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,6 +116,15 @@ func FindCgroup(ctx context.Context, n node.Node, vmid, pid int) CgroupDir {
 	} else {
 		v2, v1 = parseProcCgroup(string(b))
 	}
+	// Only the VM's own scope counts: a QEMU started in a login session or
+	// a service's cgroup shares it, and its dirty bytes are not the VM's.
+	named2, named1 := v2, v1
+	if !ownScope(v2, vmid) {
+		v2 = ""
+	}
+	if !ownScope(v1, vmid) {
+		v1 = ""
+	}
 	root := cgroupRoot(n)
 	// The unified tree: the whole of /sys/fs/cgroup on a v2 node, its
 	// unified/ mount on a hybrid one.
@@ -141,13 +151,15 @@ func FindCgroup(ctx context.Context, n node.Node, vmid, pid int) CgroupDir {
 			return d
 		}
 	}
-	d.Cgroup = v2
+	d.Cgroup = named2
 	if d.Cgroup == "" || d.Cgroup == "/" {
-		d.Cgroup = v1
+		d.Cgroup = named1
 	}
 	switch {
 	case d.Cgroup == "":
 		d.Unmeasured = fmt.Sprintf("QEMU (pid %d) of VM %d is in no cgroup /proc/%d/cgroup names", pid, vmid, pid)
+	case !ownScope(d.Cgroup, vmid):
+		d.Unmeasured = fmt.Sprintf("QEMU (pid %d) of VM %d runs in cgroup %s, not in its own scope %s (started otherwise than qm start does): that cgroup's page cache is not this VM's alone", pid, vmid, d.Cgroup, scope)
 	case d.From == "assumed":
 		d.Unmeasured = fmt.Sprintf("/proc/%d/cgroup cannot be read (%v), and the node has no %s with a memory.stat below %s", pid, err, scope, root)
 	default:
@@ -179,6 +191,12 @@ func parseProcCgroup(s string) (v2, v1mem string) {
 		}
 	}
 	return v2, v1mem
+}
+
+// ownScope reports whether cgroup is a VM's own scope, "<vmid>.scope" (in
+// qemu.slice on Proxmox; the slice is not checked, a node may nest it).
+func ownScope(cgroup string, vmid int) bool {
+	return cgroup != "" && path.Base(cgroup) == strconv.Itoa(vmid)+".scope"
 }
 
 func exists(path string) bool {

@@ -89,8 +89,9 @@ func TestCgroupNotMeasured(t *testing.T) {
 		want       string
 	}{
 		{"not running", "v2", 370, 0, "VM 370 does not run"},
-		{"outside qemu.slice (v2)", "v2-noscope", 370, 5151, "runs in cgroup /user.slice/user-0.slice/session-3.scope, which has no memory.stat"},
-		{"outside qemu.slice (hybrid)", "noscope", 100, 4242, "runs in cgroup /process_api/137d8506ac78487689fe111cb3e7900d"},
+		{"outside qemu.slice (v2)", "v2-noscope", 370, 5151, "runs in cgroup /user.slice/user-0.slice/session-3.scope, not in its own scope /qemu.slice/370.scope"},
+		{"scope without memory.stat", "v2-noscope", 370, 5152, "runs in cgroup /qemu.slice/370.scope, which has no memory.stat below"},
+		{"outside qemu.slice (hybrid)", "noscope", 100, 4242, "runs in cgroup /process_api/137d8506ac78487689fe111cb3e7900d, not in its own scope"},
 		{"no /proc/PID/cgroup", "v2", 371, 999, "/proc/999/cgroup cannot be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
