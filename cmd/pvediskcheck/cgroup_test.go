@@ -13,7 +13,22 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/top"
 )
+
+// promValue is the value of the series named exactly (name and labels)
+// in a Prometheus text exposition; nil when absent.
+func promValue(text, series string) *float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return &f
+			}
+		}
+	}
+	return nil
+}
 
 // enterScope moves the VM's QEMU into qemu.slice/<vmid>.scope as qm start
 // does: in the v1 memory hierarchy and the unified tree on a hybrid node
@@ -133,6 +148,26 @@ func TestCgroupUnflushedReal(t *testing.T) {
 				t.Fatalf("the unified tree is there, yet no io.pressure: %+v", after)
 			}
 
+			// top and metrics: the VM's row and series carry the same bytes.
+			topOut, topErr, code := runCLI(t, "--root", n.Root, "top", "--json", "--count", "2", "--interval", "1s", strconv.Itoa(tc.vmid))
+			lines := strings.Split(strings.TrimSpace(topOut), "\n")
+			var last top.Sample
+			if code != 0 || len(lines) != 2 || jsonUnmarshal(lines[1], &last) != nil || len(last.VMs) != 1 {
+				t.Fatalf("top: exit %d, %d lines: %s %s", code, len(lines), topOut, topErr)
+			}
+			if r := last.VMs[0]; r.DirtyBytes == nil || r.WritebackBytes == nil || *r.DirtyBytes+*r.WritebackBytes < cgroupWrite*3/4 || r.CgroupNotMeasured != "" {
+				t.Fatalf("top's VM row: %+v", r)
+			}
+			promOut, promErr, code := runCLI(t, "--root", n.Root, "metrics")
+			dirty := promValue(promOut, sf(`pvediskcheck_vm_page_cache_dirty_bytes{vmid="%d"}`, tc.vmid))
+			wb := promValue(promOut, sf(`pvediskcheck_vm_page_cache_writeback_bytes{vmid="%d"}`, tc.vmid))
+			if code != 0 || dirty == nil || wb == nil || *dirty+*wb < cgroupWrite*3/4 {
+				t.Fatalf("metrics: exit %d, dirty %v writeback %v: %s", code, dirty, wb, promErr)
+			}
+			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil && !strings.Contains(promOut, sf(`pvediskcheck_vm_io_pressure_seconds_total{kind="some",vmid="%d"}`, tc.vmid)) {
+				t.Fatalf("metrics: no io.pressure series:\n%s", promOut)
+			}
+
 			// flush: a guest flush (qemu-io's, on the disk's BlockBackend)
 			// one second into a 3 s window.
 			go func() {
@@ -151,6 +186,13 @@ func TestCgroupUnflushedReal(t *testing.T) {
 			}
 			switch tc.mode {
 			case "writeback":
+				// The flush's fdatasync waited for the storage in the VM's
+				// cgroup: its io.pressure counts the wait.
+				if end := cacheUnflushed(t, n, tc.vmid); after.IOPressure != nil && (end.IOPressure == nil || end.IOPressure.SomeTotalUs <= after.IOPressure.SomeTotalUs) {
+					t.Errorf("writeback: io.pressure did not count the flush's wait: %+v then %+v", after.IOPressure, end.IOPressure)
+				} else if end.IOPressure != nil {
+					t.Logf("writeback: io.pressure some total %d -> %d us over the flush", after.IOPressure.SomeTotalUs, end.IOPressure.SomeTotalUs)
+				}
 				if !fu.Fell || *fu.AfterBytes > *fu.BeforeBytes-cgroupWrite*3/4 || !strings.Contains(fu.Says, "they fell, as cache=writeback's flushes write") || code != 0 {
 					t.Fatalf("writeback: exit %d: %+v", code, fu)
 				}
