@@ -354,8 +354,12 @@ func ToVerify(view View) []string {
 	return ids
 }
 
-// Attach puts each disk's flush verdict into the view.
+// Attach puts each disk's flush verdict into the view, and how the VM's
+// unflushed bytes moved over the window.
 func (view *View) Attach(r *flush.Result) {
+	if view.Unflushed != nil {
+		view.Unflushed.Verify = r.Unflushed
+	}
 	for i := range view.Disks {
 		for k := range r.Verdicts {
 			if r.Verdicts[k].Disk == view.Disks[i].ID {

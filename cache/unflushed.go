@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -40,6 +41,10 @@ type Unflushed struct {
 	// disks' modes, by disk id.
 	Risk  Risk              `json:"risk"`
 	Modes map[string]string `json:"page_cache_modes"`
+	// Verify is, with --verify, how the bytes moved over the flush window
+	// (flush's: they fall for writeback when the guest flushes, stay for
+	// unsafe); omitted without.
+	Verify *flush.Unflushed `json:"verify,omitempty"`
 	// Says is the sentence cache prints.
 	Says  string   `json:"says"`
 	Notes []string `json:"notes,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/flush"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
@@ -62,5 +63,22 @@ func TestUnflushedSentence(t *testing.T) {
 	}
 	if unflushed(nil, nil) != nil {
 		t.Fatal("a view without the layer has an unflushed section")
+	}
+}
+
+// cache --verify puts flush's before-and-after of the VM's bytes beside
+// cache's own reading; a view without the layer takes none.
+func TestUnflushedVerifyAttached(t *testing.T) {
+	b, a := int64(33538048), int64(0)
+	r := &flush.Result{Unflushed: &flush.Unflushed{Cgroup: "/qemu.slice/934.scope", Measured: true, BeforeBytes: &b, AfterBytes: &a, Fell: true, Says: "they fell"}}
+	v := View{Unflushed: &Unflushed{Measured: true}}
+	v.Attach(r)
+	if v.Unflushed.Verify != r.Unflushed {
+		t.Fatalf("verify not attached: %+v", v.Unflushed)
+	}
+	w := View{}
+	w.Attach(r)
+	if w.Unflushed != nil {
+		t.Fatal("a view without the cgroup layer got an unflushed section")
 	}
 }

@@ -143,7 +143,10 @@ func printUnflushed(e *env, u *cache.Unflushed) {
 	if !u.Measured {
 		color = ""
 	}
-	fmt.Fprintf(e.out, "%s\n", e.paint(color, "node RAM now: "+u.Says))
+	fmt.Fprintf(e.out, "%s\n", e.paint(color, u.Says))
+	if u.Verify != nil {
+		fmt.Fprintln(e.out, "  over the --verify window: "+u.Verify.Says)
+	}
 	if p := u.IOPressure; p != nil {
 		fmt.Fprintf(e.out, "  io pressure (last 10 s): some %s, full %s; waited %s in all\n", units.PercentWhole(p.SomeAvg10), units.PercentWhole(p.FullAvg10), units.Duration(time.Duration(p.SomeTotalUs)*time.Microsecond))
 	}

@@ -119,7 +119,7 @@ func TestCgroupUnflushedReal(t *testing.T) {
 				t.Fatalf("outside its scope: %+v", u)
 			}
 			stdout, _, _ := runCLI(t, "--root", n.Root, "cache", strconv.Itoa(tc.vmid))
-			if !strings.Contains(stdout, "node RAM now: unflushed bytes in node RAM not measured: QEMU (pid") {
+			if !strings.Contains(stdout, "\nunflushed bytes in node RAM not measured: QEMU (pid") {
 				t.Fatalf("human output says no reason:\n%s", stdout)
 			}
 
@@ -130,6 +130,11 @@ func TestCgroupUnflushedReal(t *testing.T) {
 			}
 			vm.MustQemuIO(t, "scsi0", "write -P 0x5a 0 32M")
 			after := cacheUnflushed(t, n, tc.vmid)
+			human, _, _ := runCLI(t, "--root", n.Root, "cache", strconv.Itoa(tc.vmid))
+			t.Logf("cache %d:\n%s", tc.vmid, human)
+			if !strings.Contains(human, "\n32.0 MiB dirty or under writeback in node RAM (cgroup /qemu.slice/") {
+				t.Errorf("human output:\n%s", human)
+			}
 			rose := *after.UnflushedBytes - *before.UnflushedBytes
 			t.Logf("%s: dirty+writeback %d -> %d bytes (+%d for a %d-byte write); io.pressure %+v", tc.mode, *before.UnflushedBytes, *after.UnflushedBytes, rose, cgroupWrite, after.IOPressure)
 			// About what was written: the node may start writing some of it
