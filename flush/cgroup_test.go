@@ -10,9 +10,10 @@ import (
 func i64(v int64) *int64 { return &v }
 
 // TestUnflushedFallsOrStays: the VM's cgroup bytes over a window, said for
-// the modes measured. The figures are TestFlushCgroupWritebackReal's (a
-// 32 MiB qemu-io write on cache=writeback, then a flush) and the v1
-// recording in sampler/testdata/cgroup (dirty 33558528 -> 12288 at sync).
+// the modes measured. The figures are those of the real QEMU recording in
+// sampler/testdata/cgroup/qemu-v1 (TestCgroupUnflushedReal: a 32 MiB
+// qemu-io write, then a flush: 33538048 -> 0 on writeback, kept on unsafe)
+// and of the shell's v1 recording there (33558528 -> 12288 at sync).
 func TestUnflushedFallsOrStays(t *testing.T) {
 	dir := sampler.CgroupDir{Version: 1, Cgroup: "/qemu.slice/100.scope", Memory: "/x"}
 	series := func(vs ...*int64) []Sample {

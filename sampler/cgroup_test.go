@@ -205,3 +205,35 @@ func BenchmarkCgroupReadNode(b *testing.B) {
 		}
 	}
 }
+
+// TestCgroupQEMURecorded: the files of a real QEMU's cgroup (qemu-v1 in
+// testdata/cgroup): its 32 MiB write dirty on writeback and unsafe, gone
+// after a flush on writeback, kept on unsafe; the flush's wait in
+// io.pressure.
+func TestCgroupQEMURecorded(t *testing.T) {
+	for _, tc := range []struct {
+		dir       string
+		dirty     int64
+		someTotal int64
+	}{
+		{"writeback-written", 33538048, 0},
+		{"writeback-flushed", 0, 17679},
+		{"unsafe-written", 33538048, 0},
+		{"unsafe-flushed", 33538048, 0},
+	} {
+		b, err := os.ReadFile(filepath.Join("testdata/cgroup/qemu-v1", tc.dir, "memory.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirty, wb, err := parseMemoryStat(string(b), 1)
+		if err != nil || dirty != tc.dirty || wb != 0 {
+			t.Errorf("%s: dirty %d writeback %d %v, want %d", tc.dir, dirty, wb, err, tc.dirty)
+		}
+		if b, err = os.ReadFile(filepath.Join("testdata/cgroup/qemu-v1", tc.dir, "io.pressure")); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := parsePressure(string(b)); err != nil || p.SomeTotalUs != tc.someTotal {
+			t.Errorf("%s: io.pressure %+v %v, want some total %d", tc.dir, p, err, tc.someTotal)
+		}
+	}
+}

@@ -67,6 +67,27 @@ func enterScope(t *testing.T, vm *fakenode.VM) {
 	}
 }
 
+// recordCgroup copies the VM's cgroup files as they are now into
+// $PVEDISKCHECK_RECORD_CGROUP/<name>/ (sampler/testdata/cgroup/qemu-v1 was
+// recorded so); nothing without it.
+func recordCgroup(t *testing.T, vmid int, name string) {
+	dir := os.Getenv("PVEDISKCHECK_RECORD_CGROUP")
+	if dir == "" {
+		return
+	}
+	scope := filepath.Join("qemu.slice", strconv.Itoa(vmid)+".scope")
+	for _, f := range []string{"memory/" + scope + "/memory.stat", "unified/" + scope + "/io.pressure"} {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", f))
+		if err != nil {
+			continue
+		}
+		out := filepath.Join(dir, name, filepath.Base(f))
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil || os.WriteFile(out, b, 0o644) != nil {
+			t.Fatalf("recording %s: %v", out, err)
+		}
+	}
+}
+
 // isMemoryHierarchy: a cgroupfs directory with memory.stat at its root (a
 // v1 memory hierarchy has it; a v2 tree only in its children, but its
 // cgroup.controllers lists memory).
@@ -130,6 +151,7 @@ func TestCgroupUnflushedReal(t *testing.T) {
 			}
 			vm.MustQemuIO(t, "scsi0", "write -P 0x5a 0 32M")
 			after := cacheUnflushed(t, n, tc.vmid)
+			recordCgroup(t, tc.vmid, tc.mode+"-written")
 			human, _, _ := runCLI(t, "--root", n.Root, "cache", strconv.Itoa(tc.vmid))
 			t.Logf("cache %d:\n%s", tc.vmid, human)
 			if !strings.Contains(human, "\n32.0 MiB dirty or under writeback in node RAM (cgroup /qemu.slice/") {
@@ -189,6 +211,7 @@ func TestCgroupUnflushedReal(t *testing.T) {
 			if *fu.BeforeBytes < cgroupWrite*3/4 {
 				t.Fatalf("%s: only %d bytes unflushed at the window's start", tc.mode, *fu.BeforeBytes)
 			}
+			recordCgroup(t, tc.vmid, tc.mode+"-flushed")
 			switch tc.mode {
 			case "writeback":
 				// The flush's fdatasync waited for the storage in the VM's
