@@ -35,7 +35,7 @@ type View struct {
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
 	// Unflushed is what the VM's QEMU holds dirty in node RAM now, from its
 	// cgroup (layer disk.Cgroup), with what a host crash would lose of it;
-	// omitted when the layer was not read.
+	// omitted for a VM that does not run.
 	Unflushed *Unflushed `json:"unflushed,omitempty"`
 }
 

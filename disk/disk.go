@@ -46,7 +46,8 @@ type Set struct {
 	// zero until placed.
 	Threads threads.Map
 	// CgroupDir is where the VM's cgroup files are and Cgroup their reading
-	// when the layer was filled (Cgroup); nil before.
+	// when the layer was filled (Cgroup); Cgroup nil before, and for a VM
+	// that does not run.
 	CgroupDir sampler.CgroupDir
 	Cgroup    *sampler.Cgroup
 	// filled are the layers Fill has filled.

@@ -222,15 +222,16 @@ var fillers = []struct {
 	{Cgroup, readCgroup},
 }
 
-// readCgroup finds the VM's cgroup from its QEMU's /proc/PID/cgroup and
-// reads it once; a VM that does not run, or runs outside its scope, has a
-// reading that says why it is not measured.
+// readCgroup finds a running VM's cgroup from its QEMU's /proc/PID/cgroup
+// and reads it once; a VM that runs outside its scope has a reading that
+// says why it is not measured. A VM that does not run has none (Cgroup
+// nil: nothing of it can be in node RAM), its CgroupDir saying so.
 func readCgroup(ctx context.Context, n node.Node, s *Set, _ Options) {
-	pid := 0
-	if s.VM.Running {
-		pid = s.VM.Pid
+	if !s.VM.Running {
+		s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, 0)
+		return
 	}
-	s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, pid)
+	s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, s.VM.Pid)
 	s.Cgroup = sampler.ReadCgroup(ctx, n, s.CgroupDir, true)
 }
 
