@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
@@ -235,5 +236,49 @@ func TestCgroupQEMURecorded(t *testing.T) {
 		if p, err := parsePressure(string(b)); err != nil || p.SomeTotalUs != tc.someTotal {
 			t.Errorf("%s: io.pressure %+v %v, want some total %d", tc.dir, p, err, tc.someTotal)
 		}
+	}
+}
+
+// A hostile tree: memory.stat linked out of --sys, io.pressure a FIFO.
+// The first makes the reading unmeasured with the refusal, the second a
+// note; nothing is read from outside the tree and nothing blocks.
+func TestCgroupHostileTree(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	scope := filepath.Join(root, "sys/fs/cgroup/qemu.slice/370.scope")
+	if err := os.MkdirAll(scope, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc/5151"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/5151/cgroup"), []byte("0::/qemu.slice/370.scope\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "memory.stat")
+	if err := os.WriteFile(outside, []byte("file_dirty 1\nfile_writeback 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(scope, "memory.stat")); err != nil {
+		t.Fatal(err)
+	}
+	n := node.New(node.NewPaths(root, "", ""), 0)
+	d := FindCgroup(ctx, n, 370, 5151)
+	c := ReadCgroup(ctx, n, d, true)
+	if c.Measured() || c.DirtyBytes != 0 || !strings.Contains(c.Unmeasured, "outside") {
+		t.Fatalf("linked out of the tree: %+v", c)
+	}
+	if err := os.Remove(filepath.Join(scope, "memory.stat")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scope, "memory.stat"), []byte("file_dirty 4096\nfile_writeback 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(scope, "io.pressure"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = ReadCgroup(ctx, n, FindCgroup(ctx, n, 370, 5151), true)
+	if !c.Measured() || c.DirtyBytes != 4096 || c.IOPressure != nil || len(c.Notes) != 2 || !strings.Contains(c.Notes[0], "FIFO") {
+		t.Fatalf("FIFO io.pressure: %+v", c)
 	}
 }

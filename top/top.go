@@ -548,6 +548,11 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		}
 	}
 	snap.DevicesAt = time.Now()
+	if needMap && st.set.CgroupDir.Unmeasured != "" {
+		// Looked for again with the thread map: a QEMU moved into its
+		// scope after top first saw it (or a scope made late) is found.
+		st.set.CgroupDir = sampler.FindCgroup(ctx, m.n, st.vmid, st.pid)
+	}
 	snap.Cgroup = sampler.ReadCgroup(ctx, m.n, st.set.CgroupDir, false)
 	snap.Stalls = map[string]stall.Verdict{}
 	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
