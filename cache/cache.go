@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/flush"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/storage"
@@ -71,6 +72,12 @@ type Disk struct {
 	GuestByID   *string  `json:"guest_by_id"`
 	GuestDevice *string  `json:"guest_device"`
 	GuestMounts []string `json:"guest_mounts"`
+	// GuestFilesystems are the mounted filesystems on the disk as the
+	// guest agent reports them (guest-get-fsinfo: type, used and total
+	// bytes, where on the disk, the disks under each); null when the agent
+	// was not asked or did not answer, [] when it answered and none is on
+	// this disk.
+	GuestFilesystems []guestdisk.Filesystem `json:"guest_filesystems"`
 	// ZFS is what `zfs get` says of the disk's zvol (a zfspool disk only):
 	// its volblocksize, sync, compression, primarycache, logbias,
 	// refreservation and volsize, or why they are unknown (layer disk.ZFS).

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -68,6 +69,10 @@ var (
 	limitBurstLength = desc("disk_limit_burst_length_seconds", "How long a burst may last, by direction and limit (bytes, operations).", "vmid", "disk", "direction", "limit")
 	diskStalled      = desc("disk_stalled_seconds", "How long the disk has completed no request while the node shows requests outstanding for it (QEMU's idle_time_ns; serving threads in state D or the node device's requests in flight: `pvediskcheck stall`); 0 when it is not stalled.", diskLabels...)
 	diskInFlight     = desc("disk_inflight_requests", "Requests in flight on the node block device under the disk's volume (/sys/class/block/DEV/stat); absent when the volume is no block device on the node.", diskLabels...)
+	guestFSUsed      = desc("disk_guest_filesystem_used_bytes", "Bytes a mounted guest filesystem on the disk uses, as the guest agent reports it (metrics --guest: guest-get-fsinfo used-bytes); absent when the agent does not answer or report it.", "vmid", "disk", "mountpoint", "type")
+	guestFSSize      = desc("disk_guest_filesystem_size_bytes", "Size of a mounted guest filesystem on the disk (metrics --guest: guest-get-fsinfo total-bytes, the blocks the filesystem counts).", "vmid", "disk", "mountpoint", "type")
+	reclaimable      = desc("disk_reclaimable_bytes", "At most what a trim (fstrim in the guest, pvediskcheck discard --trim) would give back to the disk's thin volume: its allocation in the thin pool minus what the guest's filesystems on it use (metrics --guest); absent where that is unknown (pvediskcheck_disk_reclaimable_info says why).", diskLabels...)
+	reclaimableInfo  = desc("disk_reclaimable_info", "Whether what a trim would give back to the disk's thin volume is known (always 1; metrics --guest): verdict known, unknown or no-agent, and the first reason's code (pvediskcheck discard).", "vmid", "disk", "verdict", "reason")
 	limitsDiffer     = desc("disk_limits_differ_from_config", "1 when the running I/O limits differ from the config's (a live change not saved, or a config change not applied), else 0.", diskLabels...)
 
 	findings = desc("check_findings", "Findings of `pvediskcheck check`, counted by code and severity.", "vmid", "code", "severity")
@@ -129,7 +134,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range protocolCounters {
 		ch <- c.desc
 	}
-	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
+	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, guestFSUsed, guestFSSize, reclaimable, reclaimableInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
 		findings, qemuBuild, qemuOutdated, qemuAdvisories, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, vmDirty, vmWriteback, vmIOPressure, vmIOPressure10, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
@@ -231,6 +236,7 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 		if d.Limits != nil {
 			collectLimits(b.gauge, vmid, d)
 		}
+		collectGuest(b.gauge, vmid, d)
 		for _, k := range latency.Kinds {
 			if h, ok := d.Latency[k]; ok {
 				b.add(prometheus.NewConstHistogram(latencyHist[k], h.Count, h.SumS, h.Buckets, vmid, d.ID))
@@ -307,6 +313,43 @@ func (s *Snapshot) Exportable() {
 	}
 	if s.PolicyRules != nil {
 		s.PolicyRules = rules
+	}
+}
+
+// collectGuest sends the guest's filesystems on a disk (a mount point once:
+// one mounted over another keeps the first the agent lists) and what a trim
+// would give back to its volume.
+func collectGuest(gauge func(*prometheus.Desc, float64, ...string), vmid string, d Disk) {
+	seen := map[string]bool{}
+	for _, f := range d.GuestFilesystems {
+		if seen[f.Mountpoint] {
+			continue
+		}
+		seen[f.Mountpoint] = true
+		if f.UsedBytes != nil {
+			gauge(guestFSUsed, float64(*f.UsedBytes), vmid, d.ID, f.Mountpoint, f.Type)
+		}
+		if f.TotalBytes != nil {
+			gauge(guestFSSize, float64(*f.TotalBytes), vmid, d.ID, f.Mountpoint, f.Type)
+		}
+	}
+	if r := d.Reclaimable; r != nil {
+		// Known: discard-ignore when QEMU drops the discards now, else
+		// none; unknown and no-agent: why (the last reason, after any
+		// discard-ignore).
+		reason := ""
+		for _, rs := range r.Reasons {
+			if r.Verdict != discard.ReclaimKnown || rs.Code == discard.CodeDiscardIgnore {
+				reason = string(rs.Code)
+			}
+			if r.Verdict == discard.ReclaimKnown && rs.Code == discard.CodeDiscardIgnore {
+				break
+			}
+		}
+		gauge(reclaimableInfo, 1, vmid, d.ID, string(r.Verdict), reason)
+		if r.UpToBytes != nil {
+			gauge(reclaimable, float64(*r.UpToBytes), vmid, d.ID)
+		}
 	}
 }
 

@@ -77,4 +77,5 @@ func (n *Node) UseDoubles(t testing.TB) {
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv(EnvRoot, n.Root)
+	n.serveQMOracle(t)
 }

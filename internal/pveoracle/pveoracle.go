@@ -441,6 +441,21 @@ func (r QmSetResult) Refusal() string {
 	return msg
 }
 
+// Cannot: the answer says what the oracle cannot stand in for (its
+// README: librados and the Ceph cluster's fsid, a ZFS over iSCSI target's
+// commands, any compiled module's stand-in), not what Proxmox decides.
+func (r QmSetResult) Cannot() bool {
+	if len(r.StubCalls) > 0 {
+		return true
+	}
+	for _, s := range []string{"STUB: ", "MOCK: not running host command", "cluster fsid has invalid format"} {
+		if strings.Contains(r.Refusal(), s) {
+			return true
+		}
+	}
+	return false
+}
+
 // qmsetTimeout bounds one answer of the batch process (a request takes
 // tens of ms; the first pays the ~1 s load).
 const qmsetTimeout = 60 * time.Second
