@@ -261,20 +261,13 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		par = DefaultParallel
 	}
 	vms := make([]VM, len(ids))
-	sem := make(chan struct{}, par)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o)
-			for _, e := range errs {
-				fail(e)
-			}
-		}()
-	}
+	node.Each(len(ids), par, func(i int) {
+		var errs []Source
+		vms[i], errs = collectVM(ctx, n, ids[i], pools, pkgs, o)
+		for _, e := range errs {
+			fail(e)
+		}
+	})
 	wg.Wait()
 	if o.Guest {
 		reclaim(vms, s.Pools)

@@ -323,18 +323,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		err  error
 	}
 	res := make([]result, len(work))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i, st := range work {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res[i].snap, res[i].err = m.sampleVM(ctx, st)
-		}()
-	}
-	wg.Wait()
+	node.Each(len(work), parallel, func(i int) { res[i].snap, res[i].err = m.sampleVM(ctx, work[i]) })
 	for i, st := range work {
 		snap, err := res[i].snap, res[i].err
 		switch {

@@ -602,7 +602,6 @@ func TestMonitorBlockJob(t *testing.T) {
 		}
 		v.set(f.cmd, string(b))
 	}
-	before = len(v.q.Seen())
 	// vzdump records the fleecing images in the config when the backup
 	// starts, after top loaded it: read again once for the job.
 	conf := filepath.Join(n.paths.QemuServerDir(), "370.conf")

@@ -60,12 +60,8 @@ func cacheAction(c *cli.Context) error {
 	if out == nil {
 		return err
 	}
-	if e.json {
-		if err := e.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		printCache(e, *out)
+	if err := show(e, *out, printCache); err != nil {
+		return err
 	}
 	return err
 }
