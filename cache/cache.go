@@ -34,6 +34,10 @@ type View struct {
 	// version installed now (advisory.ReadBinary; check's qemu-advisory and
 	// qemu-outdated judge it); omitted for a VM that does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// Unflushed is what the VM's QEMU holds dirty in node RAM now, from its
+	// cgroup (layer disk.Cgroup), with what a host crash would lose of it;
+	// omitted for a VM that does not run.
+	Unflushed *Unflushed `json:"unflushed,omitempty"`
 }
 
 // Disk is one disk's view.
@@ -96,6 +100,9 @@ type Disk struct {
 	// keeps: acknowledged writes can wait in volatile memory of this node
 	// (what --verify measures).
 	keeps bool
+	// pageCache: the disk's writes go through the node page cache
+	// (storage.Writes.Visible), where the VM's cgroup counts them.
+	pageCache bool
 }
 
 // Line is one remark about a disk; Drift marks a difference between the
@@ -162,6 +169,7 @@ func Build(set *disk.Set) View {
 		}
 		out.Disks = append(out.Disks, build(v, d))
 	}
+	out.Unflushed = unflushed(set.Cgroup, out.Disks)
 	return out
 }
 
@@ -254,6 +262,7 @@ func build(v *vm.VM, d *disk.Disk) Disk {
 	default:
 		j.Unmeasured = w.Note()
 		j.keeps = w.HeldOnNode || j.Cache.NoFlush != nil && *j.Cache.NoFlush
+		j.pageCache = w.Visible
 	}
 	if from != "" {
 		heading += ", " + from
@@ -361,8 +370,12 @@ func ToVerify(view View) []string {
 	return ids
 }
 
-// Attach puts each disk's flush verdict into the view.
+// Attach puts each disk's flush verdict into the view, and how the VM's
+// unflushed bytes moved over the window.
 func (view *View) Attach(r *flush.Result) {
+	if view.Unflushed != nil {
+		view.Unflushed.Verify = r.Unflushed
+	}
 	for i := range view.Disks {
 		for k := range r.Verdicts {
 			if r.Verdicts[k].Disk == view.Disks[i].ID {

@@ -17,7 +17,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
@@ -295,19 +294,7 @@ func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
 		o.Packages = dpkg.NewPackages(n)
 	}
 	res := make([]VMResult, len(ids))
-	par := max(o.Parallel, 1)
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			res[i] = VM(ctx, n, id, o, pools)
-		}()
-	}
-	wg.Wait()
+	node.Each(len(ids), o.Parallel, func(i int) { res[i] = VM(ctx, n, ids[i], o, pools) })
 	rep := Summarize(res)
 	rep.policySummary(ctx, n, o)
 	return rep

@@ -157,6 +157,10 @@ type VM struct {
 	HistogramsLeft []latency.Leftover
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
+	// Cgroup is the VM's cgroup reading (its page cache dirty and under
+	// writeback in node RAM, io.pressure); nil when not read, not measured
+	// when the node has no scope of the VM (its series are then absent).
+	Cgroup *sampler.Cgroup
 	// Refused is why the VM's series were left out (SourceLabels); "" when
 	// they were not.
 	Refused string
@@ -257,20 +261,13 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		par = DefaultParallel
 	}
 	vms := make([]VM, len(ids))
-	sem := make(chan struct{}, par)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o)
-			for _, e := range errs {
-				fail(e)
-			}
-		}()
-	}
+	node.Each(len(ids), par, func(i int) {
+		var errs []Source
+		vms[i], errs = collectVM(ctx, n, ids[i], pools, pkgs, o)
+		for _, e := range errs {
+			fail(e)
+		}
+	})
 	wg.Wait()
 	if o.Guest {
 		reclaim(vms, s.Pools)
@@ -331,6 +328,8 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	}
 	out.Disks = disks(set, l)
 	judgeStalls(ctx, n, set, l, out.Disks, stallAfter)
+	set.Fill(ctx, n, disk.Cgroup, disk.Options{})
+	out.Cgroup = set.Cgroup
 	var errs []Source
 	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
 		out.CPU = cpu

@@ -77,12 +77,8 @@ func discardAction(c *cli.Context) error {
 	if rep == nil {
 		return err
 	}
-	if e.json {
-		if jerr := e.printJSON(rep); jerr != nil {
-			return jerr
-		}
-	} else {
-		printDiscard(e, rep)
+	if jerr := show(e, rep, printDiscard); jerr != nil {
+		return jerr
 	}
 	return err
 }
