@@ -18,14 +18,6 @@ func VirtIOSCSI(scsihw string) bool {
 	return scsihw == "virtio-scsi-pci" || scsihw == "virtio-scsi-single"
 }
 
-// osTypes are the ostype values Proxmox knows (QemuServer.pm $confdesc
-// ostype enum; the default is other).
-var osTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}
-
-// lockKinds are the lock values Proxmox knows (QemuServer.pm $confdesc lock
-// enum).
-var lockKinds = []string{"backup", "clone", "create", "migrate", "rollback", "snapshot", "snapshot-delete", "suspending", "suspended"}
-
 // checkValue checks the value of a main-section key the way
 // parse_vm_config's check_type does (PVE::JSONSchema against QemuServer.pm's
 // $confdesc), for the VM-level keys this tool reads (VMKeysRead): their
