@@ -34,6 +34,10 @@ type View struct {
 	// version installed now (advisory.ReadBinary; check's qemu-advisory and
 	// qemu-outdated judge it); omitted for a VM that does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// Unflushed is what the VM's QEMU holds dirty in node RAM now, from its
+	// cgroup (layer disk.Cgroup), with what a host crash would lose of it;
+	// omitted for a VM that does not run.
+	Unflushed *Unflushed `json:"unflushed,omitempty"`
 	// AgentNotAsked are the guest agent answers cache did not ask for
 	// because a backup holds the VM (the guest's names: disk.Set.AgentSkip),
 	// and why; omitted when none.
@@ -100,6 +104,9 @@ type Disk struct {
 	// keeps: acknowledged writes can wait in volatile memory of this node
 	// (what --verify measures).
 	keeps bool
+	// pageCache: the disk's writes go through the node page cache
+	// (storage.Writes.Visible), where the VM's cgroup counts them.
+	pageCache bool
 }
 
 // Line is one remark about a disk; Drift marks a difference between the
@@ -158,8 +165,18 @@ func Build(set *disk.Set) View {
 		if d.ResolveError != nil {
 			out.Notes = append(out.Notes, d.ResolveError.Error())
 		}
+		if drv, _ := d.NextStart(); !d.PendingDelete {
+			if why := v.Storages.ISOMediaRefusal(d.ID, drv); why != "" {
+				when := "the VM does not start"
+				if v.Running {
+					when = "the VM was started before this line was set, and its next start fails"
+				}
+				out.Notes = append(out.Notes, fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q (pvediskcheck check %d gives the fix)", d.ID, drv.Volume, when, why, v.VMID))
+			}
+		}
 		out.Disks = append(out.Disks, build(v, d))
 	}
+	out.Unflushed = unflushed(set.Cgroup, out.Disks)
 	return out
 }
 
@@ -252,6 +269,7 @@ func build(v *vm.VM, d *disk.Disk) Disk {
 	default:
 		j.Unmeasured = w.Note()
 		j.keeps = w.HeldOnNode || j.Cache.NoFlush != nil && *j.Cache.NoFlush
+		j.pageCache = w.Visible
 	}
 	if from != "" {
 		heading += ", " + from
@@ -359,8 +377,12 @@ func ToVerify(view View) []string {
 	return ids
 }
 
-// Attach puts each disk's flush verdict into the view.
+// Attach puts each disk's flush verdict into the view, and how the VM's
+// unflushed bytes moved over the window.
 func (view *View) Attach(r *flush.Result) {
+	if view.Unflushed != nil {
+		view.Unflushed.Verify = r.Unflushed
+	}
 	for i := range view.Disks {
 		for k := range r.Verdicts {
 			if r.Verdicts[k].Disk == view.Disks[i].ID {

@@ -22,6 +22,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/queues"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -48,6 +49,11 @@ type Set struct {
 	// not configured, the VM not running, the PCI devices or the agent not
 	// answering; nil when it answered or was not asked.
 	AgentErr error
+	// CgroupDir is where the VM's cgroup files are and Cgroup their reading
+	// when the layer was filled (Cgroup); Cgroup nil before, and for a VM
+	// that does not run.
+	CgroupDir sampler.CgroupDir
+	Cgroup    *sampler.Cgroup
 	// AgentSkip is the guest agent answer layer Agent did not ask for
 	// because a backup holds the VM (vm.VM.Agent), nil when it asked or
 	// had nothing to ask.

@@ -52,6 +52,10 @@ const (
 	// Agent is what the guest agent says of the disks (Disk.Guest.Seen),
 	// asked within Options.AgentTimeout.
 	Agent
+	// Cgroup is the VM's cgroup, found once (Set.CgroupDir), and its first
+	// reading (Set.Cgroup): the page-cache bytes its QEMU dirtied and not
+	// yet on storage, its io.pressure and io.stat.
+	Cgroup
 )
 
 // Options say how the layers are read.
@@ -216,6 +220,20 @@ var fillers = []struct {
 	{Backing, readBacking},
 	{Chains, readChains},
 	{Agent, readAgent},
+	{Cgroup, readCgroup},
+}
+
+// readCgroup finds a running VM's cgroup from its QEMU's /proc/PID/cgroup
+// and reads it once; a VM that runs outside its scope has a reading that
+// says why it is not measured. A VM that does not run has none (Cgroup
+// nil: nothing of it can be in node RAM), its CgroupDir saying so.
+func readCgroup(ctx context.Context, n node.Node, s *Set, _ Options) {
+	if !s.VM.Running {
+		s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, 0)
+		return
+	}
+	s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, s.VM.Pid)
+	s.Cgroup = sampler.ReadCgroup(ctx, n, s.CgroupDir, true)
 }
 
 // readDevices finds the node block device under each running volume: a

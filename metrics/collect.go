@@ -161,6 +161,10 @@ type VM struct {
 	GuestFreeze *vm.Freeze
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
+	// Cgroup is the VM's cgroup reading (its page cache dirty and under
+	// writeback in node RAM, io.pressure); nil when not read, not measured
+	// when the node has no scope of the VM (its series are then absent).
+	Cgroup *sampler.Cgroup
 	// Refused is why the VM's series were left out (SourceLabels); "" when
 	// they were not.
 	Refused string
@@ -328,6 +332,8 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	}
 	out.Disks = disks(set, l)
 	judgeStalls(ctx, n, set, l, out.Disks, stallAfter)
+	set.Fill(ctx, n, disk.Cgroup, disk.Options{})
+	out.Cgroup = set.Cgroup
 	var errs []Source
 	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
 		out.CPU = cpu

@@ -87,6 +87,13 @@ var (
 	policyViolations = desc("policy_violations", "Requirements of the --policy file's rule that the VM's disks break (in the config, the running VM or [PENDING]); 0 where every disk the rule selects holds them. Only rules that select a disk of the VM.", "vmid", "rule")
 	policyRuleDisks  = desc("policy_rule_disks", "Disks of the node's VMs the --policy file's rule selects (0: it selects none, a selector matching nothing here).", "rule")
 
+	vmDirty        = desc("vm_page_cache_dirty_bytes", "Page cache the VM's QEMU has written and not yet sent to storage, in node RAM (its cgroup qemu.slice/VMID.scope: memory.stat file_dirty, v1 dirty); cache=writeback keeps what the guest has not flushed there, cache=unsafe all of it. Absent where the node has no cgroup of the VM.", "vmid")
+	vmWriteback    = desc("vm_page_cache_writeback_bytes", "Page cache of the VM's QEMU being written to storage now (memory.stat file_writeback, v1 writeback); with pvediskcheck_vm_page_cache_dirty_bytes what a host crash now loses.", "vmid")
+	vmIOPressure   = desc("vm_io_pressure_seconds_total", "Time the VM's QEMU threads waited for I/O (its cgroup's io.pressure total): kind some (at least one waited), full (all did).", "vmid", "kind")
+	vmIOBytes      = desc("vm_io_bytes_total", "Bytes the VM's QEMU read, wrote and discarded on a node device, from its cgroup's io.stat (cgroup v2 with the io controller for qemu.slice), by device (MAJ:MIN) and direction (read, write, discard).", "vmid", "device", "direction")
+	vmIOOps        = desc("vm_io_operations_total", "I/O operations of the VM's QEMU on a node device, from its cgroup's io.stat, by device (MAJ:MIN) and direction (read, write, discard).", "vmid", "device", "direction")
+	vmIOPressure10 = desc("vm_io_pressure_avg10_ratio", "Share of the last 10 s the VM's QEMU threads waited for I/O (io.pressure avg10, 0 to 1), by kind (some, full).", "vmid", "kind")
+
 	vmCPU       = desc("vm_cpu_seconds_total", "CPU time of the VM's QEMU threads by role: main-loop, iothread (all iothreads), vcpu (all vCPUs).", "vmid", "role")
 	iothreadCPU = desc("iothread_cpu_seconds_total", "CPU time of one iothread of the VM (its id as pvediskcheck_disk_info's iothread label).", "vmid", "iothread")
 
@@ -133,7 +140,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, guestFSUsed, guestFSSize, reclaimable, reclaimableInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
-		findings, qemuBuild, qemuOutdated, qemuAdvisories, guestFrozen, backupHolds, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+		findings, qemuBuild, qemuOutdated, qemuAdvisories, guestFrozen, backupHolds, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, vmDirty, vmWriteback, vmIOPressure, vmIOPressure10, vmIOBytes, vmIOOps, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
@@ -246,6 +253,25 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 	collectFreeze(b.gauge, vmid, v.GuestFreeze)
 	for _, r := range v.Policy {
 		b.gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
+	}
+	if c := v.Cgroup; c.Measured() {
+		b.gauge(vmDirty, float64(c.DirtyBytes), vmid)
+		b.gauge(vmWriteback, float64(c.WritebackBytes), vmid)
+		if p := c.IOPressure; p != nil {
+			b.count(vmIOPressure, float64(p.SomeTotalUs)/1e6, vmid, "some")
+			b.count(vmIOPressure, float64(p.FullTotalUs)/1e6, vmid, "full")
+			b.gauge(vmIOPressure10, p.SomeAvg10/100, vmid, "some")
+			b.gauge(vmIOPressure10, p.FullAvg10/100, vmid, "full")
+		}
+		for _, d := range c.IO {
+			for _, x := range []struct {
+				dir        string
+				bytes, ops int64
+			}{{"read", d.ReadBytes, d.ReadIOs}, {"write", d.WriteBytes, d.WriteIOs}, {"discard", d.DiscardBytes, d.DiscardIOs}} {
+				b.count(vmIOBytes, float64(x.bytes), vmid, d.Device, x.dir)
+				b.count(vmIOOps, float64(x.ops), vmid, d.Device, x.dir)
+			}
+		}
 	}
 	if c := v.CPU; c != nil {
 		b.count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))

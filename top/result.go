@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -150,6 +151,14 @@ type VM struct {
 	VCPUCPUPct *float64   `json:"vcpu_cpu_pct"`
 	VCPUs      int        `json:"vcpus"`
 	IOThreads  []IOThread `json:"iothreads"`
+	// DirtyBytes and WritebackBytes are the page cache the VM's QEMU holds
+	// in node RAM, not yet on storage, from its cgroup's memory.stat
+	// (package sampler); IOPressure its io.pressure. Nil when not measured
+	// (CgroupNotMeasured says why: no scope of the VM on the node, ...).
+	DirtyBytes        *int64            `json:"dirty_bytes"`
+	WritebackBytes    *int64            `json:"writeback_bytes"`
+	IOPressure        *sampler.Pressure `json:"io_pressure"`
+	CgroupNotMeasured string            `json:"cgroup_not_measured,omitempty"`
 	// GuestFreeze is the guest's freeze state (guest-fsfreeze-status,
 	// asked at most once per --stall-after, never while a backup holds the
 	// VM); omitted for a VM without an agent socket.

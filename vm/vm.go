@@ -167,6 +167,9 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 	v.Config = cfg
 	// What Proxmox skips with a warning is said, and the rest is checked.
 	v.Notes = append(v.Notes, cfg.Skipped...)
+	// A dropped line that names a disk: the VM starts without it (check
+	// makes each an error finding instead of this note).
+	v.Notes = append(v.Notes, cfg.DroppedDisks...)
 	v.lock = v.readLock(ctx, n)
 	var skipped []string
 	if v.Storages, skipped, err = ReadStorages(ctx, n); err != nil {

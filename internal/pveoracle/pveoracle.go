@@ -52,7 +52,7 @@ func Find() string {
 		return ""
 	}
 	dir, _ := os.Getwd()
-	for range 6 {
+	for range 8 {
 		p := filepath.Join(dir, "shared", dirName)
 		if isOracle(p) {
 			return p
