@@ -404,6 +404,9 @@ const AgentTimeout = time.Second
 func (r *run) askGuest(ctx context.Context) {
 	set := disk.Of(r.v, r.sel)
 	set.Fill(ctx, r.n, disk.Agent, disk.Options{AgentTimeout: AgentTimeout})
+	if set.AgentSkip != nil {
+		r.rep.AgentNotAsked = append(r.rep.AgentNotAsked, *set.AgentSkip)
+	}
 	if r.agentErr = set.AgentErr; r.agentErr != nil {
 		return
 	}

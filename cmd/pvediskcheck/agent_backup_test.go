@@ -157,8 +157,13 @@ func TestAgentLeftAloneDuringBackup(t *testing.T) {
 		t.Errorf("discard --trim: disks %+v", dv.Disks)
 	}
 
-	// metrics: the freeze state has no series, the hold is 1.
-	out, errs, code := runCLI(t, "--root", n.Root, "metrics")
+	// discard (status): the guest's filesystems not asked.
+	dv.AgentNotAsked = nil
+	runJSON(t, n, &dv, "discard", "370", "scsi1")
+	says("discard", dv.AgentNotAsked, "guest-get-disks, guest-get-fsinfo")
+
+	// metrics --guest: the freeze state has no series, the hold is 1.
+	out, errs, code := runCLI(t, "--root", n.Root, "metrics", "--guest")
 	if code != 0 || !strings.Contains(out, `pvediskcheck_vm_backup_holds{vmid="370"} 1`) || strings.Contains(out, "pvediskcheck_vm_guest_frozen{") {
 		t.Errorf("metrics: exit %d %s\n%s", code, errs, grepLines(out, "pvediskcheck_vm_"))
 	}
@@ -180,7 +185,7 @@ func TestAgentLeftAloneDuringBackup(t *testing.T) {
 	if got := spy.Bytes() - heard; got != 0 {
 		t.Errorf("the agent socket heard %d bytes during the backup, want 0", got)
 	}
-	t.Logf("agent socket: %d bytes before the backup, %d during it (check, top, cache, discard --trim, metrics, stall, flush --trigger)", heard, spy.Bytes()-heard)
+	t.Logf("agent socket: %d bytes before the backup, %d during it (check, top, cache, discard, discard --trim, metrics --guest, stall, flush --trigger)", heard, spy.Bytes()-heard)
 
 	// The job cancelled: the agent is asked again, the guest still frozen.
 	err = qmp.DoRetry(context.Background(), n.Paths.QMPSocket(370), 5*time.Second, 10*time.Second, func(s qmp.Session) error {
