@@ -113,20 +113,31 @@ func qgaLock(ctx context.Context, path string) (unlock func(), err error) {
 
 // Call runs one command and returns its "return" value. args may be nil.
 func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result, error) {
-	req := map[string]any{"execute": command}
-	if args != nil {
-		req["arguments"] = args
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return gjson.Result{}, fmt.Errorf("guest agent: %s: %w", command, err)
-	}
+	var ret gjson.Result
+	err := a.Session(ctx, command, func(call AgentCall) error {
+		var err error
+		ret, err = call(command, args)
+		return err
+	})
+	return ret, err
+}
+
+// AgentCall runs one command of a Session and returns its "return" value.
+type AgentCall func(command string, args any) (gjson.Result, error)
+
+// Session is one exchange with the agent that runs several commands: one
+// connection, one guest-sync-delimited, then the commands fn sends in turn
+// (guest-file-open, -read, -close of one file: one exchange, as Call is for
+// one command). first names fn's first command for the errors of a
+// context that ended before it was sent. An error fn returns ends the
+// session with that error.
+func (a Agent) Session(ctx context.Context, first string, fn func(AgentCall) error) error {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return gjson.Result{}, fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, command, context.DeadlineExceeded)
+		return fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, first, context.DeadlineExceeded)
 	}
 	unlock, err := qgaLock(ctx, a.Path)
 	if err != nil {
-		return gjson.Result{}, err
+		return err
 	}
 	defer unlock()
 
@@ -150,12 +161,12 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 	conn, err := dialer.DialContext(dctx, "unix", a.Path)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return gjson.Result{}, fmt.Errorf("guest agent at %s: connect interrupted: %w", a.Path, ctx.Err())
+			return fmt.Errorf("guest agent at %s: connect interrupted: %w", a.Path, ctx.Err())
 		}
 		if dctx.Err() != nil {
-			return gjson.Result{}, &AgentTimeoutError{Path: a.Path, Command: qgaSyncCommand, After: syncDeadline.Sub(start)}
+			return &AgentTimeoutError{Path: a.Path, Command: qgaSyncCommand, After: syncDeadline.Sub(start)}
 		}
-		return gjson.Result{}, fmt.Errorf("guest agent at %s: %w", a.Path, err)
+		return fmt.Errorf("guest agent at %s: %w", a.Path, err)
 	}
 	defer conn.Close()
 	// Cancelling the context unblocks a read or write at once.
@@ -182,22 +193,32 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 	id := rand.Int64N(1<<53) + 1
 	_ = conn.SetDeadline(syncDeadline)
 	if _, err := fmt.Fprintf(conn, "\xff{\"execute\":%q,\"arguments\":{\"id\":%d}}\n", qgaSyncCommand, id); err != nil {
-		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+		return fail(qgaSyncCommand, syncDeadline, err)
 	}
 	rd := bufio.NewReader(conn)
 	if err := qgaReadSync(rd, id); err != nil {
-		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+		return fail(qgaSyncCommand, syncDeadline, err)
 	}
 
 	_ = conn.SetDeadline(cmdDeadline)
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return gjson.Result{}, fail(command, cmdDeadline, err)
-	}
-	ret, err := qgaReadReply(rd, command)
-	if err != nil {
-		return gjson.Result{}, fail(command, cmdDeadline, err)
-	}
-	return ret, nil
+	return fn(func(command string, args any) (gjson.Result, error) {
+		req := map[string]any{"execute": command}
+		if args != nil {
+			req["arguments"] = args
+		}
+		line, err := json.Marshal(req)
+		if err != nil {
+			return gjson.Result{}, fmt.Errorf("guest agent: %s: %w", command, err)
+		}
+		if _, err := conn.Write(append(line, '\n')); err != nil {
+			return gjson.Result{}, fail(command, cmdDeadline, err)
+		}
+		ret, err := qgaReadReply(rd, command)
+		if err != nil {
+			return gjson.Result{}, fail(command, cmdDeadline, err)
+		}
+		return ret, nil
+	})
 }
 
 // qgaReadSync reads until the reply {"return": id} that follows a 0xFF

@@ -183,3 +183,21 @@ func (h Host) Slaves(devPath string) []string {
 	}
 	return out
 }
+
+// ParseDiskstats reads /proc/diskstats (major, minor, name, then the
+// fields of a device's stat file: Documentation/admin-guide/iostats.rst)
+// into each device's counters by kernel name; a line with too few fields
+// is skipped.
+func ParseDiskstats(s string) map[string]BlockStat {
+	out := map[string]BlockStat{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 14 {
+			continue
+		}
+		if bs, err := parseBlockStat(f[2], strings.Join(f[3:], " ")); err == nil {
+			out[f[2]] = bs
+		}
+	}
+	return out
+}
