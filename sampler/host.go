@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
 )
@@ -151,6 +152,34 @@ func (h Host) BlockDeviceName(devPath string) (name string, ok bool) {
 		return "", false
 	}
 	name = filepath.Base(real)
+	if _, err := os.Stat(filepath.Join(h.Sys, "class", "block", name, "stat")); err != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// FilesystemDeviceName is the kernel name of the block device under the
+// filesystem the file at path is on (its st_dev through
+// /sys/dev/block/MAJ:MIN: sda1, dm-0, nvme0n1p2); ok is false for a
+// filesystem on no block device (tmpfs, overlay, NFS) or a path that does
+// not exist.
+func (h Host) FilesystemDeviceName(path string) (name string, ok bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	sys, isUnix := st.Sys().(*syscall.Stat_t)
+	if !isUnix {
+		return "", false
+	}
+	dev := uint64(sys.Dev)
+	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
+	minor := dev&0xff | (dev>>12)&^uint64(0xff)
+	link, err := os.Readlink(filepath.Join(h.Sys, "dev", "block", fmt.Sprintf("%d:%d", major, minor)))
+	if err != nil {
+		return "", false
+	}
+	name = filepath.Base(link)
 	if _, err := os.Stat(filepath.Join(h.Sys, "class", "block", name, "stat")); err != nil {
 		return "", false
 	}
