@@ -141,7 +141,21 @@ func TestTopLayersStorage(t *testing.T) {
 	load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 4 << 10, Depth: 32, Random: true})
 	defer load.Stop()
 	const want = 32.0 / 200 * 1000
-	for i, d := range layerRows(t, n, 8) {
+	rows := layerRows(t, n, 8)
+	// metrics exports the same two layers as counters, the storage's on
+	// the upper loop device, not shared.
+	out1, errs, code := runCLI(t, "--root", n.Root, "metrics")
+	dev := filepath.Base(upper)
+	for _, line := range []string{
+		sf(`pvediskcheck_disk_storage_device_info{device="%s",disk="scsi1",shared="false",vmid="370"} 1`, dev),
+		`pvediskcheck_disk_layer_requests_total{disk="scsi1",layer="storage",vmid="370"} `,
+		`pvediskcheck_disk_layer_seconds_total{disk="scsi1",layer="qemu",vmid="370"} `,
+	} {
+		if !strings.Contains(out1, line) {
+			t.Errorf("metrics (exit %d, %s) without %s", code, errs, line)
+		}
+	}
+	for i, d := range rows {
 		l := d.Layers
 		t.Logf("%d: QD %.1f, %s", i, d.QueueDepth, l.Says)
 		if d.Device == nil || *d.Device != filepath.Base(upper) {
