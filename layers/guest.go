@@ -56,7 +56,7 @@ func (g *GuestReader) Read(ctx context.Context) (map[string]sampler.BlockStat, t
 	if g.viaExec {
 		first = "guest-exec"
 	}
-	err := g.Agent.Session(ctx, first, func(call qmp.AgentCall) error {
+	err := g.Agent.Session(ctx, first, func(call *qmp.AgentSession) error {
 		t0 := time.Now()
 		if !g.viaExec {
 			b, err := readFile(call, GuestStatsPath)
@@ -97,8 +97,8 @@ func GuestDev(device string) string {
 	return filepath.Base(strings.TrimSpace(device))
 }
 
-func readFile(call qmp.AgentCall, path string) ([]byte, error) {
-	h, err := call("guest-file-open", map[string]any{"path": path, "mode": "r"})
+func readFile(call *qmp.AgentSession, path string) ([]byte, error) {
+	h, err := call.Call("guest-file-open", map[string]any{"path": path, "mode": "r"})
 	if err != nil {
 		return nil, err
 	}
@@ -106,36 +106,26 @@ func readFile(call qmp.AgentCall, path string) ([]byte, error) {
 		return nil, fmt.Errorf("guest agent: guest-file-open %s: handle %q is no number", path, h.Raw)
 	}
 	handle := h.Int()
-	var out []byte
-	var rerr error
-	for {
-		r, err := call("guest-file-read", map[string]any{"handle": handle, "count": maxGuestStats})
-		if err != nil {
-			rerr = err
-			break
-		}
-		b, err := base64.StdEncoding.DecodeString(r.Get("buf-b64").String())
-		if err != nil {
-			rerr = fmt.Errorf("guest agent: guest-file-read %s: %w", path, err)
-			break
-		}
-		out = append(out, b...)
-		if len(out) > maxGuestStats {
-			rerr = fmt.Errorf("guest agent: %s: more than %d bytes", path, maxGuestStats)
-			break
-		}
-		if r.Get("eof").Bool() || len(b) == 0 {
-			break
-		}
+	// The whole file in one read (it is far below maxGuestStats), its
+	// close sent with it: one round trip.
+	r, err := call.Pipeline(
+		qmp.AgentCommand{Execute: "guest-file-read", Arguments: map[string]any{"handle": handle, "count": maxGuestStats}},
+		qmp.AgentCommand{Execute: "guest-file-close", Arguments: map[string]any{"handle": handle}})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := call("guest-file-close", map[string]any{"handle": handle}); err != nil && rerr == nil {
-		rerr = err
+	b, err := base64.StdEncoding.DecodeString(r[0].Get("buf-b64").String())
+	if err != nil {
+		return nil, fmt.Errorf("guest agent: guest-file-read %s: %w", path, err)
 	}
-	return out, rerr
+	if !r[0].Get("eof").Bool() && len(b) >= maxGuestStats {
+		return nil, fmt.Errorf("guest agent: %s: more than %d bytes", path, maxGuestStats)
+	}
+	return b, nil
 }
 
-func (g *GuestReader) catFile(ctx context.Context, call qmp.AgentCall, path string) ([]byte, error) {
-	r, err := call("guest-exec", map[string]any{"path": "cat", "arg": []string{path}, "capture-output": true})
+func (g *GuestReader) catFile(ctx context.Context, call *qmp.AgentSession, path string) ([]byte, error) {
+	r, err := call.Call("guest-exec", map[string]any{"path": "cat", "arg": []string{path}, "capture-output": true})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +138,7 @@ func (g *GuestReader) catFile(ctx context.Context, call qmp.AgentCall, path stri
 		every = 5 * time.Millisecond
 	}
 	for {
-		st, err := call("guest-exec-status", map[string]any{"pid": pid.Int()})
+		st, err := call.Call("guest-exec-status", map[string]any{"pid": pid.Int()})
 		if err != nil {
 			return nil, err
 		}

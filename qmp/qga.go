@@ -114,16 +114,41 @@ func qgaLock(ctx context.Context, path string) (unlock func(), err error) {
 // Call runs one command and returns its "return" value. args may be nil.
 func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result, error) {
 	var ret gjson.Result
-	err := a.Session(ctx, command, func(call AgentCall) error {
+	err := a.Session(ctx, command, func(s *AgentSession) error {
 		var err error
-		ret, err = call(command, args)
+		ret, err = s.Call(command, args)
 		return err
 	})
 	return ret, err
 }
 
-// AgentCall runs one command of a Session and returns its "return" value.
-type AgentCall func(command string, args any) (gjson.Result, error)
+// AgentCommand is one command of AgentSession.Pipeline.
+type AgentCommand struct {
+	Execute   string
+	Arguments any // nil: none
+}
+
+// AgentSession is the commands of one exchange (Agent.Session).
+type AgentSession struct {
+	send func(cmds []AgentCommand) ([]gjson.Result, error)
+}
+
+// Call runs one command and returns its "return" value.
+func (s *AgentSession) Call(command string, args any) (gjson.Result, error) {
+	r, err := s.send([]AgentCommand{{command, args}})
+	if err != nil {
+		return gjson.Result{}, err
+	}
+	return r[0], nil
+}
+
+// Pipeline sends the commands in one write and reads their replies in
+// order (qemu-ga answers in order): one round trip for commands that do
+// not depend on each other's answers (guest-file-read and guest-file-close
+// of one handle). The first error ends it.
+func (s *AgentSession) Pipeline(cmds ...AgentCommand) ([]gjson.Result, error) {
+	return s.send(cmds)
+}
 
 // Session is one exchange with the agent that runs several commands: one
 // connection, one guest-sync-delimited, then the commands fn sends in turn
@@ -131,7 +156,7 @@ type AgentCall func(command string, args any) (gjson.Result, error)
 // one command). first names fn's first command for the errors of a
 // context that ended before it was sent. An error fn returns ends the
 // session with that error.
-func (a Agent) Session(ctx context.Context, first string, fn func(AgentCall) error) error {
+func (a Agent) Session(ctx context.Context, first string, fn func(*AgentSession) error) error {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		return fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, first, context.DeadlineExceeded)
 	}
@@ -201,24 +226,32 @@ func (a Agent) Session(ctx context.Context, first string, fn func(AgentCall) err
 	}
 
 	_ = conn.SetDeadline(cmdDeadline)
-	return fn(func(command string, args any) (gjson.Result, error) {
-		req := map[string]any{"execute": command}
-		if args != nil {
-			req["arguments"] = args
+	return fn(&AgentSession{send: func(cmds []AgentCommand) ([]gjson.Result, error) {
+		var lines []byte
+		for _, c := range cmds {
+			req := map[string]any{"execute": c.Execute}
+			if c.Arguments != nil {
+				req["arguments"] = c.Arguments
+			}
+			line, err := json.Marshal(req)
+			if err != nil {
+				return nil, fmt.Errorf("guest agent: %s: %w", c.Execute, err)
+			}
+			lines = append(append(lines, line...), '\n')
 		}
-		line, err := json.Marshal(req)
-		if err != nil {
-			return gjson.Result{}, fmt.Errorf("guest agent: %s: %w", command, err)
+		if _, err := conn.Write(lines); err != nil {
+			return nil, fail(cmds[0].Execute, cmdDeadline, err)
 		}
-		if _, err := conn.Write(append(line, '\n')); err != nil {
-			return gjson.Result{}, fail(command, cmdDeadline, err)
+		out := make([]gjson.Result, 0, len(cmds))
+		for _, c := range cmds {
+			ret, err := qgaReadReply(rd, c.Execute)
+			if err != nil {
+				return nil, fail(c.Execute, cmdDeadline, err)
+			}
+			out = append(out, ret)
 		}
-		ret, err := qgaReadReply(rd, command)
-		if err != nil {
-			return gjson.Result{}, fail(command, cmdDeadline, err)
-		}
-		return ret, nil
-	})
+		return out, nil
+	}})
 }
 
 // qgaReadSync reads until the reply {"return": id} that follows a 0xFF

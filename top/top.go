@@ -182,6 +182,10 @@ type Monitor struct {
 	threads threads.Reader
 	vms     map[int]*vmState
 	hist    *latency.Tracker // with Options.Histogram
+	// shared are the devices under file volumes' filesystems read this
+	// sample (Options.Layers): one read per device and sample, however
+	// many disks of however many VMs are files on it.
+	shared fsDevices
 
 	// guest agent lookups run in the background; mu guards their results.
 	mu     sync.Mutex
@@ -310,6 +314,7 @@ type snapshot struct {
 func (m *Monitor) Sample(ctx context.Context) Sample {
 	now := time.Now()
 	out := Sample{Time: now, IntervalS: m.interval().Seconds(), Disks: []Disk{}, VMs: []VM{}}
+	m.shared.reset()
 	var work []*vmState
 	seen := map[int]bool{}
 	for _, id := range m.targets() {
@@ -568,7 +573,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 			if d.FSDev == "" {
 				continue
 			}
-			if bs, err := m.host.BlockStatOf(d.FSDev); err == nil {
+			if bs, ok := m.shared.stat(m.host, d.FSDev); ok {
 				snap.FSDevices[d.ID] = bs
 			}
 		}
@@ -974,4 +979,36 @@ func layerContext(r Disk) layers.Context {
 		c.Limit = *r.Limit
 	}
 	return c
+}
+
+// fsDevices are the counters of the devices under file volumes'
+// filesystems, read once per sample (the VMs are sampled in parallel).
+type fsDevices struct {
+	mu   sync.Mutex
+	read map[string]*sampler.BlockStat // nil: could not be read
+}
+
+func (f *fsDevices) reset() {
+	f.mu.Lock()
+	f.read = map[string]*sampler.BlockStat{}
+	f.mu.Unlock()
+}
+
+func (f *fsDevices) stat(h sampler.Host, dev string) (sampler.BlockStat, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read == nil {
+		f.read = map[string]*sampler.BlockStat{}
+	}
+	bs, ok := f.read[dev]
+	if !ok {
+		if b, err := h.BlockStatOf(dev); err == nil {
+			bs = &b
+		}
+		f.read[dev] = bs
+	}
+	if bs == nil {
+		return sampler.BlockStat{}, false
+	}
+	return *bs, true
 }
