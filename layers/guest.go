@@ -3,9 +3,11 @@ package layers
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,7 +100,7 @@ func GuestDev(device string) string {
 }
 
 func readFile(call *qmp.AgentSession, path string) ([]byte, error) {
-	h, err := call.Call("guest-file-open", map[string]any{"path": path, "mode": "r"})
+	h, err := call.Call("guest-file-open", openArgs(path))
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +110,10 @@ func readFile(call *qmp.AgentSession, path string) ([]byte, error) {
 	handle := h.Int()
 	// The whole file in one read (it is far below maxGuestStats), its
 	// close sent with it: one round trip.
+	h64 := strconv.FormatInt(handle, 10)
 	r, err := call.Pipeline(
-		qmp.AgentCommand{Execute: "guest-file-read", Arguments: map[string]any{"handle": handle, "count": maxGuestStats}},
-		qmp.AgentCommand{Execute: "guest-file-close", Arguments: map[string]any{"handle": handle}})
+		qmp.AgentCommand{Execute: "guest-file-read", Arguments: json.RawMessage(`{"handle":` + h64 + `,"count":` + strconv.Itoa(maxGuestStats) + `}`)},
+		qmp.AgentCommand{Execute: "guest-file-close", Arguments: json.RawMessage(`{"handle":` + h64 + `}`)})
 	if err != nil {
 		return nil, err
 	}
@@ -161,4 +164,20 @@ func (g *GuestReader) catFile(ctx context.Context, call *qmp.AgentSession, path 
 		case <-time.After(every):
 		}
 	}
+}
+
+// openStats are guest-file-open's arguments for GuestStatsPath, marshalled
+// once (the same every sample).
+var openStats = marshalOpen(GuestStatsPath)
+
+func openArgs(path string) json.RawMessage {
+	if path == GuestStatsPath {
+		return openStats
+	}
+	return marshalOpen(path)
+}
+
+func marshalOpen(path string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"path": path, "mode": "r"})
+	return b
 }

@@ -124,8 +124,10 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 
 // AgentCommand is one command of AgentSession.Pipeline.
 type AgentCommand struct {
-	Execute   string
-	Arguments any // nil: none
+	Execute string
+	// Arguments are marshalled to JSON, or sent as they are when they are
+	// a json.RawMessage (of the caller's making: one object); nil: none.
+	Arguments any
 }
 
 // AgentSession is the commands of one exchange (Agent.Session).
@@ -229,15 +231,21 @@ func (a Agent) Session(ctx context.Context, first string, fn func(*AgentSession)
 	return fn(&AgentSession{send: func(cmds []AgentCommand) ([]gjson.Result, error) {
 		var lines []byte
 		for _, c := range cmds {
-			req := map[string]any{"execute": c.Execute}
-			if c.Arguments != nil {
-				req["arguments"] = c.Arguments
-			}
-			line, err := json.Marshal(req)
+			name, err := json.Marshal(c.Execute)
 			if err != nil {
 				return nil, fmt.Errorf("guest agent: %s: %w", c.Execute, err)
 			}
-			lines = append(append(lines, line...), '\n')
+			lines = append(append(append(lines, `{"execute":`...), name...), ',')
+			if c.Arguments != nil {
+				args, ok := c.Arguments.(json.RawMessage)
+				if !ok {
+					if args, err = json.Marshal(c.Arguments); err != nil {
+						return nil, fmt.Errorf("guest agent: %s: %w", c.Execute, err)
+					}
+				}
+				lines = append(append(append(lines, `"arguments":`...), args...), ',')
+			}
+			lines = append(lines[:len(lines)-1], "}\n"...)
 		}
 		if _, err := conn.Write(lines); err != nil {
 			return nil, fail(cmds[0].Execute, cmdDeadline, err)
