@@ -239,6 +239,11 @@ func ParseCmdline(argv []string) (*Cmdline, error) {
 			}
 		}
 		d.Device = m["driver"]
+		if d.Device == "ide-cd" || d.Device == "scsi-cd" {
+			// A CD device lets the guest read only, whatever its drive
+			// allows (a template's SATA disk under -drive is one).
+			d.ReadOnly = true
+		}
 		if wc, ok := m["write-cache"]; ok && wc != "auto" {
 			d.WriteCache = wc
 		}
@@ -451,7 +456,9 @@ func parseDrive(val string) *DiskSettings {
 		d.DetectZeroes = v
 	}
 	if m["media"] == "cdrom" {
-		d.CDROM = true
+		// QEMU opens a -drive media=cdrom read-only (query-block "ro": true
+		// on 7.2.22 and 11.1.3, measured with no readonly= given).
+		d.CDROM, d.ReadOnly = true, true
 	}
 	if v, ok := m["readonly"]; ok {
 		d.ReadOnly, _ = ParseBool(v)

@@ -25,6 +25,11 @@ func MachineVersion(machine string) (major, minor int, ok bool) {
 // runs the installed QEMU's latest version (>= 10 on PVE 9), except Windows
 // guests, which pin the version they were created with (meta creation-qemu).
 func UsesBlockdev(conf map[string]string) bool {
+	if t, _ := ParseBool(conf["template"]); t {
+		// config_to_command starts a template (for a backup only) from a
+		// minimal config: the latest machine, whatever the config pins.
+		return true
+	}
 	mtype := conf["machine"]
 	if mtype != "" {
 		opts, _ := SplitQemuOpts(mtype, "type")
@@ -53,4 +58,28 @@ func UsesBlockdev(conf map[string]string) bool {
 func VMDefaultsFor(conf map[string]string) VMDefaults {
 	t, _ := ParseBool(conf["template"])
 	return VMDefaults{SCSIHW: SCSIHW(conf), Blockdev: UsesBlockdev(conf), Template: t}
+}
+
+// VMDefaultsAt is VMDefaultsFor on a node whose installed QEMU is
+// qemuVersion (X.Y[.Z], "" unknown): an unpinned machine runs that
+// version's machine type, so before QEMU 10 it starts with -drive.
+func VMDefaultsAt(conf map[string]string, qemuVersion string) VMDefaults {
+	v := VMDefaultsFor(conf)
+	if v.Blockdev && !MachinePinned(conf) {
+		if maj, err := strconv.Atoi(strings.SplitN(qemuVersion, ".", 2)[0]); err == nil && maj < 10 {
+			v.Blockdev = false
+		}
+	}
+	return v
+}
+
+// MachinePinned: the config names its machine's version (a template's is
+// ignored: UsesBlockdev), so the installed QEMU does not decide it.
+func MachinePinned(conf map[string]string) bool {
+	if t, _ := ParseBool(conf["template"]); t {
+		return false
+	}
+	opts, _ := SplitQemuOpts(conf["machine"], "type")
+	_, _, ok := MachineVersion(opts["type"])
+	return ok
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 )
@@ -269,7 +270,9 @@ func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSetti
 		Controller: Controller(d.Bus, vm.SCSIHW),
 		CDROM:      d.IsCDROM(),
 		NodeTop:    "drive-" + d.Key,
-		ReadOnly:   d.Bool("ro") || d.IsCDROM() || vm.Template,
+		// A template starts only for a backup: read-only (its IDE and SATA
+		// disks under -drive as ide-cd devices, the rest readonly=on).
+		ReadOnly: d.Bool("ro") || d.IsCDROM() || vm.Template,
 	}
 	if d.Volume == "cdrom" {
 		s.Path, s.Driver, s.Format = "/dev/cdrom", "host_cdrom", "raw"
@@ -278,7 +281,10 @@ func PredictVolume(d *Drive, vol Volume, stor *Storage, vm VMDefaults) DiskSetti
 		if f := d.Opts["format"]; f != "" && d.StorageID() == "" {
 			s.Format = f
 		}
-		if s.CDROM && s.Driver == "host_device" {
+		// host_cdrom for a device path with media=cdrom (Blockdev.pm's
+		// generate_file_blockdev); a storage's volume keeps its plugin's
+		// driver (a cloud-init drive on LVM is host_device).
+		if s.CDROM && s.Driver == "host_device" && strings.HasPrefix(d.Volume, "/") {
 			s.Driver = "host_cdrom"
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/pvesm"
@@ -29,11 +30,16 @@ var ErrNoConfig = exitcode.New(exitcode.Usage, "no such VM on this node")
 
 // VM is one VM as far as this node can tell.
 type VM struct {
-	lock     *Lock // the config's lock, read by Load (Lock)
-	VMID     int
-	Config   *qemuserver.Config
-	Storages qemuserver.Storages
-	Running  bool
+	lock *Lock // the config's lock, read by Load (Lock)
+	// InstalledQEMU is the node's pve-qemu-kvm upstream version (10.1.2),
+	// read where the config leaves the machine unpinned: the next start
+	// runs that version's machine, -drive before QEMU 10 (PVE 8); "" where
+	// not read or unknown (then PVE 9's -blockdev is assumed).
+	InstalledQEMU string
+	VMID          int
+	Config        *qemuserver.Config
+	Storages      qemuserver.Storages
+	Running       bool
 	// Alive: the running process was read from a real procfs, so it runs
 	// on this host now and its QMP socket must answer. False in a copied
 	// tree (a support bundle), whose proc/ holds copied files.
@@ -176,7 +182,10 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 	}
 	v.Running = v.Cmdline != nil
 	v.Alive = v.Running && isProcfs(p.Proc)
-	v.Blockdev = qemuserver.UsesBlockdev(cfg.Main)
+	if !qemuserver.MachinePinned(cfg.Main) || !qemuserver.MachinePinned(cfg.Next()) {
+		v.InstalledQEMU = installedQEMU(ctx, n)
+	}
+	v.Blockdev = qemuserver.VMDefaultsAt(cfg.Main, v.InstalledQEMU).Blockdev
 	if v.Running {
 		v.Blockdev = v.Cmdline.Blockdev || len(v.Cmdline.Disks) == 0 && v.Blockdev
 	}
@@ -296,7 +305,7 @@ func (v *VM) buildDisks() {
 	}
 	vmMain := qemuserver.VMDefaultsFor(cfg.Main)
 	vmMain.Blockdev = v.Blockdev
-	vmNext := qemuserver.VMDefaultsFor(next)
+	vmNext := qemuserver.VMDefaultsAt(next, v.InstalledQEMU)
 	for _, id := range qemuserver.DiskKeys(ids) {
 		d := &Disk{ID: id}
 		if line, ok := cfg.Main[id]; ok {
@@ -603,4 +612,14 @@ func (v *VM) Select(ids []string) ([]*Disk, error) {
 // stays busy that long is reported (qmp.ErrBusy).
 func (v *VM) Exchange(ctx context.Context, timeout time.Duration, fn func(qmp.Session) error) error {
 	return qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, fn)
+}
+
+// installedQEMU is pve-qemu-kvm's installed upstream version from dpkg's
+// status below the node's root, "" where it is not installed or not known.
+func installedQEMU(ctx context.Context, n node.Node) string {
+	v, err := dpkg.NewPackages(n).Installed(ctx, "pve-qemu-kvm")
+	if err != nil {
+		return ""
+	}
+	return v.Upstream
 }

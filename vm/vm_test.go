@@ -341,3 +341,43 @@ func TestLegacyEFIVars(t *testing.T) {
 		t.Errorf("%v %+v", err, v.Disks)
 	}
 }
+
+// A stopped VM whose machine is unpinned starts with the installed QEMU's
+// machine: -drive before QEMU 10 (PVE 8's pve-qemu-kvm), -blockdev from 10;
+// a pinned machine decides alone; without dpkg's status PVE 9 is assumed.
+// (Proxmox's own command lines at each version: qemuserver's
+// TestPredictAgainstProxmox.)
+func TestGenerationFollowsInstalledQEMU(t *testing.T) {
+	for _, c := range []struct {
+		machine, installed string
+		blockdev           bool
+	}{
+		{"", "9.2.0-7", false},
+		{"", "10.0.2-4", true},
+		{"", "", true},
+		{"pc-q35-10.0", "9.2.0-7", true},
+		{"pc-q35-9.2", "10.1.2-1", false},
+	} {
+		conf := "scsi0: local-lvm:vm-300-disk-0,size=8G\n"
+		if c.machine != "" {
+			conf += "machine: " + c.machine + "\n"
+		}
+		p := writeNode(t, 300, conf)
+		if c.installed != "" {
+			status := "Package: pve-qemu-kvm\nStatus: install ok installed\nVersion: " + c.installed + "\n\n"
+			if err := os.MkdirAll(p.Join("/var/lib/dpkg"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p.Join("/var/lib/dpkg/status"), []byte(status), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := Load(context.Background(), node.New(p, 0), 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Blockdev != c.blockdev || v.Disks[0].Configured == nil || v.Disks[0].Configured.Blockdev != c.blockdev {
+			t.Errorf("machine %q, pve-qemu-kvm %q: blockdev %v, want %v", c.machine, c.installed, v.Blockdev, c.blockdev)
+		}
+	}
+}

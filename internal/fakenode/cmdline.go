@@ -40,6 +40,39 @@ type ArgvOptions struct {
 	CopiedBinary bool
 }
 
+// Adaptation is one way the fake node's disk arguments differ from the
+// ones Proxmox's config_to_command gives the same config, and why
+// (TestArgvAgainstProxmox fails for any other difference).
+type Adaptation struct {
+	Arg, Option string // "-device", "bootindex"
+	Why         string
+}
+
+// Adaptations lists every difference between the fake node's disk
+// arguments and Proxmox's, in one place.
+var Adaptations = []Adaptation{
+	{"-device", "bootindex", "no firmware boots a disk: the tests run QEMU without a guest or with -kernel"},
+	{"-device", "bus", "the device's place: every fake VM runs machine q35 (upstream QEMU has no +pveN machines, and one machine keeps the tests' PCI and IDE layout fixed), so a PCI device sits on QEMU's own bus and an IDE disk on the ICH9 AHCI's ide.N instead of i440fx's ide.N/2"},
+	{"-device", "unit", "as bus: on q35's ICH9 AHCI each ide.N bus takes one unit"},
+	{"-device", "addr", "as bus: QEMU places PCI devices itself"},
+	{"-blockdev", "file.driver", "a device path (passthrough, scsiblock) is host_device only where it is a block device on this machine: the fake node stats the path it will open, Proxmox's stat is the node's"},
+	{"-blockdev", "file.file.driver", "as file.driver, one node further down"},
+}
+
+// Adapted is the reason an option of an argument is one of Adaptations,
+// "" if it is not.
+func Adapted(arg, option, value string) string {
+	for _, a := range Adaptations {
+		if a.Arg == arg && a.Option == option {
+			if option == "bus" && !strings.HasPrefix(value, "pci.") && !strings.HasPrefix(value, "ide.") {
+				return "" // a SCSI or SATA controller's bus is the disk's own place
+			}
+			return a.Why
+		}
+	}
+	return ""
+}
+
 // Blkdebug is one error injection rule of QEMU's blkdebug driver.
 type Blkdebug struct {
 	Event string // e.g. "write_aio": every write the raw format node sends down
