@@ -1,0 +1,87 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
+	"github.com/pvediskcheck/pvediskcheck/layers"
+)
+
+// TestTopLayersGuest (issue 35 item 3, the real-guest tier): fio in a real
+// guest at depth 32 against iops_wr=200 on scsi1. top --layers reads the
+// guest's own diskstats through its agent, one exchange per sample: the
+// guest waits about as long as QEMU (32/200 s), QEMU's throttle holds the
+// requests, the loop device below takes a fraction: held by QEMU: I/O
+// limit, with the guest layer read; scsi2, idle, reads idle.
+func TestTopLayersGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a guest and runs fio")
+	}
+	skipOnAlternateQEMU(t)
+	n := fakenode.NewT(t)
+	n.UseDoubles(t)
+	cfg := "agent: 1\nostype: l26\nscsihw: virtio-scsi-single\n"
+	for i, opt := range []string{"", "iops_wr=200,", ""} {
+		vol := sf("vm-372-disk-%d", i)
+		n.MustVolume(t, "local-lvm", vol, 256<<20)
+		cfg += sf("scsi%d: local-lvm:%s,iothread=1,%ssize=256M\n", i, vol, opt)
+	}
+	if err := n.WriteConfig(372, cfg); err != nil {
+		t.Fatal(err)
+	}
+	g := bootGuest(t, n, 372, n.QEMU)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dev, err := e2e.FindSCSIDisk(ctx, g.agent, "drive-scsi1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.agent.Exec(ctx, "/bin/sh", []string{"-c", "fio --name=w --filename=" + dev +
+		" --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio --direct=1 --time_based --runtime=40 >/dev/null 2>&1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr, samples := topStream(t, []string{"--root", n.Root, "top", "372", "--layers", "--count", "12", "--interval", "1s"}, nil)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	const want = 32.0 / 200 * 1000
+	read := 0
+	for i, s := range samples {
+		rows := rowsOf(s, 372)
+		l := rows["scsi1"].Layers
+		if l == nil {
+			t.Fatalf("sample %d: scsi1 without layers", i)
+		}
+		t.Logf("%d: guest %s, QD %.1f: %s", i, l.GuestUnknown, rows["scsi1"].QueueDepth, l.Says)
+		if l.Guest == nil {
+			continue // the agent's lookup of the devices, then two reads for a first interval
+		}
+		read++
+		if i < 4 {
+			continue // the throttle's first burst
+		}
+		if l.Verdict != layers.HeldIOLimit || l.Storage == nil {
+			t.Errorf("sample %d: %q, want %q: %s", i, l.Verdict, layers.HeldIOLimit, l.Says)
+			continue
+		}
+		if math.Abs(l.Guest.MsPerRequest-want)/want > 0.15 || math.Abs(l.QEMU.MsPerRequest-want)/want > 0.15 || *l.QEMU.AddsPct < 85 {
+			t.Errorf("sample %d: guest %.1f, QEMU %.1f ms (adds %v %%), want %.0f within 15 %%", i, l.Guest.MsPerRequest, l.QEMU.MsPerRequest, *l.QEMU.AddsPct, want)
+		}
+		if l2 := rows["scsi2"].Layers; l2 == nil || l2.Verdict != layers.Idle || l2.Guest == nil {
+			t.Errorf("sample %d: idle scsi2 %+v", i, l2)
+		}
+		if !strings.Contains(l.Says, "guest waits ") {
+			t.Errorf("sample %d: %s", i, l.Says)
+		}
+	}
+	if read < 6 {
+		t.Errorf("the guest layer read in %d of %d samples", read, len(samples))
+	}
+}
