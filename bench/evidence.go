@@ -212,6 +212,9 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 // limits, as the limit-bound rule reads them).
 func Layers(f DiskFacts, o Observation, m Measured) layers.Split {
 	c := layers.Context{}
+	if !f.Cache.Direct {
+		c.PageCache = f.Cache.Mode
+	}
 	best := 0.0
 	for _, l := range []struct {
 		key  string

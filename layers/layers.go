@@ -98,6 +98,12 @@ type Context struct {
 	Limit        string // the limit in Proxmox's terms, mbps_wr=20
 	Thread       string // the serving thread: its iothread's id or main-loop
 	ThreadCPUPct *float64
+	// PageCache, when set, is the cache mode that puts the node's page
+	// cache between QEMU and the node device (no O_DIRECT: writeback,
+	// writethrough, unsafe): the device's requests are then the page
+	// cache's writeback and readahead, not the guest's, and its wait is no
+	// part of QEMU's: the storage layer is shown, not split from QEMU's.
+	PageCache string
 }
 
 // Layer is one layer's figures over the interval.
@@ -135,6 +141,9 @@ type Split struct {
 	Storage        *Layer `json:"storage"`
 	StorageShared  bool   `json:"storage_shared"`
 	StorageUnknown string `json:"storage_unknown,omitempty"`
+	// StorageApart says why the storage layer, read, is not split from
+	// QEMU's (the node's page cache between them: Context.PageCache).
+	StorageApart string `json:"storage_apart,omitempty"`
 	// Why, for Unknown, is what is missing.
 	Why string `json:"why,omitempty"`
 }
@@ -148,6 +157,9 @@ func Of(a, b Counters, c Context) Split {
 	s.Guest, s.GuestUnknown = devLayer(a.Guest, b.Guest, a.GuestWhy, b.GuestWhy, "guest")
 	s.Storage, s.StorageUnknown = devLayer(a.Node, b.Node, a.NodeWhy, b.NodeWhy, "node device")
 	s.StorageShared = s.Storage != nil && b.NodeShared
+	if s.Storage != nil && c.PageCache != "" {
+		s.StorageApart = "cache=" + c.PageCache + " puts the node's page cache between QEMU and the device: the device's requests are its writeback and readahead, not the guest's"
+	}
 	if s.QEMU == nil || s.QEMU.Requests == 0 {
 		s.Verdict, s.Says = Idle, "no read or write completed"
 		if s.QEMU == nil {
@@ -161,7 +173,9 @@ func Of(a, b Counters, c Context) Split {
 		top = s.Guest.MsPerRequest
 	}
 	adds := func(l *Layer, below float64) {
-		v := units.Round(max(l.MsPerRequest-below, 0), 3)
+		// Never below 0, never above the layer's own wait (a layer below
+		// whose requests are fewer and longer: merged).
+		v := units.Round(min(max(l.MsPerRequest-below, 0), l.MsPerRequest), 3)
 		l.AddsMs = &v
 		p := 0.0
 		if top > 0 {
@@ -172,9 +186,10 @@ func Of(a, b Counters, c Context) Split {
 	if s.Guest != nil {
 		adds(s.Guest, s.QEMU.MsPerRequest)
 	}
-	if s.Storage != nil {
+	if s.Storage != nil && s.StorageApart == "" {
 		adds(s.QEMU, s.Storage.MsPerRequest)
-		adds(s.Storage, 0)
+		// The storage's part is its wait, at most QEMU's.
+		adds(s.Storage, max(s.Storage.MsPerRequest-s.QEMU.MsPerRequest, 0))
 	}
 	s.Verdict, s.Why = verdict(s, c)
 	s.Says = says(s, c)
@@ -186,13 +201,17 @@ func verdict(s Split, c Context) (Verdict, string) {
 	if s.Guest != nil {
 		guest = *s.Guest.AddsMs
 	}
-	if s.Storage == nil {
+	if s.Storage == nil || s.StorageApart != "" {
 		// QEMU and the storage are one figure: only a guest that adds
 		// more than both together can be named.
 		if s.Guest != nil && guest > s.QEMU.MsPerRequest {
 			return QueuedInGuest, ""
 		}
-		return Unknown, "QEMU's time is not split from the storage's: " + s.StorageUnknown
+		why := s.StorageUnknown
+		if s.StorageApart != "" {
+			why = s.StorageApart
+		}
+		return Unknown, "QEMU's time is not split from the storage's: " + why
 	}
 	q, st := *s.QEMU.AddsMs, *s.Storage.AddsMs
 	switch {
@@ -221,7 +240,9 @@ func says(s Split, c Context) string {
 	} else {
 		parts = append(parts, "QEMU waits "+ms(s.QEMU.MsPerRequest)+" per request (guest not read: "+s.GuestUnknown+")")
 	}
-	if s.Storage != nil {
+	if s.Storage != nil && s.StorageApart != "" {
+		parts = append(parts, "the device below the page cache "+ms(s.Storage.MsPerRequest))
+	} else if s.Storage != nil {
 		st := "of which the storage " + ms(s.Storage.MsPerRequest)
 		if s.StorageShared {
 			st += " (a device shared with the filesystem's other files)"

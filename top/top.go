@@ -880,7 +880,7 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			r.GuestMounts = append(r.GuestMounts, g.Mounts...)
 		}
 		if v.Layers {
-			sp := layers.Of(layerCounters(d, prev), layerCounters(d, cur), layerContext(r))
+			sp := layers.Of(layerCounters(d, prev), layerCounters(d, cur), layerContext(d, r))
 			r.Layers = &sp
 		}
 		disks = append(disks, r)
@@ -972,9 +972,13 @@ func layerCounters(d *disk.Disk, s *snapshot) layers.Counters {
 }
 
 // layerContext is what a row already says that the verdict reads: the
-// limit used and the serving thread's CPU.
-func layerContext(r Disk) layers.Context {
+// limit used and the serving thread's CPU; and the cache mode when it puts
+// the node's page cache below QEMU.
+func layerContext(d *disk.Disk, r Disk) layers.Context {
 	c := layers.Context{LimitPct: r.LimitPct, Thread: r.Thread, ThreadCPUPct: r.ThreadCPUPct}
+	if g := d.Graph; g != nil && !g.Effective.Direct {
+		c.PageCache = g.Effective.Mode
+	}
 	if r.Limit != nil {
 		c.Limit = *r.Limit
 	}
