@@ -98,7 +98,7 @@ const guestNotRead = "bench does not read the guest's diskstats (fio's latency i
 
 // layerCounters are the step's QEMU and node device counters at one end.
 func (n *NodeObserver) layerCounters(disk string, stats map[string]qmp.BlockStats, err error) layers.Counters {
-	c := layers.Counters{GuestWhy: guestNotRead}
+	c := layers.Counters{GuestWhy: guestNotRead, At: time.Now()}
 	if b, ok := stats[disk]; ok && err == nil {
 		c.QEMU = &b
 	}

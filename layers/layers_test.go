@@ -3,6 +3,7 @@ package layers
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -28,11 +29,16 @@ type scene struct {
 	guestMs, qemuMs, nodeMs    float64
 	guestWhy, nodeWhy          string
 	ctx                        Context
+	noClock                    bool // the interval unknown
 }
 
 func (s scene) split() Split {
 	zero := Counters{QEMU: qemu(0, 0)}
 	cur := Counters{QEMU: qemu(s.qemuOps, float64(s.qemuOps)*s.qemuMs)}
+	if !s.noClock {
+		zero.At = time.Unix(1764700000, 0)
+		cur.At = zero.At.Add(time.Second)
+	}
 	if s.guestWhy == "" {
 		zero.Guest = dev("sdb", 0, 0, 0)
 		cur.Guest = dev("sdb", s.guestOps, int64(float64(s.guestOps)*s.guestMs), 3)
@@ -81,7 +87,7 @@ func TestVerdicts(t *testing.T) {
 		{"guest forbidden", scene{qemuOps: 2000, nodeOps: 2000, qemuMs: 160, nodeMs: 0.5, guestWhy: "the guest agent forbids guest-file-open and guest-exec", ctx: limit}, HeldIOLimit,
 			"QEMU waits 160 ms per request (guest not read: the guest agent forbids guest-file-open and guest-exec), of which the storage 0.50 ms; held by QEMU: I/O limit: QEMU adds 160 ms (100%) at 100% of iops_wr=200"},
 		// Node unknown: QEMU and the storage are one figure.
-		{"no node device, guest queues", scene{guestOps: 10, qemuOps: 10, guestMs: 30, qemuMs: 10, nodeWhy: "librbd: no block device on the node", ctx: limit}, QueuedInGuest, ""},
+		{"no node device, guest queues", scene{guestOps: 100, qemuOps: 100, guestMs: 30, qemuMs: 10, nodeWhy: "librbd: no block device on the node", ctx: limit}, QueuedInGuest, ""},
 		{"no node device", scene{guestOps: 10, qemuOps: 10, guestMs: 12, qemuMs: 10, nodeWhy: "librbd: no block device on the node", ctx: limit}, Unknown,
 			"guest waits 12.0 ms per request, of which QEMU 10.0 ms, storage not read: librbd: no block device on the node; no verdict: QEMU's time is not split from the storage's: librbd: no block device on the node"},
 		{"neither guest nor node", scene{qemuOps: 10, qemuMs: 10, guestWhy: "agent: 0", nodeWhy: "a file on NFS", ctx: limit}, Unknown, ""},
@@ -95,6 +101,13 @@ func TestVerdicts(t *testing.T) {
 		{"page cache between", scene{guestOps: 100, qemuOps: 100, nodeOps: 10, guestMs: 0.3, qemuMs: 0.21, nodeMs: 2.9, ctx: Context{PageCache: "unsafe"}}, Unknown,
 			"guest waits 0.30 ms per request, of which QEMU 0.21 ms, the device below the page cache 2.90 ms; no verdict: QEMU's time is not split from the storage's: cache=unsafe puts the node's page cache between QEMU and the device: the device's requests are its writeback and readahead, not the guest's"},
 		{"page cache, guest queues", scene{guestOps: 100, qemuOps: 100, nodeOps: 10, guestMs: 30, qemuMs: 0.2, nodeMs: 2.9, ctx: Context{PageCache: "writeback"}}, QueuedInGuest, ""},
+		// The real guest's depth-1 fsync writes under TCG: its driver adds
+		// 0.8 ms to each, with half a request in flight: no queue.
+		{"guest slower, no queue", scene{guestOps: 500, qemuOps: 500, nodeOps: 500, guestMs: 0.97, qemuMs: 0.13, nodeMs: 0.42}, Storage,
+			"guest waits 0.97 ms per request, of which QEMU 0.13 ms, of which the storage 0.42 ms; storage: the storage takes 0.13 ms (13%)"},
+		{"guest queue at the edge", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 13, qemuMs: 3, nodeMs: 1}, QueuedInGuest, ""},
+		{"guest queue under the edge", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 12.9, qemuMs: 3, nodeMs: 1}, HeldByQEMU, ""},
+		{"interval unknown", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 50, qemuMs: 5, nodeMs: 4, noClock: true}, Storage, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.s.split()

@@ -935,7 +935,7 @@ func pctPtr(f *float64) *float64 {
 // layerCounters are one disk's counters of a snapshot per layer (package
 // layers), each layer not read with why.
 func layerCounters(d *disk.Disk, s *snapshot) layers.Counters {
-	var c layers.Counters
+	c := layers.Counters{At: s.At}
 	if b, ok := s.Stats[d.ID]; ok {
 		c.QEMU = &b
 	}

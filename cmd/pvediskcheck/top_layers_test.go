@@ -92,52 +92,11 @@ func TestTopLayersIOLimit(t *testing.T) {
 // counts its requests in flight until the one below completes them, as an
 // LV counts the time of the disk under it: storage.
 func TestTopLayersStorage(t *testing.T) {
-	blkio := "/sys/fs/cgroup/blkio"
-	if _, err := os.Stat(filepath.Join(blkio, "blkio.throttle.write_iops_device")); err != nil {
-		t.Skipf("no writable cgroup v1 blkio hierarchy at %s: %v", blkio, err)
-	}
 	n := fakenode.NewT(t)
 	lab370(t, n, "")
-	link := filepath.Join("/dev", n.VG, "vm-370-disk-1")
-	lower, err := filepath.EvalSymlinks(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", lower).Output()
-	if err != nil {
-		t.Skipf("losetup over %s: %v", lower, err)
-	}
-	upper := strings.TrimSpace(string(out))
-	t.Cleanup(func() { _ = exec.Command("losetup", "-d", upper).Run() })
-	if err := os.Remove(link); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(upper, link); err != nil {
-		t.Fatal(err)
-	}
-	mm, err := os.ReadFile(filepath.Join("/sys/class/block", filepath.Base(lower), "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg := filepath.Join(blkio, fmt.Sprintf("pvediskcheck-%s", n.VG))
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Skipf("cgroup v1 blkio not writable: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = os.WriteFile(filepath.Join(blkio, "cgroup.procs"), nil, 0)
-		_ = os.Remove(cg)
-	})
-	if err := os.WriteFile(filepath.Join(cg, "blkio.throttle.write_iops_device"), []byte(strings.TrimSpace(string(mm))+" 200"), 0); err != nil {
-		t.Skipf("blkio.throttle.write_iops_device: %v", err)
-	}
+	upper, join := throttledLoop(t, n, "vm-370-disk-1", 200)
 	vm := n.MustStart(t, 370, fakenode.ArgvOptions{Blockdev: true})
-	t.Cleanup(func() {
-		// Out of the group before it is removed (QEMU stops first).
-		_ = os.WriteFile(filepath.Join(blkio, "cgroup.procs"), []byte(fmt.Sprint(vm.Pid)), 0)
-	})
-	if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(fmt.Sprint(vm.Pid)), 0); err != nil {
-		t.Fatalf("QEMU into %s: %v", cg, err)
-	}
+	join(vm.Pid)
 	load := vm.StartLoad(fakenode.LoadSpec{Disk: "scsi1", Write: true, Size: 4 << 10, Depth: 32, Random: true})
 	defer load.Stop()
 	const want = 32.0 / 200 * 1000
@@ -173,6 +132,59 @@ func TestTopLayersStorage(t *testing.T) {
 		}
 		if d.LimitPct != nil {
 			t.Errorf("sample %d: a limit on an unlimited disk: %v", i, *d.LimitPct)
+		}
+	}
+}
+
+// throttledLoop slows a local-lvm volume's node device: a loop device is
+// stacked on the volume's own and takes its /dev/<vg>/<lv> link, and the
+// volume's own loop device gets write_iops writes/s in a new cgroup v1
+// blkio group that join puts a process in (QEMU, once started; taken out
+// at cleanup). It returns the upper device's path. Skips without a
+// writable cgroup v1 blkio hierarchy.
+func throttledLoop(t *testing.T, n *fakenode.Node, volname string, writeIOPS int) (upper string, join func(pid int)) {
+	t.Helper()
+	blkio := "/sys/fs/cgroup/blkio"
+	if _, err := os.Stat(filepath.Join(blkio, "blkio.throttle.write_iops_device")); err != nil {
+		t.Skipf("no writable cgroup v1 blkio hierarchy at %s: %v", blkio, err)
+	}
+	link := filepath.Join("/dev", n.VG, volname)
+	lower, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", lower).Output()
+	if err != nil {
+		t.Skipf("losetup over %s: %v", lower, err)
+	}
+	upper = strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", upper).Run() })
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(upper, link); err != nil {
+		t.Fatal(err)
+	}
+	mm, err := os.ReadFile(filepath.Join("/sys/class/block", filepath.Base(lower), "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := filepath.Join(blkio, fmt.Sprintf("pvediskcheck-%s-%s", n.VG, volname))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("cgroup v1 blkio not writable: %v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(cg) })
+	if err := os.WriteFile(filepath.Join(cg, "blkio.throttle.write_iops_device"), []byte(fmt.Sprintf("%s %d", strings.TrimSpace(string(mm)), writeIOPS)), 0); err != nil {
+		t.Skipf("blkio.throttle.write_iops_device: %v", err)
+	}
+	return upper, func(pid int) {
+		t.Cleanup(func() {
+			// Out of the group before it is removed (cleanups run last in,
+			// first out: before the group's removal).
+			_ = os.WriteFile(filepath.Join(blkio, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0)
+		})
+		if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
+			t.Fatalf("process %d into %s: %v", pid, cg, err)
 		}
 	}
 }
