@@ -270,6 +270,9 @@ func says(s Split, c Context) string {
 		if s.StorageShared {
 			st += " (a device shared with the filesystem's other files)"
 		}
+		if s.Storage.MsPerRequest > s.QEMU.MsPerRequest {
+			st += " (more than QEMU's: the device's requests are not QEMU's one for one; its part is counted as QEMU's whole wait)"
+		}
 		parts = append(parts, st)
 	} else {
 		parts = append(parts, "storage not read: "+s.StorageUnknown)

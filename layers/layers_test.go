@@ -96,7 +96,7 @@ func TestVerdicts(t *testing.T) {
 		// part is QEMU's whole wait, no more (TestBenchEvidenceE2E's
 		// cache=none sync job: 1.22 ms at QEMU, 1.31 ms at the loop).
 		{"storage slower than QEMU", scene{guestOps: 100, qemuOps: 100, nodeOps: 50, guestMs: 1.3, qemuMs: 1.22, nodeMs: 1.32}, Storage,
-			"guest waits 1.30 ms per request, of which QEMU 1.22 ms, of which the storage 1.32 ms; storage: the storage takes 1.22 ms (94%)"},
+			"guest waits 1.30 ms per request, of which QEMU 1.22 ms, of which the storage 1.32 ms (more than QEMU's: the device's requests are not QEMU's one for one; its part is counted as QEMU's whole wait); storage: the storage takes 1.22 ms (94%)"},
 		// cache=writeback: the device's requests are the page cache's.
 		{"page cache between", scene{guestOps: 100, qemuOps: 100, nodeOps: 10, guestMs: 0.3, qemuMs: 0.21, nodeMs: 2.9, ctx: Context{PageCache: "unsafe"}}, Unknown,
 			"guest waits 0.30 ms per request, of which QEMU 0.21 ms, the device below the page cache 2.90 ms; no verdict: QEMU's time is not split from the storage's: cache=unsafe puts the node's page cache between QEMU and the device: the device's requests are its writeback and readahead, not the guest's"},
@@ -104,7 +104,7 @@ func TestVerdicts(t *testing.T) {
 		// The real guest's depth-1 fsync writes under TCG: its driver adds
 		// 0.8 ms to each, with half a request in flight: no queue.
 		{"guest slower, no queue", scene{guestOps: 500, qemuOps: 500, nodeOps: 500, guestMs: 0.97, qemuMs: 0.13, nodeMs: 0.42}, Storage,
-			"guest waits 0.97 ms per request, of which QEMU 0.13 ms, of which the storage 0.42 ms; storage: the storage takes 0.13 ms (13%)"},
+			"guest waits 0.97 ms per request, of which QEMU 0.13 ms, of which the storage 0.42 ms (more than QEMU's: the device's requests are not QEMU's one for one; its part is counted as QEMU's whole wait); storage: the storage takes 0.13 ms (13%)"},
 		{"guest queue at the edge", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 13, qemuMs: 3, nodeMs: 1}, QueuedInGuest, ""},
 		{"guest queue under the edge", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 12.9, qemuMs: 3, nodeMs: 1}, HeldByQEMU, ""},
 		{"interval unknown", scene{guestOps: 100, qemuOps: 100, nodeOps: 100, guestMs: 50, qemuMs: 5, nodeMs: 4, noClock: true}, Storage, ""},
