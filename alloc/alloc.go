@@ -187,29 +187,21 @@ func (m *Meter) file(ctx context.Context, v Volume, res Result) (Result, error) 
 
 // stat bounds stat(2): on a hung NFS or CIFS mount it never returns.
 func (m *Meter) stat(p string) (unix.Stat_t, error) {
-	type r struct {
-		st  unix.Stat_t
-		err error
-	}
-	ch := make(chan r, 1)
-	go func() {
-		var st unix.Stat_t
-		err := unix.Stat(p, &st)
-		ch <- r{st, err}
-	}()
 	t := m.Timeout
 	if t <= 0 {
 		t = 5 * time.Second
 	}
-	select {
-	case x := <-ch:
-		if x.err != nil {
-			return x.st, &os.PathError{Op: "stat", Path: p, Err: x.err}
-		}
-		return x.st, nil
-	case <-time.After(t):
+	st, err := node.Within(context.Background(), t, func() (st unix.Stat_t, err error) {
+		err = unix.Stat(p, &st)
+		return st, err
+	})
+	switch {
+	case node.GaveUp(err):
 		return unix.Stat_t{}, fmt.Errorf("stat %s: no answer within %s (hung network mount?)", p, t)
+	case err != nil:
+		return st, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
+	return st, nil
 }
 
 // trimSpace is strings.TrimSpace for tool output.

@@ -127,6 +127,17 @@ func TestRBD(t *testing.T) {
 	if _, err := m.Measure(context.Background(), Volume{Storage: st, VolName: "vm-371-disk-0"}); !errors.Is(err, ErrNotInReport) {
 		t.Errorf("missing image: %v", err)
 	}
+	// A linked clone's volume names its base first (RBDPlugin.pm
+	// parse_volname): rbd du is asked for the image, never the whole name.
+	rec := (&fakerun.Runner{}).Record(t, "rbd", "testdata/format-rbd-du.json")
+	r, err = NewMeter(rec, 0).Measure(context.Background(), Volume{Storage: st, VolName: "base-300-disk-0/vm-370-disk-1"})
+	if err != nil {
+		t.Fatalf("linked clone: %v", err)
+	}
+	calls := rec.Calls()
+	if *r.AllocatedBytes != 2155872256 || len(calls) != 1 || !strings.HasSuffix(calls[0], " vm-370-disk-1") || strings.Contains(calls[0], "base-300") {
+		t.Errorf("linked clone: %+v, calls %q", r, calls)
+	}
 }
 
 // TestUnmeasured: types without a tool say so instead of guessing; thick

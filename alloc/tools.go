@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/tidwall/gjson"
 )
@@ -177,12 +178,14 @@ func ParseRBDDu(b []byte, image string) (provisioned, used int64, snaps []string
 
 func (m *Meter) rbd(ctx context.Context, v Volume, res Result) (Result, error) {
 	res.Method = "rbd"
-	argv := RBDArgv(v.Storage.ID, v.Storage.Props, v.VolName)
+	// A linked clone's volume name is base/image: rbd du takes the image.
+	image := qemuserver.RBDImage(v.VolName)
+	argv := RBDArgv(v.Storage.ID, v.Storage.Props, image)
 	out, err := m.Runner.Run(ctx, argv...)
 	if err != nil {
 		return res, &Error{What: "rbd", Err: fmt.Errorf("`%s`: %w", strings.Join(argv, " "), err)}
 	}
-	prov, used, snaps, err := ParseRBDDu(out, v.VolName)
+	prov, used, snaps, err := ParseRBDDu(out, image)
 	if err != nil {
 		return res, &Error{What: "rbd", Err: err}
 	}

@@ -62,14 +62,13 @@ func startVM(t *testing.T, n *vmtest.Node, vmid, pid int, conf string) {
 // disks and filesystems: ext4 on scsi1's /dev/sdb at /mnt/x), its blank
 // disks probed blank; extra config lines are appended.
 type lab370 struct {
-	n     *vmtest.Node
-	v     *vm.VM
-	g     *guest
-	qemu  *qmptest.QEMU
-	run   *fakerun.Runner
-	node  node.Node
-	conf  string
-	extra string
+	n    *vmtest.Node
+	v    *vm.VM
+	g    *guest
+	qemu *qmptest.QEMU
+	run  *fakerun.Runner
+	node node.Node
+	conf string
 }
 
 func newLab370(t *testing.T, extra string) *lab370 {

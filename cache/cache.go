@@ -13,6 +13,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/advisory"
 	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/flush"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/queues"
 	"github.com/pvediskcheck/pvediskcheck/storage"
@@ -33,6 +34,10 @@ type View struct {
 	// version installed now (advisory.ReadBinary; check's qemu-advisory and
 	// qemu-outdated judge it); omitted for a VM that does not run.
 	QEMU *advisory.Binary `json:"qemu,omitempty"`
+	// Unflushed is what the VM's QEMU holds dirty in node RAM now, from its
+	// cgroup (layer disk.Cgroup), with what a host crash would lose of it;
+	// omitted for a VM that does not run.
+	Unflushed *Unflushed `json:"unflushed,omitempty"`
 }
 
 // Disk is one disk's view.
@@ -67,6 +72,12 @@ type Disk struct {
 	GuestByID   *string  `json:"guest_by_id"`
 	GuestDevice *string  `json:"guest_device"`
 	GuestMounts []string `json:"guest_mounts"`
+	// GuestFilesystems are the mounted filesystems on the disk as the
+	// guest agent reports them (guest-get-fsinfo: type, used and total
+	// bytes, where on the disk, the disks under each); null when the agent
+	// was not asked or did not answer, [] when it answered and none is on
+	// this disk.
+	GuestFilesystems []guestdisk.Filesystem `json:"guest_filesystems"`
 	// ZFS is what `zfs get` says of the disk's zvol (a zfspool disk only):
 	// its volblocksize, sync, compression, primarycache, logbias,
 	// refreservation and volsize, or why they are unknown (layer disk.ZFS).
@@ -89,6 +100,9 @@ type Disk struct {
 	// keeps: acknowledged writes can wait in volatile memory of this node
 	// (what --verify measures).
 	keeps bool
+	// pageCache: the disk's writes go through the node page cache
+	// (storage.Writes.Visible), where the VM's cgroup counts them.
+	pageCache bool
 }
 
 // Line is one remark about a disk; Drift marks a difference between the
@@ -144,8 +158,18 @@ func Build(set *disk.Set) View {
 		if d.ResolveError != nil {
 			out.Notes = append(out.Notes, d.ResolveError.Error())
 		}
+		if drv, _ := d.NextStart(); !d.PendingDelete {
+			if why := v.Storages.ISOMediaRefusal(d.ID, drv); why != "" {
+				when := "the VM does not start"
+				if v.Running {
+					when = "the VM was started before this line was set, and its next start fails"
+				}
+				out.Notes = append(out.Notes, fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q (pvediskcheck check %d gives the fix)", d.ID, drv.Volume, when, why, v.VMID))
+			}
+		}
 		out.Disks = append(out.Disks, build(v, d))
 	}
+	out.Unflushed = unflushed(set.Cgroup, out.Disks)
 	return out
 }
 
@@ -238,6 +262,7 @@ func build(v *vm.VM, d *disk.Disk) Disk {
 	default:
 		j.Unmeasured = w.Note()
 		j.keeps = w.HeldOnNode || j.Cache.NoFlush != nil && *j.Cache.NoFlush
+		j.pageCache = w.Visible
 	}
 	if from != "" {
 		heading += ", " + from
@@ -345,8 +370,12 @@ func ToVerify(view View) []string {
 	return ids
 }
 
-// Attach puts each disk's flush verdict into the view.
+// Attach puts each disk's flush verdict into the view, and how the VM's
+// unflushed bytes moved over the window.
 func (view *View) Attach(r *flush.Result) {
+	if view.Unflushed != nil {
+		view.Unflushed.Verify = r.Unflushed
+	}
 	for i := range view.Disks {
 		for k := range r.Verdicts {
 			if r.Verdicts[k].Disk == view.Disks[i].ID {

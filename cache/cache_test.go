@@ -296,6 +296,32 @@ func TestBuildKinds(t *testing.T) {
 	}
 }
 
+// TestBuildISOWithoutMedia: an ISO volume without media= is a VM that
+// does not start (pve-cfg2cmd: "sata0: explicit media parameter is
+// required for iso images"): said, in the config and in [PENDING]; with
+// media= set, either way, nothing is said.
+func TestBuildISOWithoutMedia(t *testing.T) {
+	for _, c := range []struct{ conf, note string }{
+		{"sata0: local:iso/OpenCore.iso,size=100M\n", `sata0: local:iso/OpenCore.iso is an ISO image without media=: the VM does not start; qemu-server says "sata0: explicit media parameter is required for iso images"`},
+		{"sata0: local:iso/OpenCore.iso,media=disk\n[PENDING]\nsata0: local:iso/OpenCore.iso\n", `sata0: local:iso/OpenCore.iso is an ISO image without media=: the VM does not start`},
+		{"sata0: local:iso/OpenCore.iso,media=disk,size=100M\n", ""},
+		{"ide2: local:iso/debian.iso,media=cdrom\n", ""},
+	} {
+		n := vmtest.New(t, 100, c.conf, everyType(t), nil)
+		v := n.Load(t)
+		view := Build(disk.Of(v, v.Disks))
+		var iso []string
+		for _, note := range view.Notes {
+			if strings.Contains(note, "ISO image") {
+				iso = append(iso, note)
+			}
+		}
+		if c.note == "" && len(iso) != 0 || c.note != "" && (len(iso) != 1 || !strings.HasPrefix(iso[0], c.note)) {
+			t.Errorf("%q: notes %q, want %q", c.conf, iso, c.note)
+		}
+	}
+}
+
 // TestBuildRunningOnlyAndLiveError: a disk the running QEMU has but the
 // config lost, and a QMP that did not answer.
 func TestBuildRunningOnlyAndLiveError(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/disk"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
+	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
 // AgentTimeout bounds the guest agent's answer for the guest names: cache
@@ -25,6 +27,7 @@ func guest(j *Disk, d *disk.Disk) {
 		dev := g.Device
 		j.GuestDevice = &dev
 		j.GuestMounts = append(j.GuestMounts, g.Mounts...)
+		j.GuestFilesystems = append([]guestdisk.Filesystem{}, g.Filesystems...)
 	}
 }
 
@@ -34,6 +37,9 @@ func (d Disk) GuestLine() string {
 	if d.GuestDevice != nil {
 		parts = append(parts, strings.TrimSpace(*d.GuestDevice+" "+strings.Join(d.GuestMounts, " ")))
 	}
+	for _, f := range d.GuestFilesystems {
+		parts = append(parts, FilesystemText(f))
+	}
 	if d.GuestByID != nil {
 		parts = append(parts, *d.GuestByID)
 	}
@@ -41,4 +47,18 @@ func (d Disk) GuestLine() string {
 		return ""
 	}
 	return "in the guest: " + strings.Join(parts, ", ")
+}
+
+// FilesystemText is one guest filesystem in words: "/srv ext4 on sdb1,
+// 1.2 GiB of 9.8 GiB used".
+func FilesystemText(f guestdisk.Filesystem) string {
+	use := "use not reported"
+	if f.UsedBytes != nil && f.TotalBytes != nil {
+		use = units.Bytes(*f.UsedBytes) + " of " + units.Bytes(*f.TotalBytes) + " used"
+	}
+	s := f.Mountpoint + " " + units.OrDash(f.Type) + " on " + units.OrDash(f.Device) + ", " + use
+	if len(f.Disks) > 1 {
+		s += " (spans " + strings.Join(f.Disks, "+") + ")"
+	}
+	return s
 }

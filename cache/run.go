@@ -13,8 +13,9 @@ import (
 
 // Layers are what cache reads of a VM's disks, once (package disk): what
 // QEMU runs (when v runs), the zvols' properties, the queue counts, each
-// running disk's backing chain and the disks as the guest names them.
-const Layers = disk.Live | disk.ZFS | disk.Queues | disk.Backing | disk.Agent
+// running disk's backing chain, the disks as the guest names them and the
+// VM's cgroup (its unflushed page cache).
+const Layers = disk.Live | disk.ZFS | disk.Queues | disk.Backing | disk.Agent | disk.Cgroup
 
 // Run builds the view of the selected disks of v from the Layers, with the
 // QEMU binary it runs (the build, whether an upgrade replaced it, the

@@ -74,6 +74,10 @@ func TestRun(t *testing.T) {
 	if d := byID(*view)["scsi1"]; d.GuestByID == nil || !strings.HasSuffix(*d.GuestByID, "drive-scsi1") {
 		t.Errorf("scsi1's guest name: %v", d.GuestByID)
 	}
+	// A tree with no cgroup of the VM: not measured and why, never 0.
+	if u := view.Unflushed; u == nil || u.Measured || u.UnflushedBytes != nil || !strings.Contains(u.NotMeasured, "no /qemu.slice/380.scope with a memory.stat") {
+		t.Errorf("unflushed without a cgroup: %+v", view.Unflushed)
+	}
 	// The build QEMU's greeting states (qmptest's 7.2), in a tree without
 	// procfs (no exe) or dpkg status.
 	if q := view.QEMU; q == nil || q.Package != "Debian 1:7.2+dfsg-7+deb12u7" || q.Name != "qemu-system-x86" || q.Version != "1:7.2+dfsg-7+deb12u7" ||
@@ -109,6 +113,9 @@ func TestRun(t *testing.T) {
 		if d.Flush != nil {
 			t.Errorf("stopped: %s measured", d.ID)
 		}
+	}
+	if view.Unflushed != nil {
+		t.Errorf("stopped: an unflushed section %+v", view.Unflushed)
 	}
 
 	// Running, no QMP socket: effective modes from the command line, exit 3.

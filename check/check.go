@@ -15,8 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
@@ -294,19 +294,7 @@ func Run(ctx context.Context, n node.Node, ids []int, o Options) *Report {
 		o.Packages = dpkg.NewPackages(n)
 	}
 	res := make([]VMResult, len(ids))
-	par := max(o.Parallel, 1)
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			res[i] = VM(ctx, n, id, o, pools)
-		}()
-	}
-	wg.Wait()
+	node.Each(len(ids), o.Parallel, func(i int) { res[i] = VM(ctx, n, ids[i], o, pools) })
 	rep := Summarize(res)
 	rep.policySummary(ctx, n, o)
 	return rep
@@ -358,7 +346,17 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 		return out, nil
 	}
 	out.Running = v.Running
-	out.Notes = append(out.Notes, v.Notes...)
+	for _, n := range v.Notes {
+		if !slices.Contains(v.Config.DroppedDisks, n) {
+			out.Notes = append(out.Notes, n)
+		}
+	}
+	// A line Proxmox drops that names a disk takes the disk away: the VM
+	// starts without it (its system disk, maybe), an error, not a note.
+	for _, d := range v.Config.DroppedDisks {
+		out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: d,
+			Fix: "edit " + n.Paths.VMConfig(vmid) + ": write the line as `KEY: VALUE` with a disk slot Proxmox knows (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0)"})
+	}
 	// One exchange with QEMU: its live view, and for disk-stalled the
 	// counters and the threads too.
 	layers := disk.Live | disk.Chains

@@ -155,28 +155,18 @@ func fsUse(total, free int64) string {
 // statfs reads a filesystem's size and the space an unprivileged writer
 // can still use, within statfsTimeout.
 func statfs(ctx context.Context, path string) (total, free int64, err error) {
-	type res struct {
-		st  unix.Statfs_t
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		var r res
-		r.err = unix.Statfs(path, &r.st)
-		ch <- r
-	}()
-	ctx, cancel := context.WithTimeout(ctx, statfsTimeout)
-	defer cancel()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return 0, 0, r.err
-		}
-		bs := int64(r.st.Bsize)
-		return int64(r.st.Blocks) * bs, int64(r.st.Bavail) * bs, nil
-	case <-ctx.Done():
+	st, err := node.Within(ctx, statfsTimeout, func() (st unix.Statfs_t, err error) {
+		err = unix.Statfs(path, &st)
+		return st, err
+	})
+	switch {
+	case node.GaveUp(err):
 		return 0, 0, fmt.Errorf("no answer within %s", statfsTimeout)
+	case err != nil:
+		return 0, 0, err
 	}
+	bs := int64(st.Bsize)
+	return int64(st.Blocks) * bs, int64(st.Bavail) * bs, nil
 }
 
 // thinPools reports the thin pools the VM's disks live on when they are

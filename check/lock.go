@@ -24,6 +24,12 @@ func locked(v *vm.VM, out *VMResult) {
 		f.Severity = Warning // it runs; what refuses is the next change or start
 	}
 	var prefix string
+	// A lock outside Proxmox's enum is kept (parse_vm_config checks no
+	// enum) and refuses as any does; no task kind is known for it.
+	tasks := vm.LockTasks(l.Kind)
+	if tasks == "" && l.Kind != "suspended" {
+		tasks = l.Kind
+	}
 	switch {
 	case l.Kind == "suspended":
 		f.Severity, f.Message, f.Fix = Info, "the VM is hibernated (lock: suspended): qm start resumes it and clears the lock; qm set refuses until then", "qm start "+vmid
@@ -33,12 +39,12 @@ func locked(v *vm.VM, out *VMResult) {
 		f.Message = fmt.Sprintf("the config is locked (lock: %s) by task %s, which runs: %s until it ends", l.Kind, l.Task, refused)
 		prefix = "once task " + l.Task + " has ended: "
 	case l.Stale():
-		f.Message = fmt.Sprintf("the config is locked (lock: %s) and no %s task runs on this node: the lock is stale, left by an interrupted %s; %s", l.Kind, vm.LockTasks(l.Kind), l.Kind, refused)
+		f.Message = fmt.Sprintf("the config is locked (lock: %s) and no %s task runs on this node: the lock is stale, left by an interrupted %s; %s", l.Kind, tasks, l.Kind, refused)
 		f.Fix = "qm unlock " + vmid
 		prefix = "qm unlock " + vmid + ", then "
 	default:
-		f.Message = fmt.Sprintf("the config is locked (lock: %s); %s; whether a %s task still holds it is not known here (no readable /var/log/pve/tasks/active)", l.Kind, refused, vm.LockTasks(l.Kind))
-		f.Fix = "if no " + vm.LockTasks(l.Kind) + " task runs for VM " + vmid + ": qm unlock " + vmid
+		f.Message = fmt.Sprintf("the config is locked (lock: %s); %s; whether a %s task still holds it is not known here (no readable /var/log/pve/tasks/active)", l.Kind, refused, tasks)
+		f.Fix = "if no " + tasks + " task runs for VM " + vmid + ": qm unlock " + vmid
 		prefix = f.Fix + ", then "
 	}
 	// Every qm set fix is refused while the lock is set: it follows

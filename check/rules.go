@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -30,8 +32,19 @@ func judge(ctx context.Context, set *disk.Set, here string, pools *thinpool.Cach
 	v := set.VM
 	j := newJudge(set)
 	j.os, j.here, j.pol = os, here, pol
+	j.macOS = macOSEvidence(j.next["args"])
 	if os != nil && os.windows() && virtioCapable(j.ostype) {
 		out.Notes = append(out.Notes, fmt.Sprintf("the config's ostype %s says Linux, but the guest agent reports %s: no move off an emulated controller is advised (Windows boots from VirtIO SCSI only with its vioscsi driver installed first)", j.ostype, os.name()))
+	}
+	if j.macOS != "" && emulatedDisks(v) {
+		n := "the guest is macOS (" + j.macOS + ")"
+		if virtioCapable(j.ostype) {
+			n += ", although the config's ostype " + j.ostype + " says Linux"
+		}
+		out.Notes = append(out.Notes, n+": no move off an emulated controller is advised (macOS has no VirtIO SCSI driver, and a macOS guest boots from the disks its OpenCore/bootloader set-up expects)")
+	}
+	if f := unknownSCSIHW(j); f != nil {
+		out.add(*f)
 	}
 	for _, d := range set.Disks {
 		if k := d.Kind(); d.ParseError == nil && (k == qemuserver.KindTPMState || k == qemuserver.KindEmptyCDROM) {
@@ -77,6 +90,34 @@ func judge(ctx context.Context, set *disk.Set, here string, pools *thinpool.Cach
 	fleecingLeftovers(v, out)
 }
 
+// unknownSCSIHW: parse_vm_config keeps a scsihw outside its enum (it
+// checks no enumeration), and qemu-server passes it to QEMU as the SCSI
+// controller's device model (`-device virtio,id=scsihw0`, the oracle's
+// command line), which QEMU refuses ("'virtio' is not a valid device model
+// name", QEMU 7.2 measured): with a SCSI disk the VM does not start.
+func unknownSCSIHW(j *judger) *Finding {
+	hw, ok := j.next["scsihw"]
+	if !ok || slices.Contains(qemuserver.SCSIControllers, hw) {
+		return nil
+	}
+	for _, k := range qemuserver.DiskKeys(j.next) {
+		if bus, _, _ := qemuserver.SplitDiskKey(k); bus == "scsi" {
+			return &Finding{Severity: Error, Code: CodeConfigInvalid, Disk: k,
+				Message: fmt.Sprintf("scsihw %s is no SCSI controller Proxmox knows (%s): Proxmox keeps the line and passes -device %s to QEMU for the SCSI disks' controller, which QEMU refuses (%q): the VM does not start", clip(hw), strings.Join(qemuserver.SCSIControllers, ", "), clip(hw), "'"+hw+"' is not a valid device model name"),
+				Fix:     fmt.Sprintf("qm set %d --scsihw lsi (Proxmox's default; or virtio-scsi-single for a guest with VirtIO drivers)", j.v.VMID)}
+		}
+	}
+	return nil
+}
+
+// clip shortens what the config says for a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:40]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
 // judger holds what the disk rules need from the VM.
 type judger struct {
 	v        *vm.VM
@@ -97,6 +138,9 @@ type judger struct {
 	notes []string
 	// pol is the VM's policy judgement (nil without --policy).
 	pol *policyRun
+	// macOS is the evidence that the guest is macOS ("" when none): the
+	// config's args giving QEMU an Apple SMC.
+	macOS string
 }
 
 func newJudge(set *disk.Set) *judger {
@@ -123,13 +167,33 @@ func (j *judger) osWord() string {
 	return "the config's ostype " + j.ostype + " says the guest has VirtIO drivers"
 }
 
+// macOSEvidence says what shows the guest is macOS: an Apple SMC on
+// QEMU's command line (`args: -device isa-applesmc,...`, which only a macOS
+// guest needs, whatever ostype says); "" when nothing does.
+func macOSEvidence(args string) string {
+	if strings.Contains(args, "isa-applesmc") {
+		return "the config's args give QEMU -device isa-applesmc"
+	}
+	return ""
+}
+
 // virtioGuest: the guest has VirtIO drivers out of the box, by the guest
-// agent where it answered, else by the config's ostype.
+// agent where it answered, else by the config's ostype; never macOS.
 func (j *judger) virtioGuest() bool {
+	if j.macOS != "" {
+		return false
+	}
 	if j.os != nil {
 		return !j.os.windows()
 	}
 	return virtioCapable(j.ostype)
+}
+
+// protected: the config sets protection (update_vm then refuses to remove
+// a drive, so no move).
+func (j *judger) protected() bool {
+	b, ok := qemuserver.ParseBool(j.next["protection"])
+	return ok && b
 }
 
 // defaultSCSIHW says when the controller is Proxmox's default, not a line.
@@ -184,10 +248,18 @@ type diskRun struct {
 	findings []Finding
 	fixed    []bool // findings[i] is fixed by the combined command
 	edits    map[edit]bool
+	// dropped: Proxmox drops the line, the VM starts without the disk;
+	// drv is the line repaired.
+	dropped bool
 }
 
 // add records a finding and the edit to the disk's line that fixes it.
+// On a line Proxmox drops it judges the line as its fix restores it, and
+// says so: the VM has no such disk until then.
 func (r *diskRun) add(sev Severity, code Code, msg string, e edit) {
+	if r.dropped {
+		msg = "once the line is fixed (today the VM starts without this disk): " + msg
+	}
 	r.findings = append(r.findings, Finding{Severity: sev, Code: code, Disk: r.d.ID, Message: msg})
 	r.fixed = append(r.fixed, true)
 	r.edits[e] = true
@@ -258,6 +330,13 @@ func (j *judger) disk(d *disk.Disk) []Finding {
 			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
 				Message: msg + "; " + why + " (" + where + "), so only an edit of the config file moves it"})
 			r.fixed = append(r.fixed, false)
+		} else if j.protected() {
+			// update_vm refuses the --delete of a move: "can't remove
+			// drive 'sata0' - protection mode enabled" (asked of the
+			// oracle: TestCheckFixesAcceptedByProxmox).
+			r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeEmulatedController, Disk: r.d.ID,
+				Message: msg + fmt.Sprintf("; the VM has protection: 1, and qm set refuses the move (%q): no move is printed; clear it first (qm set %d --protection 0) to move the disk, and set it again after", "can't remove drive '"+r.d.ID+"' - protection mode enabled", j.v.VMID)})
+			r.fixed = append(r.fixed, false)
 		} else {
 			r.add(Warning, CodeEmulatedController, msg, editMove)
 		}
@@ -266,15 +345,19 @@ func (j *judger) disk(d *disk.Disk) []Finding {
 	// emulates every request in its main loop and no disk gets an IO
 	// thread. Proxmox's default without a scsihw line is lsi (QemuServer.pm
 	// $confdesc scsihw), one of them.
-	if r.drv.Bus == "scsi" && !qemuserver.VirtIOSCSI(j.scsihw) && j.virtioGuest() {
+	if r.drv.Bus == "scsi" && !qemuserver.VirtIOSCSI(j.scsihw) && slices.Contains(qemuserver.SCSIControllers, j.scsihw) && j.virtioGuest() {
 		r.add(Warning, CodeEmulatedController,
 			fmt.Sprintf("scsihw %s%s is an emulated SCSI controller: QEMU emulates every request in its main loop, without an IO thread, as it does for SATA (which the lab measured at 25-30%% of VirtIO random reads at 3-4 times the latency), and %s", j.scsihw, j.defaultSCSIHW(), j.osWord()),
 			editSCSIHW)
 	}
-	if r.drv.Opts["discard"] != "on" && storage.ReturnsSpace(r.stor, r.settings.Format, r.path) {
-		r.add(Warning, CodeDiscardIgnoredOnThin,
-			"discard is off on "+r.storageName()+": space the guest frees (fstrim) never returns to the "+r.evidenceDiscard(),
-			editDiscard)
+	if r.drv.Opts["discard"] != "on" {
+		if storage.ReturnsSpace(r.stor, r.settings.Format, r.path) {
+			r.add(Warning, CodeDiscardIgnoredOnThin,
+				"discard is off on "+r.storageName()+": space the guest frees (fstrim) never returns to the "+r.evidenceDiscard(),
+				editDiscard)
+		} else if n := r.rawImageNote(); n != "" {
+			j.notes = append(j.notes, n)
+		}
 	}
 	return r.finish()
 }
@@ -291,11 +374,22 @@ func (r *diskRun) prepare() bool {
 			base := removeOpt(line, "ssd")
 			if drv, err := qemuserver.ParseDrive(d.ID, base); err == nil {
 				if s, err := qemuserver.Predict(drv, v.Storages, r.j.defaults, v.IsBlockDevice); err == nil {
+					// parse_vm_config drops the line ("unable to parse
+					// value of 'virtio0' - format error / ssd: property is
+					// not defined in schema"; TestSSDOnVirtIOAsProxmox
+					// asks Proxmox): the VM starts without the disk, so
+					// an error. The other rules judge the line as the fix
+					// restores it (one command fixes all, none appears
+					// after it), each saying the disk is not there yet.
 					r.repaired(drv, s)
-					r.findings = append(r.findings, Finding{Severity: Warning, Code: CodeSSDUnsupported, Disk: d.ID,
-						Message: "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox's parser rejects this hand-edited line and starts the VM without the disk"})
+					msg := "ssd emulation is not available on VirtIO Block (Proxmox offers it for SCSI, SATA and IDE only): Proxmox drops this hand-edited line (\"unable to parse value of '" + d.ID + "' - format error: ssd: property is not defined in schema\") and starts the VM without the disk"
+					if r.j.bootsFrom(d.ID) {
+						msg += ", its boot disk: the guest does not boot"
+					}
+					r.findings = append(r.findings, Finding{Severity: Error, Code: CodeSSDUnsupported, Disk: d.ID, Message: msg})
 					r.fixed = append(r.fixed, true)
 					r.edits[editSSD] = true
+					r.dropped = true
 					return true
 				}
 			}
@@ -359,9 +453,14 @@ func (j *judger) storageUnavailable(d *disk.Disk) *Finding {
 		}
 		return nil
 	}
+	// No qm disk move: it activates the source volume on this node first
+	// (API2/Qemu.pm move_disk's $move_updatefn: activate_volumes of the
+	// drive's volume), which fails as the start does.
 	fix := "pvesm set " + st.ID + " --disable 0"
 	if !st.Bool("disable") {
-		fix = "pvesm set " + st.ID + " --nodes " + st.Props["nodes"] + "," + j.here + " (when this node reaches the storage), or qm disk move " + strconv.Itoa(j.v.VMID) + " " + d.ID + " <a storage of this node>"
+		fix = "pvesm set " + st.ID + " --nodes " + st.Props["nodes"] + "," + j.here + " (when this node reaches the storage), or run the VM on a node of " + st.Props["nodes"] + " (qm disk move cannot help: it activates the volume on this node first and fails as the start does)"
+	} else {
+		fix += " (qm disk move cannot help: it activates the volume first and fails as the start does)"
 	}
 	return &Finding{Severity: Error, Code: CodeStorageUnavailable, Disk: d.ID,
 		Message: fmt.Sprintf("storage %s is %s: the next start fails with %q (vm_start activates every volume)", st.ID, why, st.ProxmoxRefusal(j.here)),
@@ -395,23 +494,33 @@ func (r *diskRun) unsettable() (why, where string) {
 
 // isoWithoutMedia: qemu-server refuses to start a VM with an ISO volume
 // that sets no media (QemuServer.pm print_drive_commandline_full and
-// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive commandline: die if drive with
-// ISO sets no explicit media"). qm set accepts the line with media=cdrom;
-// media=disk, for an image the guest writes to, only by editing the file.
+// Blockdev.pm generate_file_blockdev, commit 2e2f8cb7 "print drive
+// commandline: die if drive with ISO sets no explicit media"). An ISO
+// volume used as a disk is, on real nodes, a macOS OpenCore or recovery
+// image: a raw disk, which the guest boots from as a disk only. So the fix
+// is media=disk, an edit of the file (qm set refuses any media but cdrom
+// for an ISO image: API2/Qemu.pm check_drive_param); media=cdrom by qm set
+// is offered after it for an installer, but not where the line sets
+// format=, which Proxmox refuses beside media=cdrom ("unable to parse
+// drive options").
 func (r *diskRun) isoWithoutMedia() []Finding {
 	vmid := strconv.Itoa(r.j.v.VMID)
-	f := r.drv.Clone()
-	f.Opts["media"] = "cdrom"
-	argv := []string{"qm", "set", vmid, "--" + r.d.ID, f.String()}
-	fix := shellJoin(argv) + " (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in " + configFile(vmid) + " instead: qm set refuses that for an ISO image)"
+	disk := r.drv.Clone()
+	disk.Opts["media"] = "disk"
+	fix := "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + disk.String() + "' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image)"
+	if _, ok := r.drv.Opts["format"]; !ok {
+		cd := r.drv.Clone()
+		cd.Opts["media"] = "cdrom"
+		fix += "; for an installer the guest only reads, " + shellJoin([]string{"qm", "set", vmid, "--" + r.d.ID, cd.String()}) + " instead"
+	}
 	when := "the VM will not start"
 	if r.j.v.Running {
 		when = "the running VM was started before this line was set, and its next start fails"
 		fix += ", then qm reboot " + vmid + " " + restartHint
 	}
 	return append(r.findings, Finding{Severity: Error, Code: CodeConfigInvalid, Disk: r.d.ID,
-		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.d.ID+": explicit media parameter is required for iso images"),
-		Fix:     fix, Command: argv})
+		Message: fmt.Sprintf("%s: %s is an ISO image without media=: %s; qemu-server says %q", r.d.ID, r.drv.Volume, when, r.j.v.Storages.ISOMediaRefusal(r.d.ID, r.drv)),
+		Fix:     fix})
 }
 
 // configFile is the VM's config as the admin edits it on the node.
@@ -490,6 +599,25 @@ func (r *diskRun) evidenceDiscard() string {
 		return "pool (rbd du's used size stays; not measured here, no Ceph)"
 	}
 	return "storage (measured with QEMU on a sparse image: a guest trim of 128 MiB left its allocated blocks unchanged with discard=ignore; with discard=on 128 MiB went back)"
+}
+
+// rawImageNote says why discard was not judged on a raw image of a file
+// storage (dir, nfs, cifs ...), whose space comes back only when the file
+// is sparse: a fully allocated image (preallocated, or copied in full) or
+// one this process cannot read. "" for any other disk.
+func (r *diskRun) rawImageNote() string {
+	if r.stor == nil || r.stor.Facts().Discard != storagetype.DiscardPerImage || r.settings.Format == "qcow2" || r.j.v.Storages.IsISO(r.drv.Volume) {
+		return ""
+	}
+	why := "the image is fully allocated (preallocated or copied in full): it gives no space back until it is sparse again, so discard=off costs nothing today"
+	if st, err := os.Stat(r.path); errors.Is(err, fs.ErrNotExist) {
+		why = "the image is not there on this node (" + r.path + "), so whether it is sparse is not known"
+	} else if err != nil {
+		why = "the image cannot be read here (" + err.Error() + "), so whether it is sparse is not known"
+	} else if !st.Mode().IsRegular() {
+		why = r.path + " is not a regular file"
+	}
+	return fmt.Sprintf("%s: discard is off on raw image %s on %s; discard-ignored-on-thin not judged: %s", r.d.ID, r.drv.Volume, r.storageName(), why)
 }
 
 // finish applies the edits to one copy of the line and gives every finding
@@ -601,6 +729,15 @@ func (r *diskRun) fix() ([]string, string) {
 	return argv, text
 }
 
+// bootsFrom: the boot order (order=, or the legacy bootdisk) names the disk.
+func (j *judger) bootsFrom(id string) bool {
+	opts, _ := qemuserver.SplitQemuOpts(j.next["boot"], "legacy")
+	if order := opts["order"]; order != "" {
+		return slices.Contains(strings.Split(order, ";"), id)
+	}
+	return j.next["bootdisk"] == id
+}
+
 // bootOrder keeps a moved disk bootable: the order with the disk's new key
 // where boot: order= names it (qm set drops a deleted disk from the order,
 // API2/Qemu.pm update_vm), or --bootdisk with the new key where the legacy
@@ -615,11 +752,17 @@ func (j *judger) bootOrder(from, to string) []string {
 		}
 		return nil
 	}
-	parts := strings.Split(order, ";")
+	// update_vm refuses an order naming a device the config lacks
+	// ("invalid bootorder: device 'net0' does not exist'", API2/Qemu.pm):
+	// a stale entry, which the start skips, is left out.
+	var parts []string
 	found := false
-	for i, p := range parts {
-		if p == from {
-			parts[i], found = to, true
+	for _, p := range strings.Split(order, ";") {
+		switch {
+		case p == from:
+			parts, found = append(parts, to), true
+		case j.next[p] != "" || j.v.Config.Main[p] != "":
+			parts = append(parts, p)
 		}
 	}
 	if !found {

@@ -83,13 +83,18 @@ func ruleCases() []ruleCase {
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on (adjust the guest's fstab/boot device)"},
 			msgs:  map[string]string{"emulated-controller ide0": "IDE is an emulated controller; the lab measured SATA at 25-30% of VirtIO random reads at 3-4 times the latency, and the config's ostype l26 says the guest has VirtIO drivers"}},
-		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
+		{name: "IDE moves to a free slot, the boot order follows, model goes", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on,model=Disk%20A\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsi0: local-lvm:vm-100-disk-1,discard=on\n",
 			want:  []string{"warning emulated-controller ide0"},
 			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi1 local-lvm:vm-100-disk-0,discard=on --boot 'order=scsi1;net0' (adjust the guest's fstab/boot device)"}},
+		// update_vm refuses an order naming a device the config lacks: a
+		// stale entry (no net0 here) is left out of the new order.
+		{name: "a move's boot order leaves out a device the config lacks", conf: "ostype: l26\nscsihw: virtio-scsi-pci\nboot: order=ide0;net0\nide0: " + lvmVol + ",discard=on\n",
+			want:  []string{"warning emulated-controller ide0"},
+			fixes: map[string]string{"emulated-controller ide0": "with the VM stopped: qm set 100 --delete ide0 --scsi0 local-lvm:vm-100-disk-0,discard=on --boot order=scsi0 (adjust the guest's fstab/boot device)"}},
 		// Issue 26 #1: with no scsihw line the SCSI controller is lsi, as
 		// emulated as SATA: the move makes it VirtIO SCSI, and says the
 		// guest needs the driver first.
-		{name: "SATA moves off, and the default lsi becomes VirtIO SCSI", conf: "ostype: l26\nboot: order=sata0;ide2;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nide2: none,media=cdrom\n",
+		{name: "SATA moves off, and the default lsi becomes VirtIO SCSI", conf: "ostype: l26\nboot: order=sata0;ide2;net0\nsata0: local-lvm:vm-105-disk-0,size=20G\nide2: none,media=cdrom\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\n",
 			want: []string{"warning discard-ignored-on-thin sata0", "warning emulated-controller sata0"},
 			fixes: map[string]string{"emulated-controller sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)",
 				"discard-ignored-on-thin sata0": "with the VM stopped: qm set 100 --scsihw virtio-scsi-single --delete sata0 --scsi0 local-lvm:vm-105-disk-0,size=20G,discard=on --boot 'order=scsi0;ide2;net0'" + driver + " (adjust the guest's fstab/boot device)"},
@@ -132,17 +137,33 @@ func ruleCases() []ruleCase {
 		{name: "SCSI on lsi, no ostype", conf: "scsi0: " + lvmVol + ",discard=on\n", want: none},
 		{name: "a SCSI CD-ROM on lsi", conf: "ostype: l26\nscsi0: local:iso/debian.iso,media=cdrom\n", want: none},
 		{name: "a read-only SCSI disk on lsi", conf: "ostype: l26\nscsi0: " + lvmVol + ",ro=1\n", want: none},
-		{name: "an unknown scsihw is dropped: lsi", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
-			want: []string{"warning emulated-controller scsi0"}, msgs: map[string]string{"emulated-controller scsi0": "(Proxmox's default when scsihw is not set)"},
-			notes: []string{`line 2: scsihw: value "virtio" is not one of`}},
+		// Proxmox keeps it (no enum check) and QEMU refuses -device virtio.
+		{name: "an unknown scsihw: the VM does not start", conf: "ostype: l26\nscsihw: virtio\nscsi0: " + lvmVol + ",discard=on\n",
+			want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `scsihw "virtio" is no SCSI controller Proxmox knows`},
+			fixes: map[string]string{"config-invalid scsi0": "qm set 100 --scsihw lsi (Proxmox's default; or virtio-scsi-single for a guest with VirtIO drivers)"}},
+		{name: "an unknown scsihw without a SCSI disk: no controller", conf: "ostype: l26\nscsihw: virtio\nvirtio0: " + lvmVol + ",discard=on\n", want: none},
 		// Issue 26 #6: ISO images as disks. Without media= qemu-server
 		// refuses to start (the cfg2cmd case ide-no-media-error); qm set
 		// takes the line only with media=cdrom.
 		{name: "an ISO image without media: the VM does not start", conf: "ostype: l26\nide3: local:iso/three.iso,size=112M\n",
 			want:  []string{"error config-invalid ide3"},
-			fixes: map[string]string{"config-invalid ide3": "qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom (the image as a CD-ROM; for an image the guest writes to, add media=disk to the line in /etc/pve/qemu-server/100.conf instead: qm set refuses that for an ISO image)"},
+			fixes: map[string]string{"config-invalid ide3": "edit /etc/pve/qemu-server/100.conf: the line 'ide3: local:iso/three.iso,size=112M' becomes 'ide3: local:iso/three.iso,size=112M,media=disk' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image); for an installer the guest only reads, qm set 100 --ide3 local:iso/three.iso,size=112M,media=cdrom instead"},
 			msgs:  map[string]string{"config-invalid ide3": `ide3: local:iso/three.iso is an ISO image without media=: the VM will not start; qemu-server says "ide3: explicit media parameter is required for iso images"`}},
 		{name: "an ISO image without media, cache=unsafe: only the start matters", conf: "sata0: local:iso/OpenCore-v21.iso,cache=unsafe,size=150M\n", want: []string{"error config-invalid sata0"}},
+		// format= beside media=cdrom is refused: no media=cdrom offered.
+		{name: "an ISO image without media, with format=: media=disk only", conf: "sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M\n", want: []string{"error config-invalid sata0"},
+			fixes: map[string]string{"config-invalid sata0": "edit /etc/pve/qemu-server/100.conf: the line 'sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M' becomes 'sata0: local:iso/OpenCore-v21.iso,format=raw,size=150M,media=disk' (the image as the raw disk it is, as a macOS OpenCore or recovery image is: qm set refuses media=disk for an ISO image)"}},
+		// macOS (an Apple SMC in args), whatever ostype says: no move.
+		{name: "macOS with ostype l26 on SATA: said, not moved", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x -smbios type=2\nsata0: " + lvmVol + ",discard=on\n", want: none,
+			notes: []string{"the guest is macOS (the config's args give QEMU -device isa-applesmc), although the config's ostype l26 says Linux: no move off an emulated controller is advised"}},
+		{name: "macOS with ostype l26 on lsi: no scsihw change", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x\nscsi0: " + lvmVol + ",discard=on\n", want: none,
+			notes: []string{"the guest is macOS"}},
+		{name: "macOS on VirtIO SCSI: nothing to say", conf: "ostype: l26\nargs: -device isa-applesmc,osk=x\nscsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on\n", want: none},
+		// protection: 1: update_vm refuses to remove a drive, so no move.
+		{name: "a protected VM's SATA disk: no move printed", conf: "ostype: l26\nprotection: 1\nsata0: " + lvmVol + "\n",
+			want:  []string{"warning discard-ignored-on-thin sata0", "warning emulated-controller sata0"},
+			fixes: map[string]string{"discard-ignored-on-thin sata0": "qm set 100 --sata0 local-lvm:vm-100-disk-0,discard=on", "emulated-controller sata0": ""},
+			msgs:  map[string]string{"emulated-controller sata0": `the VM has protection: 1, and qm set refuses the move ("can't remove drive 'sata0' - protection mode enabled"): no move is printed; clear it first (qm set 100 --protection 0)`}},
 		// The real macOS configs: media=disk starts, but qm set refuses
 		// any line for it, so the fix edits the file.
 		{name: "an ISO image as media=disk with cache=unsafe", conf: "ostype: other\nsata0: local:iso/OpenCore-v21.iso,cache=unsafe,media=disk,size=150M\n",
@@ -191,8 +212,13 @@ func ruleCases() []ruleCase {
 		{name: "discard off on a qcow2 image", conf: "scsi0: local:100/vm-100-disk-0.qcow2\n", want: []string{"warning discard-ignored-on-thin scsi0"}, msgs: map[string]string{"discard-ignored-on-thin scsi0": "sparse image"}},
 		{name: "discard off on a sparse raw image", conf: "scsi0: local:100/vm-100-disk-0.raw\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": true},
 			want: []string{"warning discard-ignored-on-thin scsi0"}},
-		{name: "discard off on a fully written raw image", conf: "scsi0: local:100/vm-100-disk-0.raw\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": false}, want: none},
-		{name: "discard off on a raw image the node cannot see", conf: "scsi0: nas:100/vm-100-disk-0.raw\n", want: none},
+		{name: "discard off on a fully written raw image: said, not judged", conf: "scsi0: local:100/vm-100-disk-0.raw\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": false}, want: none,
+			notes: []string{"scsi0: discard is off on raw image local:100/vm-100-disk-0.raw on dir storage local; discard-ignored-on-thin not judged: the image is fully allocated"}},
+		{name: "discard off on a raw image that is not there: said, not judged", conf: "scsi0: local:100/vm-100-disk-0.raw\n", want: none,
+			notes: []string{"scsi0: discard is off on raw image local:100/vm-100-disk-0.raw on dir storage local; discard-ignored-on-thin not judged: the image is not there on this node ("}},
+		{name: "discard on, on a fully written raw image: nothing to say", conf: "scsi0: local:100/vm-100-disk-0.raw,discard=on\n", images: map[string]bool{"var/lib/vz/images/100/vm-100-disk-0.raw": false}, want: none},
+		{name: "discard off on a raw image the node cannot see", conf: "scsi0: nas:100/vm-100-disk-0.raw\n", want: none,
+			notes: []string{"scsi0: discard is off on raw image nas:100/vm-100-disk-0.raw on nfs storage nas; discard-ignored-on-thin not judged: the image is not there on this node"}},
 		// limits, parse errors
 		{name: "mbps with mbps_rd", conf: "scsi0: " + lvmVol + ",discard=on,mbps=10,mbps_rd=5\n",
 			want: []string{"error limit-invalid scsi0"}, fixes: map[string]string{"limit-invalid scsi0": "qm set 100 --scsi0 local-lvm:vm-100-disk-0,discard=on,mbps_rd=5"},
@@ -214,13 +240,27 @@ func ruleCases() []ruleCase {
 			notes: []string{"ide2 is an empty CD-ROM drive"}},
 		{name: "valid limits", conf: "scsi0: " + lvmVol + ",discard=on,mbps_wr=20,mbps_wr_max=40,iops_rd=500\n", want: none},
 		{name: "iothread on SATA does not parse", conf: "sata0: " + lvmVol + ",iothread=1\n", want: []string{"error config-invalid sata0"}, msgs: map[string]string{"config-invalid sata0": "Proxmox ignores this disk"}},
+		// Issue 32: a dropped line that names a disk takes the disk away.
+		{name: "a disk line of no key: value shape is an error", conf: "scsi0 : " + lvmVol + ",discard=on\n", want: []string{"error config-invalid -"},
+			msgs: map[string]string{"config-invalid ": `line 1: "scsi0 : local-lvm:vm-100-disk-0,discard="... (42 bytes) is not a ` + "`key: value`" + ` line: Proxmox drops it ("unable to parse config") and starts the VM without this disk`}},
+		{name: "a disk key past its bus's last slot is an error", conf: "scsi31: " + lvmVol + ",discard=on\n", want: []string{"error config-invalid -"},
+			msgs: map[string]string{"config-invalid ": `scsi31 is no disk slot`}},
 		{name: "a storage storage.cfg lacks", conf: "scsi0: nostore:vm-100-disk-0\n", want: []string{"error config-invalid scsi0"}, msgs: map[string]string{"config-invalid scsi0": `storage "nostore"`}},
 		{name: "ssd on VirtIO Block, with cache=unsafe: one fix", conf: "virtio0: " + lvmVol + ",ssd=1,cache=unsafe,discard=on\n",
-			want: []string{"error cache-unsafe virtio0", "warning ssd-unsupported virtio0"},
+			// Proxmox drops the line: the other rules judge the line the
+			// fix restores, saying the VM lacks the disk until then.
+			want: []string{"error cache-unsafe virtio0", "error ssd-unsupported virtio0"},
 			fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on",
-				"cache-unsafe virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+				"cache-unsafe virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"cache-unsafe virtio0": "once the line is fixed (today the VM starts without this disk): cache=unsafe"}},
 		{name: "ssd on VirtIO Block alone", conf: "virtio0: " + lvmVol + ",discard=on,ssd=1\n",
-			want: []string{"warning ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"}},
+			want: []string{"error ssd-unsupported virtio0"}, fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"ssd-unsupported virtio0": "starts the VM without the disk"}},
+		{name: "ssd on VirtIO Block without discard: the discard advice is for the line restored", conf: "boot: order=virtio0\nvirtio0: " + lvmVol + ",ssd=1\n",
+			want:  []string{"error ssd-unsupported virtio0", "warning discard-ignored-on-thin virtio0"},
+			fixes: map[string]string{"ssd-unsupported virtio0": "qm set 100 --virtio0 local-lvm:vm-100-disk-0,discard=on"},
+			msgs: map[string]string{"ssd-unsupported virtio0": "without the disk, its boot disk: the guest does not boot",
+				"discard-ignored-on-thin virtio0": "once the line is fixed (today the VM starts without this disk): discard is off"}},
 		{name: "ssd on VirtIO Block with another error", conf: "virtio0: " + lvmVol + ",ssd=1,bogus=1\n", want: []string{"error config-invalid virtio0"}},
 		// queues= over QEMU's maximum (measured: 1022 starts, 1023 does not)
 		{name: "queues at QEMU's maximum", conf: "scsihw: virtio-scsi-single\nscsi0: " + lvmVol + ",discard=on,iothread=1,queues=1022\n", want: none},

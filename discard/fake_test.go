@@ -59,9 +59,6 @@ type replay struct {
 	replies map[string]string // by key
 	phases  map[string]map[string]string
 	phase   string
-	// silent, when set, makes the fake QEMU send nothing while it
-	// returns true (QEMU stopped).
-	silent func() bool
 }
 
 func newReplay(t testing.TB, dir string) *replay {

@@ -2,6 +2,7 @@ package discard
 
 import (
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 )
 
@@ -45,8 +46,17 @@ type Disk struct {
 	Allocation alloc.Result `json:"allocation"`
 	// SinceStart are the counters since QEMU started; nil when not running.
 	SinceStart *Counters `json:"since_start"`
-	Warnings   []Reason  `json:"warnings"`
-	Result     *Result   `json:"result,omitempty"`
+	// GuestFilesystems are the guest's mounted filesystems on the disk
+	// (guest-get-fsinfo; status, or before the trim); null when the agent
+	// was not asked (--wait) or said nothing, [] when none is on this disk.
+	GuestFilesystems []guestdisk.Filesystem `json:"guest_filesystems"`
+	// Reclaimable is what a trim would give back (JudgeReclaim), as the
+	// run found the disk before it trimmed; null for a volume that is not
+	// thin (a trim gives nothing back there) and under --wait, which does
+	// not ask the guest agent.
+	Reclaimable *Reclaim `json:"reclaimable"`
+	Warnings    []Reason `json:"warnings"`
+	Result      *Result  `json:"result,omitempty"`
 }
 
 // Setting is the discard option as configured, as QEMU runs it and as the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
@@ -105,7 +106,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 		}
 		SetNodes(ts)
 	}
-	r := &run{n: n, v: v, ts: ts, o: o, newMeter: newMeter,
+	r := &run{n: n, v: v, ts: ts, sel: sel, o: o, newMeter: newMeter,
 		rep: &Report{VMID: v.VMID, Running: v.Running, Mode: o.Mode, Disks: []Disk{}}}
 	// What the model took from the node, and every selected disk that
 	// takes no discards, said rather than silently left out.
@@ -126,6 +127,12 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 	var guest *GuestTrim
 	var window *Sampling
 	var runErr error
+	if o.Mode == Status {
+		// The trim asks guest-get-fsinfo itself (strictly); the status one
+		// look through disk's Agent layer, for the reclaimable figure.
+		// --wait leaves the agent alone: the admin trims in the guest.
+		r.askGuest(ctx)
+	}
 	switch o.Mode {
 	case Trim:
 		if guest, err = r.trim(ctx); err != nil {
@@ -154,9 +161,14 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, o Options) 
 
 // run is one invocation's state.
 type run struct {
-	n        node.Node
-	v        *vm.VM
-	ts       []*Target
+	n   node.Node
+	v   *vm.VM
+	ts  []*Target
+	sel []*vm.Disk
+	// seen is the guest agent's view of the disks by id, agentErr why it
+	// said nothing (askGuest, or the trim's own guest-get-fsinfo).
+	seen     map[string]guestdisk.Seen
+	agentErr error
 	o        Options
 	newMeter func() Meter
 	rep      *Report
@@ -197,6 +209,7 @@ func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 			return nil, exitcode.Unreachablef("VM %d: %v", v.VMID, err)
 		}
 		fsinfo = nil // an old or restricted agent: trims cannot be placed on disks
+		r.agentErr = fmt.Errorf("guest-get-fsinfo: %w", err)
 	}
 	var pci map[string]string
 	if len(fsinfo) > 0 {
@@ -206,6 +219,7 @@ func (r *run) trim(ctx context.Context) (*GuestTrim, error) {
 		}
 		pci = a.PCI
 	}
+	r.placeGuest(ctx, agent, fsinfo, pci)
 	tctx, cancel := context.WithTimeout(ctx, r.o.TrimTimeout)
 	defer cancel()
 	done := func() {}
@@ -276,6 +290,7 @@ func (r *run) assemble(before, after *Snapshot, guest *GuestTrim, window *Sampli
 			j.SinceStart = sinceStart(t, snap)
 		}
 		j.Warnings = Warnings(r.v.VMID, r.v.Running, t, j)
+		r.guestView(&j, before.Alloc[t.Disk.ID])
 		if after != nil {
 			j.Result = result(r.v.VMID, t, r.o.Mode, before, after, guest, r.rep.WindowSeconds, window)
 		}
@@ -356,4 +371,74 @@ func result(vmid int, t *Target, mode Mode, before, after *Snapshot, guest *Gues
 		r.Reasons = []Reason{}
 	}
 	return r
+}
+
+// AgentTimeout bounds the guest agent's answer of the status (its
+// filesystems, for the reclaimable figure): an agent that is not running
+// in the guest must not cost the look the whole --timeout.
+const AgentTimeout = time.Second
+
+// askGuest asks the guest agent once for the disks' filesystems (disk's
+// Agent layer: not asked without agent: 1 or of a stopped VM).
+func (r *run) askGuest(ctx context.Context) {
+	set := disk.Of(r.v, r.sel)
+	set.Fill(ctx, r.n, disk.Agent, disk.Options{AgentTimeout: AgentTimeout})
+	if r.agentErr = set.AgentErr; r.agentErr != nil {
+		return
+	}
+	r.seen = map[string]guestdisk.Seen{}
+	for _, d := range set.Disks {
+		if d.Guest.Seen != nil {
+			r.seen[d.ID] = *d.Guest.Seen
+		}
+	}
+}
+
+// placeGuest places the trim's guest-get-fsinfo on the disks; where a
+// filesystem is on a partition, guest-get-disks lists the disk's
+// partitions too (an agent without it leaves them unknown).
+func (r *run) placeGuest(ctx context.Context, agent qmp.Agent, fsinfo []qmp.GuestFilesystem, pci map[string]string) {
+	if r.agentErr != nil {
+		return
+	}
+	scsihw := qemuserver.SCSIHW(r.v.Config.Main)
+	r.seen = guestdisk.Attribute(nil, fsinfo, pci, scsihw)
+	for _, s := range r.seen {
+		if slices.ContainsFunc(s.Filesystems, func(f guestdisk.Filesystem) bool { return f.Layout == guestdisk.OnPartition }) {
+			if disks, err := agent.Disks(ctx); err == nil {
+				r.seen = guestdisk.Attribute(disks, fsinfo, pci, scsihw)
+			}
+			return
+		}
+	}
+}
+
+// guestView sets the disk's guest filesystems and, on a thin volume, what
+// a trim would give back from the allocation a (the status's, or before the
+// trim); --wait leaves both unknown.
+func (r *run) guestView(j *Disk, a alloc.Result) {
+	if r.o.Mode == Wait {
+		return
+	}
+	s, ok := r.seen[j.ID]
+	if r.seen != nil {
+		j.GuestFilesystems = append([]guestdisk.Filesystem{}, s.Filesystems...)
+	}
+	if !j.Thin {
+		return
+	}
+	in := ReclaimInput{VMID: r.v.VMID, Agent: guestdisk.AgentEnabled(r.v.Config.Main["agent"]), AgentErr: r.agentErr, Alloc: a, Discard: j.Discard.Effective()}
+	if r.seen == nil && r.agentErr == nil && in.Agent {
+		in.AgentErr = errors.New("not asked")
+	}
+	if ok {
+		in.Seen = &s
+	}
+	for i, w := range j.Warnings {
+		if w.Code == CodeDiscardIgnore || w.Code == CodeDiscardPending {
+			in.DiscardWarn = &j.Warnings[i]
+			break
+		}
+	}
+	j.Reclaimable = JudgeReclaim(in)
 }

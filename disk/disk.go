@@ -22,6 +22,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/queues"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -44,6 +45,15 @@ type Set struct {
 	// Threads is the thread map the disks were placed on (PlaceThreads);
 	// zero until placed.
 	Threads threads.Map
+	// AgentErr is why the guest agent said nothing of the disks (Agent):
+	// not configured, the VM not running, the PCI devices or the agent not
+	// answering; nil when it answered or was not asked.
+	AgentErr error
+	// CgroupDir is where the VM's cgroup files are and Cgroup their reading
+	// when the layer was filled (Cgroup); Cgroup nil before, and for a VM
+	// that does not run.
+	CgroupDir sampler.CgroupDir
+	Cgroup    *sampler.Cgroup
 	// filled are the layers Fill has filled.
 	filled Layer
 }
@@ -190,3 +200,7 @@ func (s *Set) Only(ids []string) *Set {
 	}
 	return &out
 }
+
+// Filled reports whether layer l has been read for the set (by Resolve or
+// Fill), whatever it found.
+func (s *Set) Filled(l Layer) bool { return s.filled&l == l }

@@ -181,3 +181,20 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// The guest agent is not asked without agent: 1, nor of a stopped VM, and
+// the set says which (Set.AgentErr), with nothing seen on any disk.
+func TestAgentNotAsked(t *testing.T) {
+	for conf, want := range map[string]error{
+		"scsi0: local-lvm:vm-100-disk-1,size=8G\n":           ErrNoAgent,
+		"agent: 0\nscsi0: local-lvm:vm-100-disk-1,size=8G\n": ErrNoAgent,
+		"agent: 1\nscsi0: local-lvm:vm-100-disk-1,size=8G\n": ErrNotRunning,
+	} {
+		v := vmtest.New(t, 100, conf, resolveStorages, nil).Load(t)
+		r := &fakerun.Runner{}
+		s := Resolve(context.Background(), node.Node{Runner: r}, v, v.Disks, Agent, Options{})
+		if s.AgentErr != want || s.Disk("scsi0").Guest.Seen != nil || len(r.Calls()) != 0 {
+			t.Errorf("%q: AgentErr %v, seen %+v, calls %q; want %v", conf, s.AgentErr, s.Disk("scsi0").Guest.Seen, r.Calls(), want)
+		}
+	}
+}

@@ -2,9 +2,11 @@ package disk
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
@@ -51,6 +53,10 @@ const (
 	// Agent is what the guest agent says of the disks (Disk.Guest.Seen),
 	// asked within Options.AgentTimeout.
 	Agent
+	// Cgroup is the VM's cgroup, found once (Set.CgroupDir), and its first
+	// reading (Set.Cgroup): the page-cache bytes its QEMU dirtied and not
+	// yet on storage, its io.pressure and io.stat.
+	Cgroup
 )
 
 // Options say how the layers are read.
@@ -215,6 +221,20 @@ var fillers = []struct {
 	{Backing, readBacking},
 	{Chains, readChains},
 	{Agent, readAgent},
+	{Cgroup, readCgroup},
+}
+
+// readCgroup finds a running VM's cgroup from its QEMU's /proc/PID/cgroup
+// and reads it once; a VM that runs outside its scope has a reading that
+// says why it is not measured. A VM that does not run has none (Cgroup
+// nil: nothing of it can be in node RAM), its CgroupDir saying so.
+func readCgroup(ctx context.Context, n node.Node, s *Set, _ Options) {
+	if !s.VM.Running {
+		s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, 0)
+		return
+	}
+	s.CgroupDir = sampler.FindCgroup(ctx, n, s.VM.VMID, s.VM.Pid)
+	s.Cgroup = sampler.ReadCgroup(ctx, n, s.CgroupDir, true)
 }
 
 // readDevices finds the node block device under each running volume: a
@@ -290,27 +310,35 @@ func readQueues(ctx context.Context, n node.Node, s *Set, _ Options) {
 	}
 }
 
-// readAgent asks a running VM's guest agent (agent: 1) for its disks and
-// mount points within o.AgentTimeout (the node's timeout when 0), the PCI
-// devices that place them read in one QMP exchange first: an agent that
-// does not answer leaves them unknown, never guessed.
+// readAgent asks a running VM's guest agent (agent: 1) for its disks,
+// partitions and mounted filesystems (guest-get-disks, guest-get-fsinfo)
+// within o.AgentTimeout (the node's timeout when 0), the PCI devices that
+// place them read in one QMP exchange first: an agent that does not answer
+// leaves them unknown, never guessed, and says why in Set.AgentErr.
 func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 	v := s.VM
 	timeout, agentTimeout := n.Timeout, o.AgentTimeout
 	if agentTimeout <= 0 {
 		agentTimeout = n.Timeout
 	}
-	if !v.Running || !guestdisk.AgentEnabled(v.Config.Main["agent"]) {
+	switch {
+	case !guestdisk.AgentEnabled(v.Config.Main["agent"]):
+		s.AgentErr = ErrNoAgent
+		return
+	case !v.Running:
+		s.AgentErr = ErrNotRunning
 		return
 	}
 	a, err := v.Ask(ctx, timeout, vm.Query{Need: vm.NeedPCI})
 	if err != nil {
+		s.AgentErr = fmt.Errorf("query-pci, which places the guest's disks, failed: %w", err)
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, 2*agentTimeout)
 	defer cancel()
 	seen, err := guestdisk.Ask(actx, qmp.Agent{Path: v.QGASocket(), Timeout: agentTimeout}, a.PCI, qemuserver.SCSIHW(v.Config.Main))
 	if err != nil {
+		s.AgentErr = err
 		return
 	}
 	for _, d := range s.Disks {
@@ -319,3 +347,9 @@ func readAgent(ctx context.Context, n node.Node, s *Set, o Options) {
 		}
 	}
 }
+
+// Why the guest agent was not asked (Set.AgentErr).
+var (
+	ErrNoAgent    = exitcode.New(exitcode.Unreachable, "no guest agent configured (agent: 1)")
+	ErrNotRunning = exitcode.New(exitcode.Unreachable, "the VM is not running")
+)

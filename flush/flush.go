@@ -98,6 +98,9 @@ type Sample struct {
 	Volumes         map[string]sampler.PageCache `json:"volume_page_cache,omitempty"`
 	DeviceFlushIOs  map[string]int64             `json:"device_flush_ios,omitempty"`
 	DeviceWriteSect map[string]int64             `json:"device_write_sectors,omitempty"`
+	// CgroupUnflushedBytes is the VM's cgroup's memory.stat dirty plus
+	// writeback (package sampler); null when not measured.
+	CgroupUnflushedBytes *int64 `json:"cgroup_unflushed_bytes,omitempty"`
 }
 
 // DiskStat is one disk's query-blockstats counters in a sample.
@@ -168,6 +171,9 @@ type Result struct {
 	// before it could clear them), each with the command that clears it;
 	// with or without --histogram, omitted when none.
 	HistogramsLeft []latency.Leftover `json:"histograms_left,omitempty"`
+	// Unflushed is the VM's page cache in node RAM from its cgroup at the
+	// window's start and end: it must fall for writeback, stay for unsafe.
+	Unflushed *Unflushed `json:"unflushed,omitempty"`
 }
 
 // Ignored reports whether any disk's flushes are ignored (exit 1).

@@ -88,6 +88,9 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 	// for all of them, none when the caller read them): sync=disabled
 	// decides their verdict.
 	set.Only(ids).Fill(ctx, n, disk.ZFS, disk.Options{})
+	// The VM's cgroup, found once (cache's, when cache measures).
+	set.Fill(ctx, n, disk.Cgroup, disk.Options{})
+	cg := set.CgroupDir
 	agent := qmp.Agent{Path: v.QGASocket(), Timeout: n.Timeout}
 	if o.Trigger {
 		// Fail before the window, not when it ends: a guest without a
@@ -113,6 +116,10 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 			}
 			last = q
 			s := readSample(q, start, host, v.Pid, vols, devs)
+			if c := sampler.ReadCgroup(mctx, n, cg, false); c.Measured() {
+				b := c.UnflushedBytes()
+				s.CgroupUnflushedBytes = &b
+			}
 			res.Samples = append(res.Samples, s)
 			if o.Trigger && !triggered {
 				triggered = true
@@ -185,12 +192,15 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 	res.Gaps, res.SampledS = FindGaps(res.Samples, res.IntervalS, res.WindowS, why)
 	if len(res.Samples) >= 2 {
 		note := standsOn(res)
+		var modes []string
 		for _, d := range measured {
 			j := Judge(InputFor(d, res.Samples))
+			modes = append(modes, j.Mode)
 			j.SampledS = res.SampledS
 			j.Reason += note
 			res.Verdicts = append(res.Verdicts, j)
 		}
+		res.Unflushed = unflushedOf(cg, res.Samples, modes)
 	}
 	return res, err
 }

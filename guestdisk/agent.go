@@ -3,6 +3,7 @@ package guestdisk
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,13 @@ import (
 type Seen struct {
 	Device string   `json:"device"` // the guest's device node, e.g. /dev/sdb
 	Mounts []string `json:"mounts"` // mount points of filesystems on it, sorted
+	// Filesystems are the mounted filesystems on it (guest-get-fsinfo),
+	// by mount point.
+	Filesystems []Filesystem `json:"filesystems"`
+	// Partitions are the partitions guest-get-disks lists on it (/dev/sda1);
+	// nil when guest-get-disks did not describe the disk (an agent before
+	// 5.2, or one that did not answer it).
+	Partitions []string `json:"partitions"`
 }
 
 // AgentEnabled reads a VM config's agent option ("1", "enabled=1,..."):
@@ -42,6 +50,7 @@ func Ask(ctx context.Context, a qmp.Agent, pci map[string]string, scsihw string)
 // each of them.
 func Attribute(disks []qmp.GuestBlockDevice, fs []qmp.GuestFilesystem, pci map[string]string, scsihw string) map[string]Seen {
 	out := map[string]Seen{}
+	parts := partitions(disks)
 	for _, d := range disks {
 		if d.Partition || d.Address == nil {
 			continue
@@ -49,6 +58,8 @@ func Attribute(disks []qmp.GuestBlockDevice, fs []qmp.GuestFilesystem, pci map[s
 		if id := DiskID(*d.Address, pci, scsihw); id != "" {
 			s := out[id]
 			s.Device = d.Name
+			s.Partitions = append([]string{}, parts[d.Name]...)
+			sort.Strings(s.Partitions)
 			out[id] = s
 		}
 	}
@@ -68,6 +79,18 @@ func Attribute(disks []qmp.GuestBlockDevice, fs []qmp.GuestFilesystem, pci map[s
 			sort.Strings(s.Mounts)
 			out[id] = s
 		}
+	}
+	for id, list := range filesystems(fs, pci, scsihw) {
+		s := out[id]
+		// guest-get-disks, where it answered, says which devices are the
+		// disk's partitions.
+		for i, f := range list {
+			if slices.Contains(s.Partitions, "/dev/"+f.Device) {
+				list[i].Layout = OnPartition
+			}
+		}
+		s.Filesystems = list
+		out[id] = s
 	}
 	return out
 }

@@ -177,10 +177,15 @@ func TestAttribute(t *testing.T) {
 		{Mountpoint: "/x", Disks: []qmp.GuestDisk{{PCI: "0000:00:1f.0"}}},
 	}
 	got := Attribute(disks, fs, pci(t), "virtio-scsi-single")
+	zero := i64(0)
 	want := map[string]Seen{
-		"scsi1":   {Device: "/dev/sda", Mounts: []string{"/data", "/srv"}},
-		"virtio1": {Device: "/dev/vda"},
-		"scsi0":   {Device: "/dev/sdb", Mounts: []string{"/boot"}},
+		"scsi1": {Device: "/dev/sda", Mounts: []string{"/data", "/srv"}, Partitions: []string{"/dev/sda1"}, Filesystems: []Filesystem{
+			{Mountpoint: "/data", Layout: OnVirtual, UsedBytes: zero, TotalBytes: zero, Disks: []string{"scsi1"}},
+			{Mountpoint: "/srv", Layout: OnVirtual, UsedBytes: zero, TotalBytes: zero, Disks: []string{"scsi1"}},
+		}},
+		"virtio1": {Device: "/dev/vda", Partitions: []string{}},
+		"scsi0": {Device: "/dev/sdb", Mounts: []string{"/boot"}, Filesystems: []Filesystem{
+			{Mountpoint: "/boot", Layout: OnVirtual, UsedBytes: zero, TotalBytes: zero, Disks: []string{"scsi0"}}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Attribute =\n%+v\nwant\n%+v", got, want)
@@ -192,6 +197,8 @@ func TestAsk(t *testing.T) {
 		"pci-controller": {"domain": 0, "bus": 0, "slot": 4, "function": 0}, "dev": "/dev/vda"}}]`
 	fsReply := `[{"name": "vda1", "mountpoint": "/data", "type": "ext4", "disk": [{"bus-type": "virtio", "bus": 0, "unit": 0, "target": 0,
 		"pci-controller": {"domain": 0, "bus": 0, "slot": 4, "function": 0}, "dev": "/dev/vda"}]}]`
+	// no used-bytes or total-bytes in the reply: qemu-ga before 3.0.
+	vda1 := []Filesystem{{Mountpoint: "/data", Type: "ext4", Device: "vda1", Layout: OnPartition, Disks: []string{"virtio1"}}}
 	notFound := func(cmd string) string {
 		return `{"error": {"class": "CommandNotFound", "desc": "The command ` + cmd + ` has not been found"}}`
 	}
@@ -202,10 +209,10 @@ func TestAsk(t *testing.T) {
 		err     bool
 	}{
 		{"both", map[string]string{"guest-get-disks": disksReply, "guest-get-fsinfo": fsReply},
-			map[string]Seen{"virtio1": {Device: "/dev/vda", Mounts: []string{"/data"}}}, false},
+			map[string]Seen{"virtio1": {Device: "/dev/vda", Mounts: []string{"/data"}, Filesystems: vda1, Partitions: []string{}}}, false},
 		{"old agent: fsinfo only", map[string]string{"guest-get-fsinfo": fsReply},
-			map[string]Seen{"virtio1": {Device: "/dev/vda", Mounts: []string{"/data"}}}, false},
-		{"disks only", map[string]string{"guest-get-disks": disksReply}, map[string]Seen{"virtio1": {Device: "/dev/vda"}}, false},
+			map[string]Seen{"virtio1": {Device: "/dev/vda", Mounts: []string{"/data"}, Filesystems: vda1}}, false},
+		{"disks only", map[string]string{"guest-get-disks": disksReply}, map[string]Seen{"virtio1": {Device: "/dev/vda", Partitions: []string{}}}, false},
 		{"neither", map[string]string{}, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,11 +285,63 @@ func TestAttributeRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Seen{
-		"scsi1":   {Device: "/dev/sda", Mounts: []string{"/mnt/s1"}},
-		"sata1":   {Device: "/dev/sdb"},
-		"virtio1": {Device: "/dev/vda"},
+		"scsi1": {Device: "/dev/sda", Mounts: []string{"/mnt/s1"}, Partitions: []string{}, Filesystems: []Filesystem{
+			{Mountpoint: "/mnt/s1", Type: "ext4", Device: "sda", Layout: OnDisk, UsedBytes: i64(14336), TotalBytes: i64(110621696), Disks: []string{"scsi1"}}}},
+		"sata1":   {Device: "/dev/sdb", Partitions: []string{}},
+		"virtio1": {Device: "/dev/vda", Partitions: []string{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Ask = %+v\nwant %+v", got, want)
+	}
+}
+
+func i64(n int64) *int64 { return &n }
+
+// Where a filesystem sits on a disk, from the device guest-get-fsinfo
+// names against the disk's node.
+func TestLayoutOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, dev string
+		want      Layout
+	}{
+		{"sda", "/dev/sda", OnDisk},
+		{"vda", "/dev/vda", OnDisk},
+		{"sda1", "/dev/sda", OnPartition},
+		{"vdb12", "/dev/vdb", OnPartition},
+		{"nvme0n1p1", "/dev/nvme0n1", OnPartition},
+		{"nvme0n11", "/dev/nvme0n1", OnVirtual}, // another namespace's name shape, not a partition
+		{"sdab", "/dev/sda", OnVirtual},         // another disk
+		{"dm-0", "/dev/sda", OnVirtual},
+		{"md0", "/dev/vda", OnVirtual},
+		{"sda", "", OnVirtual}, // the agent named no disk node
+	} {
+		if got := layoutOf(tc.name, tc.dev); got != tc.want {
+			t.Errorf("layoutOf(%q, %q) = %s, want %s", tc.name, tc.dev, got, tc.want)
+		}
+	}
+}
+
+// One filesystem over two disks (LVM in the guest) is on both, each naming
+// both; a filesystem the VM's controllers do not place is on none; a
+// partition's filesystem is on its disk.
+func TestFilesystems(t *testing.T) {
+	sda := qmp.GuestDisk{BusType: "scsi", PCI: "0000:00:03.0", Dev: "/dev/sda", Unit: 1}
+	vda := qmp.GuestDisk{BusType: "virtio", PCI: "0000:00:04.0", Dev: "/dev/vda"}
+	fs := []qmp.GuestFilesystem{
+		{Name: "dm-0", Mountpoint: "/srv", Type: "xfs", UsedBytes: 100, TotalBytes: 1000, Disks: []qmp.GuestDisk{vda, sda}},
+		{Name: "sda1", Mountpoint: "/boot", Type: "ext2", UsedBytes: -1, TotalBytes: -1, Disks: []qmp.GuestDisk{sda}},
+		{Name: "sdz", Mountpoint: "/x", UsedBytes: 1, TotalBytes: 2, Disks: []qmp.GuestDisk{{PCI: "0000:00:1f.0", Dev: "/dev/sdz"}}},
+	}
+	got := filesystems(fs, pci(t), "virtio-scsi-single")
+	both := []string{"scsi1", "virtio1"}
+	want := map[string][]Filesystem{
+		"scsi1": {
+			{Mountpoint: "/boot", Type: "ext2", Device: "sda1", Layout: OnPartition, Disks: []string{"scsi1"}},
+			{Mountpoint: "/srv", Type: "xfs", Device: "dm-0", Layout: OnVirtual, UsedBytes: i64(100), TotalBytes: i64(1000), Disks: both},
+		},
+		"virtio1": {{Mountpoint: "/srv", Type: "xfs", Device: "dm-0", Layout: OnVirtual, UsedBytes: i64(100), TotalBytes: i64(1000), Disks: both}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("filesystems =\n%+v\nwant\n%+v", got, want)
 	}
 }

@@ -413,11 +413,3 @@ func (f *fixture) totalLatencyDepth(skip time.Duration) float64 {
 	first, last := f.steadyEnds(skip)
 	return (counter(last, "wr_total_time_ns") - counter(first, "wr_total_time_ns")) / float64(last.TNs-first.TNs)
 }
-
-// twoPointRates are the reads/s and bytes/s written between the first and
-// the last sample from skip on (for the recorder: independent of the fit).
-func (f *fixture) twoPointRates(skip time.Duration) (rdOps, wrBytes float64) {
-	first, last := f.steadyEnds(skip)
-	sec := float64(last.TNs-first.TNs) / 1e9
-	return (counter(last, "rd_operations") - counter(first, "rd_operations")) / sec, (counter(last, "wr_bytes") - counter(first, "wr_bytes")) / sec
-}

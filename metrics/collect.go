@@ -29,10 +29,13 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
+	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/dpkg"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/policy"
@@ -102,7 +105,17 @@ type Options struct {
 	// Policy, when set (metrics --policy), judges every VM against the
 	// site's policy as check does (check.Options.Policy).
 	Policy *policy.Policy
+	// Guest (metrics --guest) asks each live VM's guest agent (agent: 1)
+	// once per collection for its disks and filesystems (guest-get-disks,
+	// guest-get-fsinfo, within GuestAgentTimeout; query-pci first): the
+	// filesystems per disk and what a trim would give back.
+	Guest bool
 }
+
+// GuestAgentTimeout bounds each VM's guest agent answer under
+// Options.Guest: an agent not running in the guest must not hold the
+// collection.
+const GuestAgentTimeout = 500 * time.Millisecond
 
 // Snapshot is one collection: what every metric is built from.
 type Snapshot struct {
@@ -144,6 +157,10 @@ type VM struct {
 	HistogramsLeft []latency.Leftover
 	// CPU is the CPU time of the QEMU threads; nil when not read.
 	CPU *CPU
+	// Cgroup is the VM's cgroup reading (its page cache dirty and under
+	// writeback in node RAM, io.pressure); nil when not read, not measured
+	// when the node has no scope of the VM (its series are then absent).
+	Cgroup *sampler.Cgroup
 	// Refused is why the VM's series were left out (SourceLabels); "" when
 	// they were not.
 	Refused string
@@ -186,6 +203,19 @@ type Disk struct {
 	// file, NodeShared); nil when there is none or it could not be read.
 	Node       *sampler.BlockStat
 	NodeShared bool
+	// GuestFilesystems are the guest's mounted filesystems on the disk
+	// (Options.Guest: guest-get-fsinfo); nil when not asked or not
+	// answered.
+	GuestFilesystems []guestdisk.Filesystem
+	// Reclaimable is what a trim would give back to the disk's thin
+	// volume (discard.JudgeReclaim over the thin pool's figure of it);
+	// nil without Options.Guest or for a volume in no thin pool read here.
+	Reclaimable *discard.Reclaim
+	// volume is the disk's volume name in its storage, to find it in the
+	// thin pools; agentErr why the agent said nothing.
+	volume     string
+	agentErr   error
+	partitions []string
 }
 
 // LimitsDiffer reports running limits other than the config's.
@@ -236,21 +266,17 @@ func Collect(ctx context.Context, n node.Node, o Options) *Snapshot {
 		par = DefaultParallel
 	}
 	vms := make([]VM, len(ids))
-	sem := make(chan struct{}, par)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			var errs []Source
-			vms[i], errs = collectVM(ctx, n, id, pools, pkgs, o)
-			for _, e := range errs {
-				fail(e)
-			}
-		}()
-	}
+	node.Each(len(ids), par, func(i int) {
+		var errs []Source
+		vms[i], errs = collectVM(ctx, n, ids[i], pools, pkgs, o)
+		for _, e := range errs {
+			fail(e)
+		}
+	})
 	wg.Wait()
+	if o.Guest {
+		reclaim(vms, s.Pools)
+	}
 	s.VMs = vms
 	if o.Policy != nil {
 		var per [][]policy.RuleCount
@@ -302,8 +328,13 @@ func collectVM(ctx context.Context, n node.Node, vmid int, pools *thinpool.Cache
 	out.HistogramsLeft = hist.Leftovers(vmid, v.Pid, v.QMPSocket(), l.stats)
 	out.Findings = append(out.Findings, check.HistogramsLeft(out.HistogramsLeft)...)
 	set.PlaceThreads(l.threads)
+	if o.Guest {
+		set.Fill(ctx, n, disk.Agent, disk.Options{AgentTimeout: GuestAgentTimeout})
+	}
 	out.Disks = disks(set, l)
 	judgeStalls(ctx, n, set, l, out.Disks, stallAfter)
+	set.Fill(ctx, n, disk.Cgroup, disk.Options{})
+	out.Cgroup = set.Cgroup
 	var errs []Source
 	if cpu, ok := cpuOf(n, v.Pid, l.threads); ok {
 		out.CPU = cpu
@@ -386,9 +417,58 @@ func disks(set *disk.Set, l *live) []Disk {
 				}
 			}
 		}
+		if d.Drive != nil {
+			row.volume = d.Drive.VolName()
+		}
+		row.agentErr = set.AgentErr
+		if g := d.Guest.Seen; g != nil {
+			row.GuestFilesystems = append([]guestdisk.Filesystem{}, g.Filesystems...)
+			row.partitions = g.Partitions
+		} else if set.AgentErr == nil && set.Filled(disk.Agent) {
+			row.GuestFilesystems = []guestdisk.Filesystem{}
+		}
 		out = append(out, row)
 	}
 	return out
+}
+
+// reclaim judges what a trim would give back to each disk whose volume a
+// thin pool of the node lists (its allocation and chunk size from the
+// same lvs or zfs run as the pool's series).
+func reclaim(vms []VM, pools []thinpool.Pool) {
+	type key struct{ storage, volume string }
+	byVolume := map[key]alloc.Result{}
+	for _, p := range pools {
+		for _, v := range p.Volumes {
+			if v.Guest != "vm" {
+				continue
+			}
+			size := v.VirtualBytes
+			a := alloc.Result{Method: p.Type, VirtualBytes: &size, AllocatedBytes: v.AllocatedBytes,
+				Pool: &alloc.Pool{Name: p.Pool, ChunkSizeBytes: p.ChunkSizeBytes}, Snapshots: v.Snapshots}
+			if v.DataPercent != nil {
+				a.ResolutionBytes = size / 10000 // lvs: data_percent to 0.01 %
+			}
+			byVolume[key{p.Storage, v.Name}] = a
+		}
+	}
+	for i := range vms {
+		for j := range vms[i].Disks {
+			d := &vms[i].Disks[j]
+			a, ok := byVolume[key{d.Storage, d.volume}]
+			if !ok {
+				continue
+			}
+			in := discard.ReclaimInput{VMID: vms[i].VMID, Agent: d.agentErr != disk.ErrNoAgent, AgentErr: d.agentErr, Alloc: a, Discard: "on"}
+			if d.Discard == "ignore" {
+				in.Discard = "ignore"
+			}
+			if d.GuestFilesystems != nil {
+				in.Seen = &guestdisk.Seen{Filesystems: d.GuestFilesystems, Partitions: d.partitions}
+			}
+			d.Reclaimable = discard.JudgeReclaim(in)
+		}
+	}
 }
 
 // judgeStalls applies the stall rule to the disks, from the counters read

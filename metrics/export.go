@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pvediskcheck/pvediskcheck/check"
+	"github.com/pvediskcheck/pvediskcheck/discard"
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -71,6 +72,10 @@ var (
 	layerRequests    = desc("disk_layer_requests_total", "Reads and writes the layer completed for the disk (pvediskcheck top --layers): layer qemu (rd_operations + wr_operations) or storage (the node device under the volume: its diskstats' reads and writes; for a file, the device under its filesystem, shared: pvediskcheck_disk_storage_device_info).", "vmid", "disk", "layer")
 	layerSeconds     = desc("disk_layer_seconds_total", "Time those requests took at the layer, summed over requests (QEMU's rd/wr_total_time_ns; the node device's read and write ticks): rate(seconds) / rate(requests) is the layer's wait per request.", "vmid", "disk", "layer")
 	storageDevice    = desc("disk_storage_device_info", "The node block device the storage layer of the disk is (always 1): shared is true when it is the device under the filesystem a file volume is on.", "vmid", "disk", "device", "shared")
+	guestFSUsed      = desc("disk_guest_filesystem_used_bytes", "Bytes a mounted guest filesystem on the disk uses, as the guest agent reports it (metrics --guest: guest-get-fsinfo used-bytes); absent when the agent does not answer or report it.", "vmid", "disk", "mountpoint", "type")
+	guestFSSize      = desc("disk_guest_filesystem_size_bytes", "Size of a mounted guest filesystem on the disk (metrics --guest: guest-get-fsinfo total-bytes, the blocks the filesystem counts).", "vmid", "disk", "mountpoint", "type")
+	reclaimable      = desc("disk_reclaimable_bytes", "At most what a trim (fstrim in the guest, pvediskcheck discard --trim) would give back to the disk's thin volume: its allocation in the thin pool minus what the guest's filesystems on it use (metrics --guest); absent where that is unknown (pvediskcheck_disk_reclaimable_info says why).", diskLabels...)
+	reclaimableInfo  = desc("disk_reclaimable_info", "Whether what a trim would give back to the disk's thin volume is known (always 1; metrics --guest): verdict known, unknown or no-agent, and the first reason's code (pvediskcheck discard).", "vmid", "disk", "verdict", "reason")
 	limitsDiffer     = desc("disk_limits_differ_from_config", "1 when the running I/O limits differ from the config's (a live change not saved, or a config change not applied), else 0.", diskLabels...)
 
 	findings = desc("check_findings", "Findings of `pvediskcheck check`, counted by code and severity.", "vmid", "code", "severity")
@@ -81,6 +86,13 @@ var (
 
 	policyViolations = desc("policy_violations", "Requirements of the --policy file's rule that the VM's disks break (in the config, the running VM or [PENDING]); 0 where every disk the rule selects holds them. Only rules that select a disk of the VM.", "vmid", "rule")
 	policyRuleDisks  = desc("policy_rule_disks", "Disks of the node's VMs the --policy file's rule selects (0: it selects none, a selector matching nothing here).", "rule")
+
+	vmDirty        = desc("vm_page_cache_dirty_bytes", "Page cache the VM's QEMU has written and not yet sent to storage, in node RAM (its cgroup qemu.slice/VMID.scope: memory.stat file_dirty, v1 dirty); cache=writeback keeps what the guest has not flushed there, cache=unsafe all of it. Absent where the node has no cgroup of the VM.", "vmid")
+	vmWriteback    = desc("vm_page_cache_writeback_bytes", "Page cache of the VM's QEMU being written to storage now (memory.stat file_writeback, v1 writeback); with pvediskcheck_vm_page_cache_dirty_bytes what a host crash now loses.", "vmid")
+	vmIOPressure   = desc("vm_io_pressure_seconds_total", "Time the VM's QEMU threads waited for I/O (its cgroup's io.pressure total): kind some (at least one waited), full (all did).", "vmid", "kind")
+	vmIOBytes      = desc("vm_io_bytes_total", "Bytes the VM's QEMU read, wrote and discarded on a node device, from its cgroup's io.stat (cgroup v2 with the io controller for qemu.slice), by device (MAJ:MIN) and direction (read, write, discard).", "vmid", "device", "direction")
+	vmIOOps        = desc("vm_io_operations_total", "I/O operations of the VM's QEMU on a node device, from its cgroup's io.stat, by device (MAJ:MIN) and direction (read, write, discard).", "vmid", "device", "direction")
+	vmIOPressure10 = desc("vm_io_pressure_avg10_ratio", "Share of the last 10 s the VM's QEMU threads waited for I/O (io.pressure avg10, 0 to 1), by kind (some, full).", "vmid", "kind")
 
 	vmCPU       = desc("vm_cpu_seconds_total", "CPU time of the VM's QEMU threads by role: main-loop, iothread (all iothreads), vcpu (all vCPUs).", "vmid", "role")
 	iothreadCPU = desc("iothread_cpu_seconds_total", "CPU time of one iothread of the VM (its id as pvediskcheck_disk_info's iothread label).", "vmid", "iothread")
@@ -127,8 +139,8 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range protocolCounters {
 		ch <- c.desc
 	}
-	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, layerRequests, layerSeconds, storageDevice, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
-		findings, qemuBuild, qemuOutdated, qemuAdvisories, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
+	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, layerRequests, layerSeconds, storageDevice, guestFSUsed, guestFSSize, reclaimable, reclaimableInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
+		findings, qemuBuild, qemuOutdated, qemuAdvisories, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, vmDirty, vmWriteback, vmIOPressure, vmIOPressure10, vmIOBytes, vmIOOps, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
 		ch <- d
@@ -238,6 +250,7 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 		if d.Limits != nil {
 			collectLimits(b.gauge, vmid, d)
 		}
+		collectGuest(b.gauge, vmid, d)
 		for _, k := range latency.Kinds {
 			if h, ok := d.Latency[k]; ok {
 				b.add(prometheus.NewConstHistogram(latencyHist[k], h.Count, h.SumS, h.Buckets, vmid, d.ID))
@@ -248,6 +261,25 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 	collectQEMU(b.gauge, vmid, v)
 	for _, r := range v.Policy {
 		b.gauge(policyViolations, float64(r.Violations), vmid, r.Rule)
+	}
+	if c := v.Cgroup; c.Measured() {
+		b.gauge(vmDirty, float64(c.DirtyBytes), vmid)
+		b.gauge(vmWriteback, float64(c.WritebackBytes), vmid)
+		if p := c.IOPressure; p != nil {
+			b.count(vmIOPressure, float64(p.SomeTotalUs)/1e6, vmid, "some")
+			b.count(vmIOPressure, float64(p.FullTotalUs)/1e6, vmid, "full")
+			b.gauge(vmIOPressure10, p.SomeAvg10/100, vmid, "some")
+			b.gauge(vmIOPressure10, p.FullAvg10/100, vmid, "full")
+		}
+		for _, d := range c.IO {
+			for _, x := range []struct {
+				dir        string
+				bytes, ops int64
+			}{{"read", d.ReadBytes, d.ReadIOs}, {"write", d.WriteBytes, d.WriteIOs}, {"discard", d.DiscardBytes, d.DiscardIOs}} {
+				b.count(vmIOBytes, float64(x.bytes), vmid, d.Device, x.dir)
+				b.count(vmIOOps, float64(x.ops), vmid, d.Device, x.dir)
+			}
+		}
 	}
 	if c := v.CPU; c != nil {
 		b.count(vmCPU, c.MainLoop, vmid, string(threads.MainLoop))
@@ -304,6 +336,43 @@ func (s *Snapshot) Exportable() {
 	}
 	if s.PolicyRules != nil {
 		s.PolicyRules = rules
+	}
+}
+
+// collectGuest sends the guest's filesystems on a disk (a mount point once:
+// one mounted over another keeps the first the agent lists) and what a trim
+// would give back to its volume.
+func collectGuest(gauge func(*prometheus.Desc, float64, ...string), vmid string, d Disk) {
+	seen := map[string]bool{}
+	for _, f := range d.GuestFilesystems {
+		if seen[f.Mountpoint] {
+			continue
+		}
+		seen[f.Mountpoint] = true
+		if f.UsedBytes != nil {
+			gauge(guestFSUsed, float64(*f.UsedBytes), vmid, d.ID, f.Mountpoint, f.Type)
+		}
+		if f.TotalBytes != nil {
+			gauge(guestFSSize, float64(*f.TotalBytes), vmid, d.ID, f.Mountpoint, f.Type)
+		}
+	}
+	if r := d.Reclaimable; r != nil {
+		// Known: discard-ignore when QEMU drops the discards now, else
+		// none; unknown and no-agent: why (the last reason, after any
+		// discard-ignore).
+		reason := ""
+		for _, rs := range r.Reasons {
+			if r.Verdict != discard.ReclaimKnown || rs.Code == discard.CodeDiscardIgnore {
+				reason = string(rs.Code)
+			}
+			if r.Verdict == discard.ReclaimKnown && rs.Code == discard.CodeDiscardIgnore {
+				break
+			}
+		}
+		gauge(reclaimableInfo, 1, vmid, d.ID, string(r.Verdict), reason)
+		if r.UpToBytes != nil {
+			gauge(reclaimable, float64(*r.UpToBytes), vmid, d.ID)
+		}
 	}
 }
 

@@ -26,6 +26,31 @@ type ProcDir struct {
 // any other (a fixture tree, no procfs, no such directory) reads each file
 // through ReadSmall, which refuses or explains.
 func (n Node) OpenProcDir(path string) ProcDir {
+	return n.openCounterDir(path, procSuperMagic)
+}
+
+// cgroupSuperMagic and cgroup2SuperMagic are cgroupfs's f_type in
+// statfs(2): a v1 controller's hierarchy, the unified tree.
+const (
+	cgroupSuperMagic  = 0x27e0eb
+	cgroup2SuperMagic = 0x63677270
+)
+
+// OpenCgroupDir opens path, a VM's cgroup directory below --sys
+// (/sys/fs/cgroup/qemu.slice/<vmid>.scope, or a v1 controller's), as
+// OpenProcDir opens a procfs one: kept open only when it is a real
+// cgroupfs directory inside its tree, else each file is read through
+// ReadSmall. cgroupfs, like procfs, holds no FIFO or device, and its
+// memory.stat, io.pressure and io.stat are built from the cgroup's own
+// counters (mm/memcontrol.c, kernel/sched/psi.c, block/blk-cgroup.c),
+// waiting on no other process: top and metrics read them at every sample
+// and per VM, where ReadFile's goroutine, timer and three lookups of the
+// path cost more than the reads (docs/speed.md).
+func (n Node) OpenCgroupDir(path string) ProcDir {
+	return n.openCounterDir(path, cgroupSuperMagic, cgroup2SuperMagic)
+}
+
+func (n Node) openCounterDir(path string, magics ...int64) ProcDir {
 	d := ProcDir{n: n, path: path, fd: -1}
 	tree, err := n.Paths.treeOf(path)
 	if err != nil {
@@ -38,12 +63,21 @@ func (n Node) OpenProcDir(path string) ProcDir {
 	var fs unix.Statfs_t
 	var link [512]byte
 	l, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), link[:])
-	if err != nil || l >= len(link) || !below(string(link[:l]), tree) || unix.Fstatfs(fd, &fs) != nil || fs.Type != procSuperMagic {
+	if err != nil || l >= len(link) || !below(string(link[:l]), tree) || unix.Fstatfs(fd, &fs) != nil || !oneOf(int64(fs.Type), magics) {
 		unix.Close(fd)
 		return d
 	}
 	d.fd = fd
 	return d
+}
+
+func oneOf(x int64, of []int64) bool {
+	for _, y := range of {
+		if x == y {
+			return true
+		}
+	}
+	return false
 }
 
 // Close releases the directory.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 )
@@ -41,9 +40,10 @@ func (e *FileError) ExitCode() exitcode.Code { return exitcode.Usage }
 // Is makes errors.Is(err, ErrBadFile) hold.
 func (e *FileError) Is(target error) bool { return target == ErrBadFile }
 
-// ErrFileTimeout is a read that did not finish within the node's timeout
-// (pmxcfs waiting for quorum, a hung network filesystem, a /proc/<pid>/cmdline
-// of a process holding its memory lock).
+// ErrFileTimeout is a read (or another call made Within) that did not
+// finish within the node's timeout (pmxcfs waiting for quorum, a hung
+// network filesystem, a /proc/<pid>/cmdline of a process holding its
+// memory lock).
 var ErrFileTimeout = exitcode.New(exitcode.Unreachable, "no answer")
 
 // ReadFile is how every file of the node is read (configs, storage.cfg,
@@ -76,25 +76,14 @@ func (n Node) readWithin(ctx context.Context, path string, read func(string) ([]
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	type result struct {
-		b   []byte
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		b, err := read(path)
-		ch <- result{b, err}
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-ch:
-		return r.b, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w", path, ctx.Err())
-	case <-t.C:
+	b, err := Within(ctx, timeout, func() ([]byte, error) { return read(path) })
+	switch {
+	case errors.Is(err, ErrFileTimeout):
 		return nil, fmt.Errorf("%s: %w within %s (raise --timeout if the node is just slow)", path, ErrFileTimeout, timeout)
+	case GaveUp(err):
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return b, err
 }
 
 // openFile opens a file to read; tests replace it to stand for a read that

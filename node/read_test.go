@@ -291,6 +291,57 @@ func TestProcDir(t *testing.T) {
 	}
 }
 
+// OpenCgroupDir: a real cgroupfs directory is held open (this process's
+// own cgroup, where the machine has one to read); procfs is not cgroupfs,
+// and a fixture directory is read through ReadSmall with its refusals.
+func TestCgroupDir(t *testing.T) {
+	ctx := context.Background()
+	buf := make([]byte, 64<<10)
+	real := New(NewPaths("/", "", ""), time.Second)
+	found := false
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"} {
+		d := real.OpenCgroupDir(dir)
+		if d.fd < 0 {
+			d.Close()
+			continue
+		}
+		found = true
+		if m, err := d.ReadSmall(ctx, "cgroup.procs", buf); err != nil || m == 0 {
+			t.Errorf("%s/cgroup.procs: %d, %v", dir, m, err)
+		}
+		d.Close()
+	}
+	if !found {
+		t.Log("no cgroupfs here: only the fixture half runs")
+	}
+	if p := real.OpenCgroupDir("/proc"); p.fd >= 0 {
+		p.Close()
+		t.Error("procfs held open as a cgroup directory")
+	}
+	n, _ := readTree(t)
+	dir := filepath.Join(n.Paths.Sys, "fs/cgroup/qemu.slice/100.scope")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.stat"), []byte("file_dirty 4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "io.pressure"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := n.OpenCgroupDir(dir)
+	defer d.Close()
+	if d.fd >= 0 {
+		t.Errorf("%s: a fixture directory kept open", dir)
+	}
+	if m, err := d.ReadSmall(ctx, "memory.stat", buf); err != nil || string(buf[:m]) != "file_dirty 4096\n" {
+		t.Errorf("memory.stat: %q, %v", buf[:m], err)
+	}
+	if m, err := d.ReadSmall(ctx, "io.pressure", buf); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), "is a FIFO") || m != 0 {
+		t.Errorf("FIFO: %d, %v", m, err)
+	}
+}
+
 // ReadInput: a file the admin names is read wherever it is (not held to
 // the tree below --root), a regular file only, at most max bytes at the
 // edge, within the timeout.

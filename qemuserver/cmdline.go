@@ -2,7 +2,6 @@ package qemuserver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -318,8 +317,6 @@ func limitsFromJSON(r gjson.Result) Limits {
 	})
 	return l
 }
-
-var errNotDisk = errors.New("not a disk")
 
 func parseBlockdev(val string) (*DiskSettings, error) {
 	if !strings.HasPrefix(strings.TrimSpace(val), "{") {

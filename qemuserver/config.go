@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,15 @@ type Config struct {
 	// ("left-overs that failed to be removed" when no backup runs,
 	// qemu-server's $fleecing_section_schema).
 	FleecingImages []string
+	// Reads is the reading of each non-blank line of the file, in order:
+	// what the tool does with it (TestParseAsProxmox compares it with
+	// parse_vm_config's verdict on the same line).
+	Reads []LineRead
+	// DroppedDisks are lines Proxmox drops that name a disk slot (a key
+	// of no `key: value` shape such as "scsi0 :" or "SCSI0:", or an index
+	// past its bus's last, "scsi31"): the VM starts without the disk, so
+	// check reports each as an error, one sentence naming the line.
+	DroppedDisks []string
 	// Digest is the SHA-1 (hex) of the file as read: qemu-server's
 	// $conf->{digest} (parse_vm_config), which `qm set --digest` compares
 	// with the file it is about to change (see Digest).
@@ -144,6 +154,48 @@ func DigestMismatch(msg string) bool {
 		strings.Contains(msg, "detected modified configuration - file changed by other user?")
 }
 
+// Reading is what the tool does with one line of a config.
+type Reading string
+
+// Readings of a line.
+const (
+	// ReadUsed: the value is kept, as Proxmox keeps it (a disk line is
+	// then judged by ParseDrive: config-invalid where Proxmox drops it).
+	ReadUsed Reading = "used"
+	// ReadSkipped: skipped with a note (Config.Skipped), its default
+	// applies, as Proxmox skips it.
+	ReadSkipped Reading = "skipped"
+	// ReadDiskDropped: a line Proxmox drops that takes a disk away
+	// (Config.DroppedDisks): an error finding.
+	ReadDiskDropped Reading = "disk-dropped"
+	// ReadNotRead: a line the tool does not read: a section header, a
+	// snapshot's or a special section's line, the description, a key no
+	// decision of the tool rests on (VMKeysRead lists the ones it reads).
+	ReadNotRead Reading = "not-read"
+)
+
+// LineRead is the reading of one line.
+type LineRead struct {
+	Line    int
+	Section string // "" for the main section, "PENDING", or "[name]"
+	Key     string // "" for a line that is not `key: value`
+	Value   string // the value of a `key: value` line
+	Read    Reading
+}
+
+// VMKeysRead are the VM-level keys (beside the disk and unusedN keys) whose
+// values a decision of the tool reads; any other key's value is kept but
+// never read (ReadNotRead).
+var VMKeysRead = []string{"agent", "args", "boot", "bootdisk", "lock", "machine", "meta", "name", "ostype", "protection", "scsihw", "tags", "template"}
+
+// mangledDiskRe is a line that is no `key: value` for parse_vm_config but
+// names a disk slot: another case, blanks or "_" before the colon, "="
+// for ":".
+var mangledDiskRe = regexp.MustCompile(`(?i)^\s*(ide|sata|scsi|virtio|efidisk|tpmstate)\s*\d+[\s_\-]*[:=]`)
+
+// looksLikeDiskKey: a key of a disk bus with an index (scsi31, virtio016).
+var looksLikeDiskKey = regexp.MustCompile(`^(ide|sata|scsi|virtio|efidisk|tpmstate)\d+$`)
+
 // ParseConfig parses a config file the way parse_vm_config does; name is
 // used in error messages. Only the main section and [PENDING] are kept:
 // snapshots, [special:cloudinit] and unknown sections are skipped, and of
@@ -162,9 +214,14 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 	section := ""
 	lineNo := 0
 	var desc []string
+	val := ""
+	read := func(key string, r Reading) {
+		c.Reads = append(c.Reads, LineRead{Line: lineNo, Section: section, Key: key, Value: val, Read: r})
+	}
 	for sc.Scan() {
 		lineNo++
 		line := sc.Text()
+		val = ""
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
@@ -173,36 +230,51 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 			if strings.EqualFold(m[1], "PENDING") {
 				section = "PENDING"
 			}
+			read("", ReadNotRead)
 			continue
 		}
 		if strings.EqualFold(section, "[special:fleecing]") {
 			if m := keyRe.FindStringSubmatch(line); m != nil && m[1] == "fleecing-images" {
 				c.FleecingImages = splitList(m[2])
+				read(m[1], ReadUsed)
+				continue
 			}
+			read("", ReadNotRead)
 			continue
 		}
 		if section != "" && section != "PENDING" {
+			read("", ReadNotRead)
 			continue // snapshots, other special and unknown sections
 		}
 		if strings.HasPrefix(line, "#") {
 			if section == "" {
 				desc = append(desc, strings.TrimPrefix(line, "#"))
 			}
+			read("", ReadNotRead)
 			continue
 		}
 		m := keyRe.FindStringSubmatch(line)
 		if m == nil {
+			if mangledDiskRe.MatchString(line) {
+				c.DroppedDisks = append(c.DroppedDisks, fmt.Sprintf("%s line %d: %s is not a `key: value` line: Proxmox drops it (\"unable to parse config\") and starts the VM without this disk", name, lineNo, clip(line)))
+				read("", ReadDiskDropped)
+				continue
+			}
 			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: %s is not a `key: value` line: Proxmox skips it (\"unable to parse config\") and starts the VM without it", name, lineNo, clip(line)))
+			read("", ReadSkipped)
 			continue
 		}
-		key, val := m[1], m[2]
+		key := m[1]
+		val = m[2]
 		switch {
 		case key == "description":
 			if section == "" {
 				desc = append(desc, val)
 			}
+			read(key, ReadNotRead)
 			continue
 		case key == "snapstate":
+			read(key, ReadNotRead)
 			continue // a snapshot's state, never the VM's
 		case key == "delete":
 			if section == "PENDING" {
@@ -211,16 +283,40 @@ func ParseConfig(r io.Reader, name string) (*Config, error) {
 						c.PendingDelete = append(c.PendingDelete, k)
 					}
 				}
+				read(key, ReadUsed)
 				continue
 			}
 			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: delete: outside [PENDING]: Proxmox skips it (\"property 'delete' is only allowed in [PENDING]\")", name, lineNo))
+			read(key, ReadSkipped)
 			continue
 		case key == "cdrom":
 			key = "ide2" // the old alias of ide2
 		}
+		if looksLikeDiskKey.MatchString(key) && !IsDiskKey(key) {
+			// scsi31, virtio16, scsi01: no slot of its bus; Proxmox drops
+			// it as an unknown setting, and the disk with it.
+			c.DroppedDisks = append(c.DroppedDisks, fmt.Sprintf("%s line %d: %s is no disk slot (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0): Proxmox drops the line (\"unknown setting '%s'\") and starts the VM without this disk", name, lineNo, key, key))
+			read(key, ReadDiskDropped)
+			continue
+		}
 		if why := checkValue(key, val); why != "" {
 			c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: %s: %s: Proxmox drops the key (\"unable to parse value of '%s'\") and uses its default", name, lineNo, key, why, key))
+			read(key, ReadSkipped)
 			continue
+		}
+		if section == "PENDING" && (IsDiskKey(key) || IsUnusedKey(key)) {
+			if _, err := ParseDrive(key, val); err != nil {
+				// Proxmox drops it: the next start keeps the disk as the
+				// main section has it (or has none).
+				c.Skipped = append(c.Skipped, fmt.Sprintf("%s line %d: [PENDING] %s: %v: Proxmox drops the pending change (\"unable to parse value of '%s'\"); the next start keeps what the main section says", name, lineNo, key, err, key))
+				read(key, ReadSkipped)
+				continue
+			}
+		}
+		if IsDiskKey(key) || IsUnusedKey(key) || slices.Contains(VMKeysRead, key) {
+			read(key, ReadUsed)
+		} else {
+			read(key, ReadNotRead)
 		}
 		if section == "PENDING" {
 			c.Pending[key] = val

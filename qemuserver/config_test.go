@@ -81,8 +81,10 @@ junk that is skipped with its unknown section
 			t.Errorf("main section has %s", k)
 		}
 	}
-	if c.Main["args"] != "-cpu host,+kvm_pv_eoi" || c.Main["scsi01"] == "" {
-		t.Errorf("args %q scsi01 %q", c.Main["args"], c.Main["scsi01"])
+	// scsi01 is no disk slot: Proxmox drops the line ("unknown setting"),
+	// and the disk with it, an error for check.
+	if _, ok := c.Main["scsi01"]; c.Main["args"] != "-cpu host,+kvm_pv_eoi" || ok || len(c.DroppedDisks) != 1 || !strings.Contains(c.DroppedDisks[0], "scsi01 is no disk slot") {
+		t.Errorf("args %q scsi01 %v dropped %q", c.Main["args"], ok, c.DroppedDisks)
 	}
 	if c.Description != "first line of the description\nsecond\nmore%20text" {
 		t.Errorf("description %q", c.Description)
@@ -136,10 +138,11 @@ func TestParseConfigLenient(t *testing.T) {
 		{"empty name", "name:\n", []string{`line 1: "name:"`}, map[string]string{}, []string{"name"}},
 		{"text", "just text\nname: ok\n", []string{`line 1: "just text"`}, map[string]string{"name": "ok"}, nil},
 		// A value that fails its schema drops that key only.
-		{"scsihw unknown", "scsihw: virtio-scsi\nscsi0: local-lvm:vm-1-disk-0\n",
-			[]string{`x.conf line 1: scsihw: value "virtio-scsi" is not one of lsi, lsi53c810, virtio-scsi-pci, virtio-scsi-single, megasas, pvscsi: Proxmox drops the key ("unable to parse value of 'scsihw'") and uses its default`},
-			map[string]string{"scsi0": "local-lvm:vm-1-disk-0"}, []string{"scsihw"}},
-		{"ostype unknown", "ostype: linux\n", []string{`ostype: value "linux" is not one of other, wxp`}, map[string]string{}, []string{"ostype"}},
+		// parse_vm_config's check_type checks no enumeration: an unknown
+		// scsihw or ostype is kept (asked of Proxmox: TestParseAsProxmox).
+		{"scsihw unknown", "scsihw: virtio-scsi\nscsi0: local-lvm:vm-1-disk-0\n", nil,
+			map[string]string{"scsihw": "virtio-scsi", "scsi0": "local-lvm:vm-1-disk-0"}, nil},
+		{"ostype unknown", "ostype: linux\n", nil, map[string]string{"ostype": "linux"}, nil},
 		{"template not a boolean", "template: maybe\n", []string{`template: value "maybe" is not a boolean`}, map[string]string{}, []string{"template"}},
 		{"boot with efidisk0", "boot: order=efidisk0;scsi0\n", []string{`boot: boot "order=efidisk0;scsi0": invalid boot device "efidisk0"`}, map[string]string{}, []string{"boot"}},
 		{"boot legacy bad", "boot: cdx\n", []string{`legacy "cdx" does not match [acdn]{1,4}`}, map[string]string{}, []string{"boot"}},
@@ -147,7 +150,7 @@ func TestParseConfigLenient(t *testing.T) {
 		{"boot order empty", "boot: order=\n", []string{`"order=" is not key=value`}, map[string]string{}, []string{"boot"}},
 		{"boot twice", "boot: cd,dc\n", []string{`duplicate key legacy`}, map[string]string{}, []string{"boot"}},
 		// A pending value is checked as a main one.
-		{"pending scsihw", "scsihw: lsi\n[PENDING]\nscsihw: fast\n", []string{"line 3: scsihw"}, map[string]string{"scsihw": "lsi"}, nil},
+		{"pending template", "template: 0\n[PENDING]\ntemplate: fast\n", []string{"line 3: template"}, map[string]string{"template": "0"}, nil},
 		// Accepted: nothing skipped.
 		{"valid", "boot: order=scsi0;ide2;net0;usb13;hostpci15\nscsihw: megasas\nostype: win11\ntemplate: 1\n", nil,
 			map[string]string{"boot": "order=scsi0;ide2;net0;usb13;hostpci15", "scsihw": "megasas", "ostype": "win11", "template": "1"}, nil},

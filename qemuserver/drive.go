@@ -52,7 +52,10 @@ func notPrintable(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneE
 // Unwrap makes every DriveError an ErrParse (bad input, exit 2).
 func (e *DriveError) Unwrap() error { return ErrParse }
 
-// droppedOpts are skipped without a word (Drive.pm $DROPPED_PROPERTIES).
+// droppedOpts are Drive.pm's $DROPPED_PROPERTIES: parse_drive skips them,
+// but they are no longer in the drive schema, so parse_vm_config's check
+// drops the whole line ("cyls: property is not defined in schema", asked
+// of Proxmox: TestParseAsProxmox) and qm set refuses them: the disk is gone.
 var droppedOpts = map[string]bool{"cyls": true, "heads": true, "secs": true, "trans": true}
 
 // ParseBool accepts Proxmox's boolean spellings (PVE::JSONSchema
@@ -132,7 +135,7 @@ func parsePropertyString(key, bus, value string) (*Drive, error) {
 		switch {
 		case hasEq && k != "" && v != "":
 			if droppedOpts[k] {
-				continue
+				return nil, fail(k, "is no longer an option of the drive schema (Proxmox VE 9 dropped it: the whole line is refused)")
 			}
 			if k == "file" && fileSet || d.Opts[k] != "" {
 				return nil, fail(k, "is given twice")

@@ -66,7 +66,7 @@ func TestParseDriveBase(t *testing.T) {
 			driveCase{key, "local-lvm:vm-100-disk-0,size=4194304", "", ""},
 			driveCase{key, "local-lvm:vm-100-disk-0,mbps=10,mbps_max=20,bps_max_length=5", "", ""},
 			driveCase{key, "local-lvm:vm-100-disk-0,mbps_rd=1.5,mbps_wr=2,iops_rd=100,iops_wr=50,iops_rd_max=200,iops_rd_length=3", "", ""},
-			driveCase{key, "local-lvm:vm-100-disk-0,cyls=100,heads=16,secs=63,trans=lba", "", ""},
+			driveCase{key, "local-lvm:vm-100-disk-0,cyls=100,heads=16,secs=63,trans=lba", "cyls", "no longer an option of the drive schema"},
 			// Values Proxmox's types and enumerations refuse.
 			driveCase{key, "local-lvm:vm-100-disk-0,cache=on", "cache", "not one of none, writethrough, writeback, unsafe, directsync"},
 			driveCase{key, "local-lvm:vm-100-disk-0,cache=None", "cache", "not one of"},
@@ -292,7 +292,7 @@ func TestDriveKeys(t *testing.T) {
 // What Proxmox stores: booleans as 1/0, bps* as mbps* — with parse_drive's
 // bug, which makes every bps value mbps "0.000" (no limit at all).
 func TestParseDriveStoresAsProxmox(t *testing.T) {
-	d, err := ParseDrive("scsi1", "local-lvm:vm-100-disk-1,iothread=on,ssd=no,bps_wr=20971520,iops_rd=500,cyls=20")
+	d, err := ParseDrive("scsi1", "local-lvm:vm-100-disk-1,iothread=on,ssd=no,bps_wr=20971520,iops_rd=500")
 	if err != nil {
 		t.Fatal(err)
 	}

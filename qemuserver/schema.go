@@ -3,7 +3,6 @@ package qemuserver
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,34 +18,18 @@ func VirtIOSCSI(scsihw string) bool {
 	return scsihw == "virtio-scsi-pci" || scsihw == "virtio-scsi-single"
 }
 
-// osTypes are the ostype values Proxmox knows (QemuServer.pm $confdesc
-// ostype enum; the default is other).
-var osTypes = []string{"other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris"}
-
-// lockKinds are the lock values Proxmox knows (QemuServer.pm $confdesc lock
-// enum).
-var lockKinds = []string{"backup", "clone", "create", "migrate", "rollback", "snapshot", "snapshot-delete", "suspending", "suspended"}
-
 // checkValue checks the value of a main-section key the way
 // parse_vm_config's check_type does (PVE::JSONSchema against QemuServer.pm's
-// $confdesc), for the VM-level keys this tool reads: scsihw, ostype, boot,
-// template and lock. "" when Proxmox accepts it (and for every other key: disk
-// lines are checked by ParseDrive, where a refused one is config-invalid).
+// $confdesc), for the VM-level keys this tool reads (VMKeysRead): their
+// types and formats (boolean, a DNS name, a property string's keys). An
+// enum is not checked there (check_type checks types and formats, not
+// enumerations: scsihw, ostype and lock keep any value, as the oracle
+// shows), so it is not here either. "" when Proxmox accepts it (and for
+// every other key: disk lines are checked by ParseDrive, where a refused
+// one is config-invalid).
 func checkValue(key, val string) string {
 	switch key {
-	case "scsihw":
-		if !slices.Contains(SCSIControllers, val) {
-			return "value " + clip(val) + " is not one of " + strings.Join(SCSIControllers, ", ")
-		}
-	case "ostype":
-		if !slices.Contains(osTypes, val) {
-			return "value " + clip(val) + " is not one of " + strings.Join(osTypes, ", ")
-		}
-	case "lock":
-		if !slices.Contains(lockKinds, val) {
-			return "value " + clip(val) + " is not one of " + strings.Join(lockKinds, ", ")
-		}
-	case "template":
+	case "template", "protection":
 		if _, ok := ParseBool(val); !ok {
 			return "value " + clip(val) + " is not a boolean"
 		}
@@ -54,6 +37,87 @@ func checkValue(key, val string) string {
 		if err := CheckBoot(val); err != nil {
 			return err.Error()
 		}
+	case "bootdisk":
+		// pve-qm-bootdisk (Drive.pm verify_bootdisk: is_valid_drivename;
+		// the key's pattern is the API's, not check_type's).
+		if !IsDiskKey(val) {
+			return "invalid boot disk " + clip(val)
+		}
+	case "name":
+		if !dnsNameRe.MatchString(val) {
+			return "value " + clip(val) + " does not look like a valid DNS name"
+		}
+	case "tags":
+		// pve-tag-list: tags split by ; , or blanks, each $PVE_TAG_RE.
+		for _, tag := range splitList(val) {
+			if !tagRe.MatchString(tag) {
+				return "invalid characters in tag " + clip(tag)
+			}
+		}
+	case "agent":
+		// Agent.pm $agent_fmt: enabled (the default key), booleans, type.
+		return checkPropString(val, "enabled", map[string]func(string) bool{
+			"enabled": isBool, "fstrim_cloned_disks": isBool, "freeze-fs": isBool, "freeze-fs-on-backup": isBool, "guest-fsfreeze": isBool,
+			"type": func(v string) bool { return v == "virtio" || v == "isa" },
+		}, "enabled")
+	case "machine":
+		// Machine.pm's pve-qemu-machine format.
+		return checkPropString(val, "type", map[string]func(string) bool{
+			"type":      machineTypeRe.MatchString,
+			"viommu":    func(v string) bool { return v == "intel" || v == "virtio" },
+			"aw-bits":   func(v string) bool { _, err := strconv.ParseFloat(v, 64); return err == nil },
+			"enable-s3": isBool, "enable-s4": isBool,
+		}, "")
+	case "meta":
+		// MetaInfo.pm $meta_info_fmt: no default key.
+		return checkPropString(val, "", map[string]func(string) bool{
+			"ctime":         func(v string) bool { _, err := strconv.ParseUint(v, 10, 64); return err == nil },
+			"creation-qemu": regexp.MustCompile(`^\d+(\.\d+)+$`).MatchString,
+		}, "")
+	}
+	return ""
+}
+
+var (
+	// pve_verify_dns_name (PVE::JSONSchema).
+	dnsNameRe = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?\.)*[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$`)
+	// $PVE_TAG_RE (PVE::JSONSchema), case-insensitive.
+	tagRe = regexp.MustCompile(`(?i)^[a-z0-9_][a-z0-9_\-+.]*$`)
+	// pve-qemu-machine's type pattern (Machine.pm).
+	machineTypeRe = regexp.MustCompile(`^(pc|pc(-i440fx)?-\d+(\.\d+)+(\+pve\d+)?(\.pxe)?|q35|pc-q35-\d+(\.\d+)+(\+pve\d+)?(\.pxe)?|virt(?:-\d+(\.\d+)+)?(\+pve\d+)?)$`)
+)
+
+func isBool(v string) bool { _, ok := ParseBool(v); return ok }
+
+// checkPropString is parse_property_string against a format: every key
+// known and its value valid, none twice, a bare value only as the default
+// key's, the required key present; "" when it is accepted.
+func checkPropString(val, defaultKey string, keys map[string]func(string) bool, required string) string {
+	seen := map[string]bool{}
+	for _, part := range strings.Split(val, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue // parse_property_string skips blank parts
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			if defaultKey == "" || seen[defaultKey] {
+				return "value without key, but schema does not define a default key"
+			}
+			k, v = defaultKey, part
+		}
+		check, known := keys[k]
+		switch {
+		case !known:
+			return k + ": property is not defined in schema"
+		case seen[k]:
+			return "duplicate key in comma-separated list property: " + k
+		case !check(v):
+			return k + ": value " + clip(v) + " is not valid"
+		}
+		seen[k] = true
+	}
+	if required != "" && !seen[required] {
+		return required + ": property is missing and it is not optional"
 	}
 	return ""
 }

@@ -300,6 +300,17 @@ var (
 	fileFormatRe   = regexp.MustCompile(`\.(raw|qcow2|vmdk|subvol)$`)
 )
 
+// RBDImage is the RBD image a volume name of an rbd storage is: a linked
+// clone's name (base-100-disk-0/vm-101-disk-0) names its base before the
+// image (RBDPlugin.pm parse_volname: the image is $name, the part after the
+// slash, which `rbd` commands take); any other name is the image itself.
+func RBDImage(volname string) string {
+	if m := rbdNameRe.FindStringSubmatch(volname); m != nil {
+		return m[1]
+	}
+	return volname
+}
+
 func (s *Storage) resolve(volname string) (Volume, error) {
 	switch s.Facts().Volumes {
 	case storagetype.VolDir, storagetype.VolMounted, storagetype.VolGluster, storagetype.VolBtrfs:
@@ -363,6 +374,17 @@ func (s *Storage) resolve(volname string) (Volume, error) {
 		return Volume{}, fmt.Errorf("storage %s is a Proxmox Backup Server: it holds backups, not VM disks", s.ID)
 	}
 	return Volume{}, &UnmodelledError{Storage: s, Why: fmt.Sprintf("storage %s is of type %s, which pvediskcheck does not model (a third-party storage plugin, or a type it does not know)", s.ID, s.Type)}
+}
+
+// ISOMediaRefusal is qemu-server's refusal to start a VM with drive d
+// (config key key): an ISO volume with no media= (QemuServer.pm
+// print_drive_commandline_full, Blockdev.pm generate_file_blockdev, as
+// pve-cfg2cmd prints it); "" for any other drive.
+func (st Storages) ISOMediaRefusal(key string, d *Drive) string {
+	if d == nil || d.Opts["media"] != "" || !st.IsISO(d.Volume) {
+		return ""
+	}
+	return key + ": explicit media parameter is required for iso images"
 }
 
 // IsISO reports a volume of ISO content: pve-storage's parse_volname gives

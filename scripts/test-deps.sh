@@ -17,6 +17,8 @@
 #   socat                        a leftover latency histogram is cleared with the
 #                                command the tool prints, as on a Proxmox VE node
 #                                (qemu-server's qm terminal needs socat)
+#   staticcheck                  make lint, at the version scripts/staticcheck.sh pins
+#                                (built from the Go module proxy into bin/tools/)
 # QEMU 11.1 (make qemu11), the guest image (scripts/build-guest.sh) and the
 # .deb tools (scripts/deb.sh) install what they need themselves.
 set -eu
@@ -40,6 +42,7 @@ if [ -n "$need" ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends $need >/dev/null
 fi
+"$(dirname "$0")/staticcheck.sh" --install
 # Proxmox's own code beside the checkout (shared/pve-oracle in the nearest
 # parent that has it, as the tests find it; read at test time, never copied):
 # its Debian Perl packages, through its own idempotent installer. A checkout

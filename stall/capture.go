@@ -365,26 +365,19 @@ func (w *writer) devices(ctx context.Context, n node.Node, set *disk.Set, disks 
 // statTimeout is stat on a volume's path within 2 s: a hung NFS mount
 // must not hang the capture.
 func statTimeout(path string, st *unix.Stat_t) error {
-	type res struct {
-		st  unix.Stat_t
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		var r res
-		r.err = unix.Stat(path, &r.st)
-		ch <- r
-	}()
-	select {
-	case r := <-ch:
-		*st = r.st
-		if r.err != nil {
-			return fmt.Errorf("stat %s: %w", path, r.err)
-		}
-		return nil
-	case <-time.After(2 * time.Second):
+	got, err := node.Within(context.Background(), 2*time.Second, func() (st unix.Stat_t, err error) {
+		err = unix.Stat(path, &st)
+		return st, err
+	})
+	switch {
+	case node.GaveUp(err):
 		return fmt.Errorf("stat %s: no answer within 2s", path)
+	case err != nil:
+		*st = got
+		return fmt.Errorf("stat %s: %w", path, err)
 	}
+	*st = got
+	return nil
 }
 
 // pools writes the state of the thin pools the disks live on.

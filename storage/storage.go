@@ -6,9 +6,11 @@
 package storage
 
 import (
+	"context"
 	"os"
 	"syscall"
 
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
 
@@ -40,9 +42,12 @@ func IOUringHazard(s *qemuserver.Storage, cacheDirect bool) string {
 	return s.Facts().IOUringHazard(cacheDirect)
 }
 
-// IsSparse reports a regular file that allocates less than its size.
+// IsSparse reports a regular file that allocates less than its size. Its
+// stat is bounded like alloc's (node.Within, node.DefaultTimeout): an image
+// on a hung NFS or CIFS mount is not known to be sparse, as one that cannot
+// be read.
 func IsSparse(path string) bool {
-	st, err := os.Stat(path)
+	st, err := node.Within(context.Background(), node.DefaultTimeout, func() (os.FileInfo, error) { return os.Stat(path) })
 	if err != nil || !st.Mode().IsRegular() {
 		return false
 	}

@@ -159,9 +159,7 @@ func ParseCTVolumes(b []byte) []CTVolume {
 			continue
 		}
 		vol, _, _ := strings.Cut(strings.TrimSpace(v), ",")
-		if strings.HasPrefix(vol, "volume=") {
-			vol = strings.TrimPrefix(vol, "volume=")
-		}
+		vol = strings.TrimPrefix(vol, "volume=")
 		out = append(out, CTVolume{k, vol})
 	}
 	return out

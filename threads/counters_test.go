@@ -126,6 +126,7 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 			select {
 			case <-stop:
 				return
+			//lint:ignore SA5004 the thread spins on purpose: its run time and run-queue wait are what the test reads
 			default:
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/layers"
+	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
 // Sample is one refresh: every disk's activity over the last interval and
@@ -155,6 +156,14 @@ type VM struct {
 	VCPUCPUPct *float64   `json:"vcpu_cpu_pct"`
 	VCPUs      int        `json:"vcpus"`
 	IOThreads  []IOThread `json:"iothreads"`
+	// DirtyBytes and WritebackBytes are the page cache the VM's QEMU holds
+	// in node RAM, not yet on storage, from its cgroup's memory.stat
+	// (package sampler); IOPressure its io.pressure. Nil when not measured
+	// (CgroupNotMeasured says why: no scope of the VM on the node, ...).
+	DirtyBytes        *int64            `json:"dirty_bytes"`
+	WritebackBytes    *int64            `json:"writeback_bytes"`
+	IOPressure        *sampler.Pressure `json:"io_pressure"`
+	CgroupNotMeasured string            `json:"cgroup_not_measured,omitempty"`
 }
 
 // IOThread is one iothread of a VM and the disks it serves.

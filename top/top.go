@@ -306,6 +306,9 @@ type snapshot struct {
 	// Left are the latency histograms of pvediskcheck's that this run
 	// did not set (latency.Leftover), from Stats.
 	Left []latency.Leftover
+	// Cgroup is the VM's cgroup reading (dirty, writeback, io.pressure);
+	// nil in snapshots made without it.
+	Cgroup *sampler.Cgroup
 }
 
 // Sample takes one sample of every VM watched. Rows and rates need a
@@ -342,18 +345,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		err  error
 	}
 	res := make([]result, len(work))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i, st := range work {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res[i].snap, res[i].err = m.sampleVM(ctx, st)
-		}()
-	}
-	wg.Wait()
+	node.Each(len(work), parallel, func(i int) { res[i].snap, res[i].err = m.sampleVM(ctx, work[i]) })
 	for i, st := range work {
 		snap, err := res[i].snap, res[i].err
 		switch {
@@ -465,7 +457,9 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 			watched = append(watched, d)
 		}
 	}
-	st.set = disk.Resolve(m.ctx, m.n, v, watched, disk.Devices, disk.Options{})
+	// The VM's cgroup is found once per process (Cgroup); each sample
+	// reads its files (snapshot.Cgroup).
+	st.set = disk.Resolve(m.ctx, m.n, v, watched, disk.Devices|disk.Cgroup, disk.Options{})
 	for _, d := range st.set.Disks {
 		if c := queues.Of(v, d.Disk); c != nil && c.Object != "" {
 			d.Queues = c
@@ -579,6 +573,12 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		}
 	}
 	snap.DevicesAt = time.Now()
+	if needMap && st.set.CgroupDir.Unmeasured != "" {
+		// Looked for again with the thread map: a QEMU moved into its
+		// scope after top first saw it (or a scope made late) is found.
+		st.set.CgroupDir = sampler.FindCgroup(ctx, m.n, st.vmid, st.pid)
+	}
+	snap.Cgroup = sampler.ReadCgroup(ctx, m.n, st.set.CgroupDir, false)
 	snap.Stalls = map[string]stall.Verdict{}
 	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
 		snap.Stalls[v.Disk] = v
@@ -795,6 +795,12 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 	}
 	if u, ok := usage(v.PID); ok {
 		row.MainLoopCPUPct, row.MainLoopWaitPct = pct(u.CPUPct), pctPtr(u.WaitPct)
+	}
+	if c := cur.Cgroup; c.Measured() {
+		dirty, wb := c.DirtyBytes, c.WritebackBytes
+		row.DirtyBytes, row.WritebackBytes, row.IOPressure = &dirty, &wb, c.IOPressure
+	} else if c != nil {
+		row.CgroupNotMeasured = c.Unmeasured
 	}
 	var vcpu float64
 	measured := 0

@@ -218,7 +218,7 @@ func TestSampleJSONSchema(t *testing.T) {
 		t.Errorf("guest_mounts = %v, want []", sata["guest_mounts"])
 	}
 	vmKeys := keys(doc["vms"].([]any)[0].(map[string]any))
-	if want := []string{"iothreads", "main_loop_cpu_pct", "main_loop_wait_pct", "name", "pid", "status", "vcpu_cpu_pct", "vcpus", "vmid"}; !reflect.DeepEqual(vmKeys, want) {
+	if want := []string{"dirty_bytes", "io_pressure", "iothreads", "main_loop_cpu_pct", "main_loop_wait_pct", "name", "pid", "status", "vcpu_cpu_pct", "vcpus", "vmid", "writeback_bytes"}; !reflect.DeepEqual(vmKeys, want) {
 		t.Errorf("vm keys %v", vmKeys)
 	}
 	f := doc["findings"].([]any)[0].(map[string]any)
@@ -602,7 +602,6 @@ func TestMonitorBlockJob(t *testing.T) {
 		}
 		v.set(f.cmd, string(b))
 	}
-	before = len(v.q.Seen())
 	// vzdump records the fleecing images in the config when the backup
 	// starts, after top loaded it: read again once for the job.
 	conf := filepath.Join(n.paths.QemuServerDir(), "370.conf")

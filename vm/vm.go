@@ -166,6 +166,9 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 	v.Config = cfg
 	// What Proxmox skips with a warning is said, and the rest is checked.
 	v.Notes = append(v.Notes, cfg.Skipped...)
+	// A dropped line that names a disk: the VM starts without it (check
+	// makes each an error finding instead of this note).
+	v.Notes = append(v.Notes, cfg.DroppedDisks...)
 	v.lock = v.readLock(ctx, n)
 	var skipped []string
 	if v.Storages, skipped, err = ReadStorages(ctx, n); err != nil {
@@ -253,7 +256,7 @@ func runningProcess(ctx context.Context, n node.Node, vmid int) (int, *qemuserve
 // as a file (refused, or its read hung); any other (no such file, a
 // process gone) means "not running".
 func unlessGone(err error) error {
-	if errors.Is(err, node.ErrBadFile) || errors.Is(err, node.ErrFileTimeout) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, node.ErrBadFile) || node.GaveUp(err) {
 		return err
 	}
 	return nil
@@ -267,9 +270,11 @@ func isProcfs(dir string) bool {
 }
 
 // IsBlockDevice stats a disk path the way the running QEMU sees it (through
-// /proc/<pid>/root when running), falling back to the node root.
+// /proc/<pid>/root when running), falling back to the node root; within
+// node.DefaultTimeout (node.Within): an image on a hung NFS or CIFS mount
+// is not a block device.
 func (v *VM) IsBlockDevice(path string) bool {
-	st, err := os.Stat(v.HostPath(path))
+	st, err := node.Within(context.Background(), node.DefaultTimeout, func() (os.FileInfo, error) { return os.Stat(v.HostPath(path)) })
 	return err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0
 }
 

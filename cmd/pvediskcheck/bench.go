@@ -182,12 +182,8 @@ func benchAction(c *cli.Context) error {
 	if err := writeReport(report, bench.HTML(res)); err != nil {
 		return err
 	}
-	if e.json {
-		if err := e.printJSON(res); err != nil {
-			return err
-		}
-	} else {
-		printBench(e, res)
+	if err := show(e, res, printBench); err != nil {
+		return err
 	}
 	return outcome.Err
 }

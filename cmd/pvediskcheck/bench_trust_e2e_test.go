@@ -115,7 +115,7 @@ func TestBenchTrustE2E(t *testing.T) {
 		}
 		done <- "no fill"
 	}()
-	out, errs, code = runCLI(t, "--root", n.Root, "bench", "370", "scsi1", "--job", "rr4k", "--job", "rw4k", "--runs", "2", "--runtime", "8s", "--ramp", "1s", "--size", "32M", "--out", dir)
+	_, errs, code = runCLI(t, "--root", n.Root, "bench", "370", "scsi1", "--job", "rr4k", "--job", "rw4k", "--runs", "2", "--runtime", "8s", "--ramp", "1s", "--size", "32M", "--out", dir)
 	mounted := <-done
 	t.Logf("TOCTOU: %s; exit %d\n%s", strings.TrimSpace(mounted), code, errs)
 	holds("formatted and mounted between check and run: refused", code == 2 && strings.Contains(errs, "changed since bench checked it") && strings.Contains(errs, "mounted"), code, errs)

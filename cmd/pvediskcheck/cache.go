@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -59,12 +60,8 @@ func cacheAction(c *cli.Context) error {
 	if out == nil {
 		return err
 	}
-	if e.json {
-		if err := e.printJSON(out); err != nil {
-			return err
-		}
-	} else {
-		printCache(e, *out)
+	if err := show(e, *out, printCache); err != nil {
+		return err
 	}
 	return err
 }
@@ -108,6 +105,7 @@ func printCache(e *env, out cache.View) {
 		fmt.Fprintf(e.out, "  acknowledged writes sit in: %s\n", h.AckedDataIn)
 		fmt.Fprintf(e.out, "  a host crash loses:         %s\n", h.CrashLoses)
 	}
+	printUnflushed(e, out.Unflushed)
 	for _, d := range out.Disks {
 		guest := d.GuestLine()
 		if len(d.Lines) == 0 && d.Flush == nil && guest == "" {
@@ -129,4 +127,23 @@ func printCache(e *env, out cache.View) {
 		}
 	}
 	e.notes(out.Notes)
+}
+
+// printUnflushed is the VM's page cache in node RAM (its cgroup), coloured
+// by the mode that puts it there.
+func printUnflushed(e *env, u *cache.Unflushed) {
+	if u == nil {
+		return
+	}
+	color := map[cache.Risk]string{cache.RiskFlushed: red, cache.RiskUnflushed: yellow}[u.Risk]
+	if !u.Measured {
+		color = ""
+	}
+	fmt.Fprintf(e.out, "%s\n", e.paint(color, u.Says))
+	if u.Verify != nil {
+		fmt.Fprintln(e.out, "  over the --verify window: "+u.Verify.Says)
+	}
+	if p := u.IOPressure; p != nil {
+		fmt.Fprintf(e.out, "  io pressure (last 10 s): some %s, full %s; waited %s in all\n", units.PercentWhole(p.SomeAvg10), units.PercentWhole(p.FullAvg10), units.Duration(time.Duration(p.SomeTotalUs)*time.Microsecond))
+	}
 }

@@ -58,12 +58,8 @@ func checkAction(c *cli.Context) error {
 	}
 	rep := check.Run(e.ctx(), e.node, ids, check.Options{NextStart: c.Bool("next-start"), Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"),
 		Policy: pol, All: c.Bool("all")})
-	if e.json {
-		if err := e.printJSON(rep); err != nil {
-			return err
-		}
-	} else {
-		printCheck(e, rep)
+	if err := show(e, rep, printCheck); err != nil {
+		return err
 	}
 	if err := rep.Err(); err != nil {
 		return err

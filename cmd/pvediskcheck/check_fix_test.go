@@ -119,7 +119,7 @@ func TestCheckFixesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	qm := filepath.Join(doubles, "qm")
-	commands, fixed := 0, 0
+	commands, fixed, skippedStorage := 0, 0, 0
 	codes := map[check.Code]int{}
 	for _, c := range fixCorpus(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,9 +153,18 @@ func TestCheckFixesApply(t *testing.T) {
 				commands++
 				argv := fs[0].Command
 				n := stoppedNode(t, c)
+				fakenode.ServeQMOracle(t, n.Paths.Root)
 				cmd := exec.Command(qm, argv[1:]...)
 				cmd.Env = append(os.Environ(), fakenode.EnvRoot+"="+n.Paths.Root)
 				if out, err := cmd.CombinedOutput(); err != nil {
+					// The cfg2cmd corpus's storage.cfg is not one Proxmox
+					// reads whole: its zfs: section lacks the required
+					// blocksize, so Proxmox skips that storage and update_vm
+					// refuses a volume on it (../shared/pve-oracle/README.md).
+					if strings.HasPrefix(c.name, "cfg2cmd/") && strings.Contains(string(out), "storage 'zfs-over-iscsi-store' does not exist") {
+						skippedStorage++
+						continue
+					}
 					t.Errorf("%q: %v: %s", argv, err, out)
 					continue
 				}
@@ -203,7 +212,7 @@ func TestCheckFixesApply(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d commands applied through the qm double, fixing %d findings: %v", commands, fixed, codes)
+	t.Logf("%d commands applied through the qm double (Proxmox's update_vm judging), fixing %d findings: %v; %d refused on the corpus's zfs: storage Proxmox skips", commands, fixed, codes, skippedStorage)
 	if commands < 50 {
 		t.Errorf("only %d commands: the corpora did not exercise the fixes", commands)
 	}

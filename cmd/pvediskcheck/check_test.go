@@ -61,7 +61,7 @@ scsi2: local:380/vm-380-disk-9.raw,size=64M
 		"iothread-ignored":        {"warning", "scsi1", "qm set 380 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-380-disk-1,iothread=1,discard=on,size=64M"},
 		"cache-unsafe":            {"error", "scsi1", "qm set 380 --scsihw virtio-scsi-single --scsi1 local-lvm:vm-380-disk-1,iothread=1,discard=on,size=64M"},
 		"cache-writeback":         {"warning", "scsi0", "qm set 380 --scsihw virtio-scsi-single --scsi0 local-lvm:vm-380-disk-0,aio=native,discard=on,size=64M"},
-		"ssd-unsupported":         {"warning", "virtio0", "qm set 380 --virtio0 local-lvm:vm-380-disk-2,discard=on,size=64M"},
+		"ssd-unsupported":         {"error", "virtio0", "qm set 380 --virtio0 local-lvm:vm-380-disk-2,discard=on,size=64M"},
 		"config-invalid":          {"error", "sata0", ""},
 		"limit-invalid":           {"error", "sata1", "with the VM stopped: qm set 380 --scsihw virtio-scsi-single --delete sata1 --scsi3 local-lvm:vm-380-disk-4,discard=on,mbps_rd=5,size=64M"},
 		"emulated-controller":     {"warning", "sata1", "with the VM stopped: qm set 380 --scsihw virtio-scsi-single --delete sata1 --scsi3 local-lvm:vm-380-disk-4,discard=on,mbps_rd=5,size=64M"},

@@ -12,6 +12,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/units"
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 )
 
@@ -76,12 +77,8 @@ func discardAction(c *cli.Context) error {
 	if rep == nil {
 		return err
 	}
-	if e.json {
-		if jerr := e.printJSON(rep); jerr != nil {
-			return jerr
-		}
-	} else {
-		printDiscard(e, rep)
+	if jerr := show(e, rep, printDiscard); jerr != nil {
+		return jerr
 	}
 	return err
 }
@@ -206,6 +203,9 @@ func printDiscard(e *env, out *discard.Report) {
 			if r.PoolReturnedBytes != nil {
 				fmt.Fprintf(e.out, "  pool              %s -> %s allocated (returned %s, %s, all its volumes)\n", units.Bytes(*r.PoolBeforeBytes), units.Bytes(*r.PoolAfterBytes), units.Bytes(*r.PoolReturnedBytes), d.Allocation.Pool.Name)
 			}
+			if rc := d.Reclaimable; rc != nil {
+				fmt.Fprintf(e.out, "  predicted         %s\n", reclaimText(rc))
+			}
 			for _, rs := range r.Reasons {
 				fmt.Fprintf(e.out, "  - %s\n", rs.Text)
 				if rs.Fix != "" {
@@ -214,10 +214,22 @@ func printDiscard(e *env, out *discard.Report) {
 			}
 			continue
 		}
-		if len(d.Warnings) == 0 && d.Allocation.Pool == nil && d.Allocation.Unmeasured == "" {
+		if len(d.Warnings) == 0 && d.Allocation.Pool == nil && d.Allocation.Unmeasured == "" && d.GuestFilesystems == nil && d.Reclaimable == nil {
 			continue
 		}
 		fmt.Fprintf(e.out, "\n%s:\n", d.ID)
+		for _, f := range d.GuestFilesystems {
+			fmt.Fprintf(e.out, "  guest %s\n", cache.FilesystemText(f))
+		}
+		if rc := d.Reclaimable; rc != nil {
+			fmt.Fprintf(e.out, "  reclaimable by trim: %s\n", reclaimText(rc))
+			for _, rs := range rc.Reasons {
+				fmt.Fprintf(e.out, "    - %s\n", rs.Text)
+			}
+			if rc.Verdict == discard.ReclaimKnown {
+				fmt.Fprintf(e.out, "    reclaim: %s\n", rc.Fix)
+			}
+		}
 		if p := d.Allocation.Pool; p != nil {
 			fmt.Fprintf(e.out, "  pool %s: %s of %s used (%s), discards %s\n", p.Name, units.BytesPtr(p.AllocatedBytes), units.Bytes(p.SizeBytes), units.PercentPtr(p.DataPercent), units.OrDash(p.Discards))
 		}
@@ -230,6 +242,21 @@ func printDiscard(e *env, out *discard.Report) {
 	}
 	e.histogramsLeft(out.HistogramsLeft)
 	e.notes(out.Notes)
+}
+
+// reclaimText is what a trim would give back, in one line.
+func reclaimText(r *discard.Reclaim) string {
+	switch r.Verdict {
+	case discard.ReclaimKnown:
+		s := "up to " + units.Bytes(*r.UpToBytes)
+		if r.AtLeastBytes != nil {
+			s += ", at least " + units.Bytes(*r.AtLeastBytes)
+		}
+		return s + fmt.Sprintf(" (the node holds %s, the guest's filesystems use %s)", units.BytesPtr(r.AllocatedBytes), units.BytesPtr(r.GuestUsedBytes))
+	case discard.ReclaimNoAgent:
+		return "unknown (no guest agent)"
+	}
+	return "unknown"
 }
 
 func allocText(r alloc.Result) string {

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/cache"
 	"github.com/pvediskcheck/pvediskcheck/discard"
+	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/internal/e2e"
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -45,6 +47,14 @@ func TestDiscardGuestE2E(t *testing.T) {
 		n.MustVolume(t, "local-lvm", d.vol, 256<<20)
 		cfg.WriteString(sf("%s: local-lvm:%s,discard=%s,size=256M\n", d.id, d.vol, d.discard))
 	}
+	// Issue 34: a disk the guest has no filesystem on: what a trim would
+	// give back is unknown, never 0.
+	n.MustVolume(t, "local-lvm", "vm-370-disk-5", 64<<20)
+	cfg.WriteString("scsi3: local-lvm:vm-370-disk-5,discard=on,size=64M\n")
+	// and one with a partition table: ext4 on the first partition, swap
+	// (never mounted) on the second: unknown, the swap partition's doing.
+	n.MustVolume(t, "local-lvm", "vm-370-disk-6", 64<<20)
+	cfg.WriteString("scsi4: local-lvm:vm-370-disk-6,discard=on,size=64M\n")
 	if err := n.WriteConfig(370, cfg.String()); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +106,64 @@ func TestDiscardGuestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("mkfs + 4 x 64 MiB written and removed in %.1f s", time.Since(prep).Seconds())
+	// scsi3 holds 8 MiB with no filesystem (as a raw database would).
+	raw, err := e2e.FindSCSIDisk(ctx, agent, "drive-scsi3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2e.Sh(ctx, agent, sf("set -e; yes pvediskcheck | dd of=%s bs=1M count=8 iflag=fullblock oflag=direct 2>/dev/null; sync", raw)); err != nil {
+		t.Fatal(err)
+	}
+	parted, err := e2e.FindSCSIDisk(ctx, agent, "drive-scsi4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e2e.Sh(ctx, agent, sf("set -e; printf 'n\\np\\n1\\n\\n+32M\\nn\\np\\n2\\n\\n\\nw\\n' | fdisk %[1]s >/dev/null 2>&1 || true; partprobe %[1]s 2>/dev/null || true; sleep 1; "+
+		"mkfs.ext4 -q -F %[1]s1; mkswap %[1]s2 >/dev/null; mkdir -p /mnt/p1; mount -t ext4 %[1]s1 /mnt/p1; "+
+		"yes pvediskcheck | dd of=/mnt/p1/f bs=1M count=4 iflag=fullblock 2>/dev/null; sync; ls %[1]s*", parted)); err != nil {
+		t.Fatalf("partitioning %s: %v %s", parted, err, out)
+	}
+	for _, c := range []string{"guest-get-disks", "guest-get-fsinfo"} {
+		if r, err := agent.Call(ctx, c, nil); err == nil {
+			t.Logf("%s with %s partitioned: %s", c, parted, r.Raw)
+		}
+	}
+	if fs, err := agent.Call(ctx, "guest-get-fsinfo", nil); err == nil {
+		t.Logf("guest-get-fsinfo before the trim: %s", fs.Raw)
+	}
+
+	// Issue 34: the status asks the agent (guest-get-disks, guest-get-fsinfo)
+	// and predicts what the trim gives back.
+	var status discard.Report
+	if errs, code := runJSON(t, n, &status, "discard", "370"); code != 0 {
+		t.Errorf("status: exit %d: %s", code, errs)
+	}
+	// cache shows the same filesystems per disk (within its 0.5 s).
+	var cv cache.View
+	if errs, code := runJSON(t, n, &cv, "cache", "370"); code != 0 {
+		t.Errorf("cache: exit %d: %s", code, errs)
+	}
+	for _, cd := range cv.Disks {
+		want := ""
+		for _, d := range disks {
+			if d.id == cd.ID {
+				want = d.mnt
+			}
+		}
+		layout := guestdisk.OnDisk
+		if cd.ID == "scsi4" {
+			want, layout = "/mnt/p1", guestdisk.OnPartition
+		}
+		fs := cd.GuestFilesystems
+		if want == "" && (fs == nil || len(fs) != 0) || want != "" && (len(fs) != 1 || fs[0].Mountpoint != want || fs[0].UsedBytes == nil || fs[0].Layout != layout) {
+			t.Errorf("cache %s: guest filesystems %+v, want %q", cd.ID, fs, want)
+		}
+	}
+	for _, id := range []string{"scsi1", "scsi2", "sata1", "virtio1", "scsi3", "scsi4"} {
+		if r := diskByID(t, status, id).Reclaimable; r != nil {
+			t.Logf("status %-8s reclaimable %s up to %v at least %v (allocated %v, guest uses %v) %v", id, r.Verdict, deref(r.UpToBytes), deref(r.AtLeastBytes), deref(r.AllocatedBytes), deref(r.GuestUsedBytes), reasonCodes(r.Reasons))
+		}
+	}
 
 	trimStart := time.Now()
 	var res discard.Report
@@ -106,6 +174,42 @@ func TestDiscardGuestE2E(t *testing.T) {
 	}
 	for _, p := range res.GuestFstrim {
 		t.Logf("guest: %s trimmed %d on %v %s", p.Path, p.TrimmedBytes, p.Disks, p.Error)
+	}
+	// Issue 34: the prediction made before the trim against what it gave
+	// back. An upper bound: what ext4 wrote of its own metadata (journal,
+	// bitmaps, inode tables: not in its used bytes) stays allocated; the
+	// lower bound takes all of the metadata space off.
+	if rc := diskByID(t, res, "scsi3").Reclaimable; rc == nil || rc.Verdict != discard.ReclaimUnknown || rc.UpToBytes != nil || !hasReason(rc.Reasons, discard.CodeNoFilesystem) {
+		t.Errorf("scsi3 (no filesystem): reclaimable %+v, want unknown (no-filesystem)", rc)
+	}
+	if dj := diskByID(t, res, "scsi4"); dj.Reclaimable == nil || dj.Reclaimable.Verdict != discard.ReclaimUnknown || dj.Reclaimable.UpToBytes != nil ||
+		!hasReason(dj.Reclaimable.Reasons, discard.CodeGuestPartitions) || len(dj.GuestFilesystems) != 1 || dj.GuestFilesystems[0].Layout != "partition" {
+		t.Errorf("scsi4 (ext4 and swap partitions): filesystems %+v, reclaimable %+v, want unknown (guest-partitions)", dj.GuestFilesystems, dj.Reclaimable)
+	} else {
+		t.Logf("scsi4: %s", dj.Reclaimable.Reasons[len(dj.Reclaimable.Reasons)-1].Text)
+	}
+	for _, d := range disks {
+		dj := diskByID(t, res, d.id)
+		rc, r := dj.Reclaimable, dj.Result
+		if rc == nil || rc.Verdict != discard.ReclaimKnown || len(dj.GuestFilesystems) != 1 || dj.GuestFilesystems[0].Mountpoint != d.mnt {
+			t.Errorf("%s: filesystems %+v, reclaimable %+v: want known, %s", d.id, dj.GuestFilesystems, rc, d.mnt)
+			continue
+		}
+		unit := max(r.ResolutionBytes, dj.Allocation.Pool.ChunkSizeBytes)
+		t.Logf("%-8s predicted up to %d, at least %d (allocated %d, guest uses %d); returned %d: upper bound over by %d (%.1f allocation units of %d)",
+			d.id, *rc.UpToBytes, deref(rc.AtLeastBytes), *rc.AllocatedBytes, *rc.GuestUsedBytes, *r.ReturnedBytes, *rc.UpToBytes-*r.ReturnedBytes, float64(*rc.UpToBytes-*r.ReturnedBytes)/float64(unit), unit)
+		if *rc.AllocatedBytes != *r.AllocatedBeforeBytes {
+			t.Errorf("%s: predicted from %d, the trim's before is %d", d.id, *rc.AllocatedBytes, *r.AllocatedBeforeBytes)
+		}
+		if d.discard == "ignore" {
+			if !hasReason(rc.Reasons, discard.CodeDiscardIgnore) {
+				t.Errorf("%s: reclaimable without discard-ignore: %v", d.id, reasonCodes(rc.Reasons))
+			}
+			continue
+		}
+		if *r.ReturnedBytes > *rc.UpToBytes+unit || rc.AtLeastBytes == nil || *r.ReturnedBytes < *rc.AtLeastBytes-unit {
+			t.Errorf("%s: returned %d outside the predicted [%v, %d] (+-%d)", d.id, *r.ReturnedBytes, deref(rc.AtLeastBytes), *rc.UpToBytes, unit)
+		}
 	}
 	for _, d := range disks {
 		dj := diskByID(t, res, d.id)

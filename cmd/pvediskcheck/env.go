@@ -65,6 +65,16 @@ func (e *env) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// show is a command's answer: the capability's type as it is with --json
+// (printJSON), else its text view.
+func show[T any](e *env, v T, text func(*env, T)) error {
+	if e.json {
+		return e.printJSON(v)
+	}
+	text(e, v)
+	return nil
+}
+
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
 	f, ok := rawOut(w).(*os.File)

@@ -82,6 +82,9 @@ func flushAction(c *cli.Context) error {
 				}
 			}
 		}
+		if u := res.Unflushed; u != nil {
+			fmt.Fprintln(e.out, "node RAM: "+u.Says)
+		}
 		for _, h := range res.Histograms {
 			fmt.Fprintln(e.out, histogramNote(h))
 		}

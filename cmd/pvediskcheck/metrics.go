@@ -34,6 +34,7 @@ func metricsCommand() *cli.Command {
 			maxInt(&cli.IntFlag{Name: "parallel", Value: metrics.DefaultParallel, Usage: "VMs read at once"}, metrics.MaxParallel),
 			stallAfterFlag(),
 			captureFlag(),
+			&cli.BoolFlag{Name: "guest", Usage: "ask each running VM's guest agent (agent: 1) once per collection for its filesystems (guest-get-disks, guest-get-fsinfo: read-only): their use per disk and what a trim would give back"},
 			&cli.BoolFlag{Name: "histogram", Usage: "with --listen, CHANGES QEMU STATE: set latency histograms on every running disk and export them (one found set is used as it is); cleared on exit"},
 		}, policyFlags()...),
 		Action: metricsAction,
@@ -59,7 +60,7 @@ func metricsAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"), Policy: pol}
+	o := metrics.Options{Parallel: c.Int("parallel"), StallAfter: c.Duration("stall-after"), Policy: pol, Guest: c.Bool("guest")}
 	if err := metrics.Validate(e.paths, o); err != nil {
 		return err
 	}

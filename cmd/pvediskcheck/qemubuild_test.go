@@ -89,7 +89,7 @@ func TestQEMUOutdatedRealQEMU(t *testing.T) {
 		// A newer version installed: both named.
 		newer := running + "+pdc1"
 		install("qemu-system-x86", newer)
-		v, qf = checkBuild(exitProblem)
+		_, qf = checkBuild(exitProblem)
 		want := "(deleted)): the running build qemu-system-x86 " + running + ", the installed qemu-system-x86 is " + newer + "; the installed version's fixes, and what this tool knows of that version, apply to this VM only from its next full start"
 		if len(qf) != 1 || qf[0].Code != check.CodeQEMUOutdated || !strings.HasSuffix(qf[0].Message, want) || qf[0].Fix != "qm reboot 370 (a full stop and start: a reboot inside the guest keeps the running binary; a live migration starts the target node's installed binary instead)" {
 			t.Fatalf("deleted, newer installed: findings %+v", qf)

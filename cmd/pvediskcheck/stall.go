@@ -98,11 +98,7 @@ func stallAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(cp)
-	}
-	printCapture(e, cp)
-	return nil
+	return show(e, cp, printCapture)
 }
 
 func printCapture(e *env, cp *stall.Captured) {

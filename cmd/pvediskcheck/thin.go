@@ -41,12 +41,8 @@ func thinAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		if err := e.printJSON(rep); err != nil {
-			return err
-		}
-	} else {
-		printThin(e, rep)
+	if err := show(e, rep, printThin); err != nil {
+		return err
 	}
 	if rep.Failing() {
 		return exitcode.ErrProblem

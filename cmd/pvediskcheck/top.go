@@ -221,7 +221,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 	}
 	t.flush()
 	b.WriteString("\n")
-	t = newTable(&b, "VMID", "NAME", "STATUS", "MAIN%", "WAIT%", "VCPU%", "IOTHREADS (CPU%)")
+	t = newTable(&b, "VMID", "NAME", "STATUS", "MAIN%", "WAIT%", "VCPU%", "DIRTY MiB", "IO PSI%", "IOTHREADS (CPU%)")
 	for _, v := range s.VMs {
 		var its []string
 		for _, it := range v.IOThreads {
@@ -232,7 +232,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 			status += ": " + v.Error
 		}
 		t.row(fmt.Sprint(v.VMID), units.OrDash(v.Name), status, topPct(v.MainLoopCPUPct), topPct(v.MainLoopWaitPct),
-			topPct(v.VCPUCPUPct), units.OrDash(strings.Join(its, ", ")))
+			topPct(v.VCPUCPUPct), topDirty(v), topPSI(v), units.OrDash(strings.Join(its, ", ")))
 	}
 	t.flush()
 	topBackups(&b, s)
@@ -242,6 +242,23 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+}
+
+// topDirty is the DIRTY MiB column: the VM's dirty and writeback page
+// cache (its cgroup), "-" when not measured.
+func topDirty(v top.VM) string {
+	if v.DirtyBytes == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(*v.DirtyBytes+*v.WritebackBytes)/units.MiB)
+}
+
+// topPSI is the IO PSI% column: io.pressure's some and full avg10.
+func topPSI(v top.VM) string {
+	if v.IOPressure == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f/%.0f", v.IOPressure.SomeAvg10, v.IOPressure.FullAvg10)
 }
 
 // topStalled is the STALLED column: the seconds without a completion of a

@@ -31,7 +31,7 @@ func Find(name string) string {
 		return ""
 	}
 	dir, _ := os.Getwd()
-	for range 6 {
+	for range 8 {
 		p := filepath.Join(dir, "shared", name)
 		if st, err := os.Stat(p); err == nil && st.IsDir() {
 			return p

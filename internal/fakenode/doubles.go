@@ -62,6 +62,7 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
+	//lint:ignore SA1019 a test binary runs where go test built it, so the toolchain's root is meaningful here
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
@@ -77,4 +78,5 @@ func (n *Node) UseDoubles(t testing.TB) {
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv(EnvRoot, n.Root)
+	n.serveQMOracle(t)
 }

@@ -52,7 +52,7 @@ func Find() string {
 		return ""
 	}
 	dir, _ := os.Getwd()
-	for range 6 {
+	for range 8 {
 		p := filepath.Join(dir, "shared", dirName)
 		if isOracle(p) {
 			return p
@@ -439,6 +439,21 @@ func (r QmSetResult) Refusal() string {
 		msg += fmt.Sprintf("; %s: %s", k, strings.TrimSpace(v))
 	}
 	return msg
+}
+
+// Cannot: the answer says what the oracle cannot stand in for (its
+// README: librados and the Ceph cluster's fsid, a ZFS over iSCSI target's
+// commands, any compiled module's stand-in), not what Proxmox decides.
+func (r QmSetResult) Cannot() bool {
+	if len(r.StubCalls) > 0 {
+		return true
+	}
+	for _, s := range []string{"STUB: ", "MOCK: not running host command", "cluster fsid has invalid format"} {
+		if strings.Contains(r.Refusal(), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // qmsetTimeout bounds one answer of the batch process (a request takes

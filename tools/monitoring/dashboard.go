@@ -15,6 +15,8 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 )
 
+//lint:file-ignore SA1019 the dashboard is Grafana's classic JSON model (dashboard v1), the one Grafana imports from a file and provisions without the dynamic-dashboards feature flag; dashboardv2 would change share/prometheus/pvediskcheck.grafana.json
+
 // DashboardUID is the dashboard's fixed uid: an import replaces the one
 // imported before instead of adding a copy.
 const DashboardUID = "pvediskcheck"

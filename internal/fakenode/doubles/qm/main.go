@@ -1,7 +1,17 @@
 // Command qm is the fake node's stand-in for Proxmox's `qm set`, enough for
 // the tools that persist a disk change (pvediskcheck limit --persist). It does
 // what qemu-server 9 does for `qm set VMID --scsiN <drive line>`, on real
-// state:
+// state.
+//
+// Proxmox judges: every call is first put to Proxmox's own update_vm
+// (pveoracle's pve-qmset, the unmodified qemu-server 9.2.6 beside the
+// checkout); a change it refuses is refused with its message, as qm prints
+// it, and on a stopped VM the config written is the one update_vm writes.
+// What the double keeps of its own, because the oracle treats every VM as
+// stopped and has no node: the running VM (limits applied live through
+// QMP, other changes to [PENDING], below), the digest race file, the fault
+// file and the call log; and, only where Proxmox's code is absent, its own
+// reading of the checks below and its own config writer:
 //
 //   - the drive line is checked as Proxmox checks it (schema, and mbps with
 //     mbps_rd, a *_max without its rate, an ISO image without media=cdrom:
@@ -46,13 +56,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +73,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/pveoracle"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -156,6 +170,28 @@ func set(r string, args []string, stdout, stderr io.Writer) int {
 	delete(changes, "skiplock")
 	order = slices.DeleteFunc(order, func(k string) bool { return k == "skiplock" })
 	blockdev, running := runningVM(r, vmid)
+	proxmox, asked, err := askProxmox(r, vmid, string(text), args[2:])
+	if err != nil {
+		fmt.Fprintf(stderr, "qm (test double): asking Proxmox's update_vm: %v\n", err)
+		return 255
+	}
+	if asked && !proxmox.Accepted {
+		fmt.Fprint(stderr, qmMessage(proxmox))
+		return 255
+	}
+	if asked && !running {
+		// The config update_vm writes for a stopped VM, byte for byte.
+		summary := make([]string, 0, len(order))
+		for _, key := range order {
+			summary = append(summary, "-"+key+" "+changes[key])
+		}
+		fmt.Fprintf(stdout, "update VM %d: %s\n", vmid, strings.Join(summary, " "))
+		if err := writeConfig(cfgPath, proxmox.NewConfig); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 255
+		}
+		return 0
+	}
 	if !running {
 		// qemu-server applies every pending change of a stopped VM when
 		// it writes the new ones (vmconfig_apply_pending).
@@ -220,15 +256,109 @@ func set(r string, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.dropReusedUnused()
 	fmt.Fprintf(stdout, "update VM %d: %s\n", vmid, strings.Join(summary, " "))
-	if err := os.WriteFile(cfgPath+".tmp", []byte(cfg.String()), 0o644); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 255
-	}
-	if err := os.Rename(cfgPath+".tmp", cfgPath); err != nil {
+	if err := writeConfig(cfgPath, cfg.String()); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 255
 	}
 	return 0
+}
+
+// qmMessage is a refusal as qm prints it: a parameter error as
+// "400 Parameter verification failed." and a "key: message" line each
+// (PVE::Exception's code and errors), anything else as its message.
+func qmMessage(r pveoracle.QmSetResult) string {
+	msg := strings.TrimSpace(string(r.Error))
+	if len(r.ParamErrors) == 0 {
+		return msg + "\n"
+	}
+	code := strings.TrimSpace(string(r.ErrorCode))
+	if code == "" {
+		code = "400"
+	}
+	out := code + " " + msg + "\n"
+	for _, k := range slices.Sorted(maps.Keys(r.ParamErrors)) {
+		out += k + ": " + strings.TrimSpace(r.ParamErrors[k]) + "\n"
+	}
+	return out
+}
+
+func writeConfig(path, text string) error {
+	if err := os.WriteFile(path+".tmp", []byte(text), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// askProxmox puts the call to Proxmox's own update_vm (pveoracle's
+// pve-qmset, the VM treated as stopped): whether it accepts the change,
+// with its message if not, and the config it writes. asked is false where
+// Proxmox's code is not beside the checkout ($PVE_ORACLE_DIR or
+// shared/pve-oracle above the working directory): the double then judges
+// by its own reading of qemu-server (ParseDrive, LimitProblems, the ISO
+// rule) and writes the config itself.
+func askProxmox(r string, vmid int, config string, args []string) (res pveoracle.QmSetResult, asked bool, err error) {
+	st, _ := os.ReadFile(filepath.Join(r, "etc/pve/storage.cfg"))
+	req := pveoracle.QmSetRequest{VMID: vmid, Args: args, Config: config, StorageCfg: string(st)}
+	if res, asked, err = askServed(r, req); !asked && err == nil {
+		res, asked, err = askOwn(req)
+	}
+	if err == nil && asked && res.Cannot() {
+		// Proxmox's code cannot answer here (Ceph's librados and fsid, a
+		// ZFS over iSCSI target): the double's own reading judges.
+		return res, false, nil
+	}
+	return res, asked, err
+}
+
+// askServed asks the test process's oracle on the node's socket
+// (fakenode.UseDoubles serves it); asked is false where nobody serves.
+func askServed(r string, req pveoracle.QmSetRequest) (pveoracle.QmSetResult, bool, error) {
+	sock, err := os.ReadFile(filepath.Join(r, "var/lib/qm-double/oracle"))
+	if err != nil {
+		return pveoracle.QmSetResult{}, false, nil
+	}
+	c, err := net.DialTimeout("unix", strings.TrimSpace(string(sock)), 5*time.Second)
+	if err != nil {
+		return pveoracle.QmSetResult{}, false, nil
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	b, _ := json.Marshal(req)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return pveoracle.QmSetResult{}, true, err
+	}
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	if err != nil {
+		return pveoracle.QmSetResult{}, true, err
+	}
+	var a struct {
+		Accepted bool            `json:"accepted_bool"`
+		Result   json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(line, &a); err != nil {
+		return pveoracle.QmSetResult{}, true, err
+	}
+	var res pveoracle.QmSetResult
+	_ = json.Unmarshal(a.Result, &res)
+	res.Accepted = a.Accepted
+	return res, true, nil
+}
+
+// askOwn starts the oracle itself (about a second) where no test serves it.
+func askOwn(req pveoracle.QmSetRequest) (pveoracle.QmSetResult, bool, error) {
+	dir := pveoracle.Find()
+	if dir == "" {
+		return pveoracle.QmSetResult{}, false, nil
+	}
+	o, err := pveoracle.Open(dir)
+	if err != nil {
+		return pveoracle.QmSetResult{}, false, err
+	}
+	defer o.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := o.QmSet(ctx, req)
+	return res, true, err
 }
 
 func record(r string, args []string) {

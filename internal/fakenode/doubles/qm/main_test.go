@@ -6,9 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/pveoracle"
 )
 
-// TestMoveLeavesNoUnused (issue 26 #8): `qm set VMID --delete sata0 --scsi0
+// testStorage is the storages the double's tests' configs name.
+const testStorage = "dir: local\n\tpath /var/lib/vz\n\tcontent iso,vztmpl,backup\n\nlvmthin: local-lvm\n\tthinpool data\n\tvgname pve\n\tcontent rootdir,images\n"
+
+// TestMoveLeavesNoUnused (issue 26 #8); the configs are the ones
+// Proxmox's update_vm writes (the double writes what pve-qmset answers:
+// keys sorted, a drive's options in schema order): `qm set VMID --delete sata0 --scsi0
 // <the same volume>` on a stopped VM, as qemu-server carries it out:
 // update_vm writes scsi0 to [PENDING] and sata0 to its delete list, then
 // vmconfig_apply_pending applies the delete first (vmconfig_register_unused_drive
@@ -23,25 +30,26 @@ func TestMoveLeavesNoUnused(t *testing.T) {
 		want       string
 	}{
 		{"move", base, []string{"--scsihw", "virtio-scsi-single", "--delete", "sata0", "--scsi0", "local-lvm:vm-105-disk-0,size=20G,discard=on", "--boot", "order=scsi0;net0"},
-			"ostype: l26\nboot: order=scsi0;net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsihw: virtio-scsi-single\nscsi0: local-lvm:vm-105-disk-0,size=20G,discard=on\n"},
+			"boot: order=scsi0;net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nostype: l26\nscsi0: local-lvm:vm-105-disk-0,discard=on,size=20G\nscsihw: virtio-scsi-single\n"},
 		// The options in another order: qemu-server deletes first whatever
 		// the order, and the result is the same.
 		// update_vm drops a deleted disk from the boot order: without
 		// --boot the moved disk no longer boots.
 		{"move, delete last, no --boot", base, []string{"--scsi0", "local-lvm:vm-105-disk-0,size=20G", "--delete", "sata0"},
-			"ostype: l26\nboot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nscsi0: local-lvm:vm-105-disk-0,size=20G\n"},
+			"boot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nostype: l26\nscsi0: local-lvm:vm-105-disk-0,size=20G\n"},
 		{"delete alone keeps the volume as unused0", base, []string{"--delete", "sata0"},
-			"ostype: l26\nboot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nunused0: local-lvm:vm-105-disk-0\n"},
-		{"the last boot device goes: no boot line", "boot: order=sata0\nsata0: local-lvm:vm-105-disk-0\n", []string{"--delete", "sata0"}, "unused0: local-lvm:vm-105-disk-0\n"},
+			"boot: order=net0\nnet0: virtio=BC:24:11:00:00:01,bridge=vmbr0\nostype: l26\nunused0: local-lvm:vm-105-disk-0\n"},
+		// update_vm leaves an empty order as "boot: " (the oracle's answer).
+		{"the last boot device goes: an empty boot line", "boot: order=sata0\nsata0: local-lvm:vm-105-disk-0\n", []string{"--delete", "sata0"}, "boot:  \nunused0: local-lvm:vm-105-disk-0\n"},
 		{"legacy boot is left alone", "boot: cdn\nbootdisk: sata0\nsata0: local-lvm:vm-105-disk-0\n", []string{"--delete", "sata0", "--scsi0", "local-lvm:vm-105-disk-0", "--bootdisk", "scsi0"},
-			"boot: cdn\nbootdisk: scsi0\nscsi0: local-lvm:vm-105-disk-0\n"},
+			"boot: cdn\nbootdisk: scsi0\nscsi0: local-lvm:vm-105-disk-0,size=32G\n"}, // size= of the volume (the oracle's pin: 32G)
 		{"a CD-ROM is no volume of the VM", "ide2: local:iso/debian.iso,media=cdrom\n", []string{"--delete", "ide2"}, ""},
 		// A pending disk that uses the volume counts (write_vm_config
 		// collects the volumes of [PENDING] too).
 		{"an unused volume a pending disk takes", "unused0: local-lvm:vm-105-disk-3\n[PENDING]\nscsi1: local-lvm:vm-105-disk-3\n", []string{"--memory", "1024"},
-			"scsi1: local-lvm:vm-105-disk-3\nmemory: 1024\n"},
+			"memory: 1024\nscsi1: local-lvm:vm-105-disk-3\n"},
 		{"an unused volume no disk uses stays", "unused0: local-lvm:vm-105-disk-3\nscsi1: local-lvm:vm-105-disk-4\n", []string{"--memory", "1024"},
-			"unused0: local-lvm:vm-105-disk-3\nscsi1: local-lvm:vm-105-disk-4\nmemory: 1024\n"},
+			"memory: 1024\nscsi1: local-lvm:vm-105-disk-4\nunused0: local-lvm:vm-105-disk-3\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := t.TempDir()
@@ -49,6 +57,7 @@ func TestMoveLeavesNoUnused(t *testing.T) {
 			p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			os.WriteFile(p, []byte(c.conf), 0o644)
+			os.WriteFile(filepath.Join(r, "etc/pve/storage.cfg"), []byte(testStorage), 0o644)
 			var out, errs bytes.Buffer
 			if code := run(append([]string{"set", "105"}, c.args...), &out, &errs); code != 0 {
 				t.Fatalf("exit %d: %s", code, errs.String())
@@ -117,5 +126,28 @@ func TestRefusesLocked(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(p); string(got) != "lock: snapshot-delete\nmemory: 1024\n" {
 		t.Errorf("--skiplock: %q", got)
+	}
+}
+
+// TestProxmoxJudges (issue 32 item 5): the double puts every call to
+// Proxmox's own update_vm, so a change only Proxmox's schema refuses (the
+// double's own reading sets a VM option as given) is refused with
+// Proxmox's message, and the config stays as it was.
+func TestProxmoxJudges(t *testing.T) {
+	pveoracle.For(t) // skips where Proxmox's code is not beside the checkout
+	const conf = "memory: 512\nscsi0: local-lvm:vm-105-disk-0,size=8G\n"
+	r := t.TempDir()
+	t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+	p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte(conf), 0o644)
+	os.WriteFile(filepath.Join(r, "etc/pve/storage.cfg"), []byte(testStorage), 0o644)
+	var out, errs bytes.Buffer
+	code := run([]string{"set", "105", "--memory", "12"}, &out, &errs)
+	if code != 255 || !strings.HasPrefix(errs.String(), "400 Parameter verification failed.\nmemory: ") {
+		t.Errorf("exit %d %q", code, errs.String())
+	}
+	if got, _ := os.ReadFile(p); string(got) != conf {
+		t.Errorf("changed: %q", got)
 	}
 }
