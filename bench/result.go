@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -89,6 +90,11 @@ type JobResult struct {
 	// Evidence is what the node saw that taints these numbers.
 	Evidence []Evidence    `json:"evidence"`
 	Warnings []fio.Warning `json:"warnings"`
+	// Layers are each run's latency split over QEMU and the node device
+	// and the layer that adds most (package layers: a job limited by a
+	// limit, by the storage, by QEMU), in run order; the guest's layer is
+	// not read (fio's figures are the guest's).
+	Layers []layers.Split `json:"layers"`
 }
 
 // Comparison is one pair of disks on one job and metric, with fio
@@ -138,7 +144,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 			groups[d.ID] = append(groups[d.ID], *g)
 			var runs []Observation
 			jr := JobResult{Name: g.Job, Workload: g.Workload, Dir: g.Dir, Runs: g.Files, IOPS: g.IOPS, MiBps: g.BandwidthMiBps,
-				Figure: fio.LabFigure(g), ClatMean: g.ClatMeanNs, LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings}
+				Figure: fio.LabFigure(g), ClatMean: g.ClatMeanNs, LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings, Layers: []layers.Split{}}
 			for _, sr := range out.Done {
 				if sr.Step.Disk != d.ID || sr.Step.Job.Name != g.Job || !hasFile(g.Files, sr.File) {
 					continue
@@ -146,6 +152,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 				obs = append(obs, Observed{sr.Step.Job, sr.Obs})
 				runs = append(runs, sr.Obs)
 				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
+				jr.Layers = append(jr.Layers, Layers(d.Facts, sr.Obs, measured(sr.Res)))
 			}
 			jr.QEMULatencyMs, jr.QEMULatencyWhy = qemuLatency(runs, jobKinds(m, g.Job))
 			dr.Jobs = append(dr.Jobs, jr)
