@@ -5,6 +5,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/fioreport"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 )
 
 // HTML renders the result as a self-contained page (fioreport): a chart
@@ -35,6 +36,13 @@ func HTML(r *Result) []byte {
 					pj.Figure = j.Figure
 				}
 				pj.Bars = append(pj.Bars, fioreport.Bar{Label: d.ID, Value: j.FigureStat(), P99: j.P99, Marks: m, Series: len(pj.Bars)})
+				// Where the job's time went, per run (the layer verdict; a
+				// run without one, idle or unknown, is in the JSON).
+				for i, sp := range j.Layers {
+					if sp.Says != "" && sp.Verdict != layers.Unknown && sp.Verdict != layers.Idle {
+						pj.Notes = append(pj.Notes, fmt.Sprintf("%s run %d: where the time went: %s", d.ID, i+1, sp.Says))
+					}
+				}
 				for _, l := range j.QEMULatencyLines() {
 					pj.Notes = append(pj.Notes, d.ID+": QEMU's latency (histogram, at the node): "+l)
 				}

@@ -3,6 +3,8 @@ package bench
 import (
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/layers"
 )
 
 // Each job's chart holds that job's bars (the unsafe disk's
@@ -36,5 +38,22 @@ func TestHTMLReportPerJob(t *testing.T) {
 		if !strings.Contains(body, c.figure) || strings.Join(got, ",") != strings.Join(c.rows, ",") {
 			t.Errorf("%s: chart %v, pair rows %q; want %s and rows %q", name, strings.Contains(body, c.figure), got, c.figure, c.rows)
 		}
+	}
+}
+
+// A job's layer verdict per run is under that job's chart alone.
+func TestHTMLReportLayerVerdict(t *testing.T) {
+	r := benchResult(t)
+	r.Disks[0].Jobs[0].Layers = []layers.Split{{Verdict: layers.Verdict("held by QEMU: I/O limit"), Says: "guest waits 160 ms per request, of which QEMU 158 ms: held by QEMU: I/O limit"}}
+	page := string(HTML(r))
+	job := r.Disks[0].Jobs[0].Name
+	i := strings.Index(page, `<h2 id="job-`+job+`">`)
+	j := strings.Index(page[i+1:], `<h2 id="job-`)
+	if i < 0 || j < 0 {
+		t.Fatal("job headings missing")
+	}
+	want := r.Disks[0].ID + " run 1: where the time went: guest waits 160 ms per request, of which QEMU 158 ms: held by QEMU: I/O limit"
+	if !strings.Contains(page[i:i+1+j], want) || strings.Count(page, "where the time went") != 1 {
+		t.Errorf("layer verdict not under %s's chart alone", job)
 	}
 }
