@@ -2,9 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
@@ -108,6 +110,10 @@ type Observation struct {
 	// ARCWhy when not read.
 	ARCDataHits, ARCDataMisses *int64
 	ARCWhy                     string
+	// LayersFrom and LayersTo are the disk's counters per layer at the
+	// step's first and last sample (QEMU's and the node device's; the
+	// guest's is not read): the job's latency split (package layers).
+	LayersFrom, LayersTo layers.Counters
 }
 
 // Neighbour is another VM's I/O on the storage during one step.
@@ -198,6 +204,45 @@ func Judge(j Job, f DiskFacts, o Observation, m Measured) []Evidence {
 		}
 	}
 	return ev
+}
+
+// Layers is the run's latency split (package layers): QEMU's and the
+// storage's share of each request's wait, and the verdict, with the
+// limit the job used most of (from fio's rates against the running
+// limits, as the limit-bound rule reads them).
+func Layers(f DiskFacts, o Observation, m Measured) layers.Split {
+	c := layers.Context{}
+	if !f.Cache.Direct {
+		c.PageCache = f.Cache.Mode
+	}
+	best := 0.0
+	for _, l := range []struct {
+		key  string
+		got  float64
+		name string
+	}{
+		{"iops-total", m.ReadIOPS + m.WriteIOPS + m.InFlightIOPS, "iops"}, {"iops-read", m.ReadIOPS + m.InFlightIOPS, "iops_rd"},
+		{"iops-write", m.WriteIOPS + m.InFlightIOPS, "iops_wr"},
+		{"bps-total", m.ReadBytes + m.WriteBytes, "mbps"}, {"bps-read", m.ReadBytes, "mbps_rd"}, {"bps-write", m.WriteBytes, "mbps_wr"},
+	} {
+		if lim := f.Limits[l.key]; lim > 0 && l.got > 0 {
+			if p := 100 * l.got / float64(lim); p > best {
+				best = p
+				c.LimitPct = &p
+				c.Limit = l.name + "=" + limitValue(l.key, lim)
+			}
+		}
+	}
+	return layers.Of(o.LayersFrom, o.LayersTo, c)
+}
+
+// limitValue is a limit in Proxmox's terms: IOPS as they are, bytes/s in
+// MB/s (mbps_wr=20).
+func limitValue(key string, v int64) string {
+	if strings.HasPrefix(key, "bps") {
+		return strconv.FormatFloat(float64(v)/(1<<20), 'f', -1, 64)
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // Observed is one step's job with what the node saw during it.

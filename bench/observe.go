@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/alloc"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
@@ -35,6 +36,9 @@ type NodeObserver struct {
 	// the volume for alloc when Thin (DiskFacts).
 	Volumes map[string]alloc.Volume
 	Facts   map[string]DiskFacts
+	// Devices are, by disk id, the node block device under the volume
+	// (the storage layer of the job's latency split: package layers).
+	Devices map[string]NodeDevice
 	Meter   *alloc.Meter
 	// Neighbours are, by disk id, the other running VMs with disks on
 	// that disk's storage.
@@ -80,6 +84,36 @@ func (n *NodeObserver) ReleaseLatency(ctx context.Context) ([]latency.Note, erro
 
 // observeTimeout bounds each QMP exchange of the observer.
 const observeTimeout = 2 * time.Second
+
+// NodeDevice is the node block device under a volume: its own, or for a
+// file the device under its filesystem (Shared).
+type NodeDevice struct {
+	Name   string
+	Shared bool
+}
+
+// guestNotRead is why a job's split has no guest layer: bench runs fio in
+// the guest and reads fio's own figures, not the guest's diskstats.
+const guestNotRead = "bench does not read the guest's diskstats (fio's latency is the guest's figure)"
+
+// layerCounters are the step's QEMU and node device counters at one end.
+func (n *NodeObserver) layerCounters(disk string, stats map[string]qmp.BlockStats, err error) layers.Counters {
+	c := layers.Counters{GuestWhy: guestNotRead, At: time.Now()}
+	if b, ok := stats[disk]; ok && err == nil {
+		c.QEMU = &b
+	}
+	dev, ok := n.Devices[disk]
+	if !ok {
+		c.NodeWhy = "the volume is on no block device of the node (librbd, iSCSI, NFS or tmpfs)"
+		return c
+	}
+	if bs, err := n.Host.BlockStatOf(dev.Name); err == nil {
+		c.Node, c.NodeShared = &bs, dev.Shared
+	} else {
+		c.NodeWhy = "node device " + dev.Name + " unreadable: " + err.Error()
+	}
+	return c
+}
 
 // NeighbourVM is another running VM of the node and its disks on one
 // storage.
@@ -147,6 +181,7 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 		}
 	}
 	flush0, errFlush := takeTwice(ctx, &bs)
+	o.LayersFrom = n.layerCounters(s.Disk, flush0.Stats, errFlush)
 	if errFlush == nil {
 		left := n.Latency.Leftovers(n.VM.VMID, n.VM.Pid, n.VM.QMPSocket(), flush0.Stats)
 		n.mu.Lock()
@@ -223,6 +258,7 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 			}
 		}
 		flush1, err := takeTwice(context.WithoutCancel(ctx), &bs)
+		o.LayersTo = n.layerCounters(s.Disk, flush1.Stats, err)
 		a, okA := flush0.Stats[s.Disk]
 		b, okB := flush1.Stats[s.Disk]
 		switch {

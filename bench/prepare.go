@@ -86,9 +86,9 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 	}
 	boot := BootDisks(v.Config.Main)
 	obs := &NodeObserver{Node: n, Host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, VM: v,
-		Volumes: map[string]alloc.Volume{}, Facts: map[string]DiskFacts{}, Meter: alloc.NewMeter(n.Runner, n.Timeout)}
+		Volumes: map[string]alloc.Volume{}, Facts: map[string]DiskFacts{}, Devices: map[string]NodeDevice{}, Meter: alloc.NewMeter(n.Runner, n.Timeout)}
 	// One zfs get for the zvols (sync=disabled drops flushes).
-	set := disk.Resolve(ctx, n, v, sel, disk.ZFS, disk.Options{})
+	set := disk.Resolve(ctx, n, v, sel, disk.ZFS|disk.Devices, disk.Options{})
 	var disks []Disk
 	for _, d := range set.Disks {
 		run := d.RunningNow()
@@ -111,6 +111,12 @@ func Prepare(ctx context.Context, n node.Node, v *vm.VM, sel []*vm.Disk, m Metho
 			Thin: t.Mode == Raw && storage.ReturnsSpace(st, run.Format, d.Path), Zvol: d.ZFS}
 		obs.Facts[d.ID] = f
 		obs.Volumes[d.ID] = d.Alloc
+		switch {
+		case d.Dev != "":
+			obs.Devices[d.ID] = NodeDevice{Name: d.Dev}
+		case d.FSDev != "":
+			obs.Devices[d.ID] = NodeDevice{Name: d.FSDev, Shared: true}
+		}
 		disks = append(disks, Disk{ID: d.ID, Target: t, Settings: s, Facts: f})
 	}
 	obs.Neighbours, obs.NeighbourWhy = neighbours(ctx, n, v, sel)

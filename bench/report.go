@@ -3,12 +3,15 @@ package bench
 import (
 	"fmt"
 
+	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/fioreport"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 )
 
 // HTML renders the result as a self-contained page (fioreport): a chart
-// per job with a bar per disk, the pairs' IOPS verdicts, the evidence,
-// QEMU's percentiles (--histogram) and the settings as they ran.
+// per job with a bar per disk by the figure Lab 19 reads the job by, the
+// pairs' verdicts on that figure (then the others of Lab 19's table), the
+// evidence, QEMU's percentiles (--histogram) and the settings as they ran.
 func HTML(r *Result) []byte {
 	p := fioreport.Page{Title: fmt.Sprintf("pvediskcheck bench VM %d", r.VMID),
 		Heading: fmt.Sprintf("VM %d: %s in the guest, %d run(s) per job, %ds + %ds ramp, area %s",
@@ -29,15 +32,34 @@ func HTML(r *Result) []byte {
 					m = append(m, string(x.Kind))
 					pj.Evidence = append(pj.Evidence, d.ID+": "+x.Text())
 				}
-				pj.Bars = append(pj.Bars, fioreport.Bar{Label: d.ID, IOPS: j.IOPS, P99: j.P99, Marks: m, Series: len(pj.Bars)})
+				if len(pj.Bars) == 0 {
+					pj.Figure = j.Figure
+				}
+				pj.Bars = append(pj.Bars, fioreport.Bar{Label: d.ID, Value: j.FigureStat(), P99: j.P99, Marks: m, Series: len(pj.Bars)})
+				// Where the job's time went, per run (the layer verdict; a
+				// run without one, idle or unknown, is in the JSON).
+				for i, sp := range j.Layers {
+					if sp.Says != "" && sp.Verdict != layers.Unknown && sp.Verdict != layers.Idle {
+						pj.Notes = append(pj.Notes, fmt.Sprintf("%s run %d: where the time went: %s", d.ID, i+1, sp.Says))
+					}
+				}
 				for _, l := range j.QEMULatencyLines() {
 					pj.Notes = append(pj.Notes, d.ID+": QEMU's latency (histogram, at the node): "+l)
 				}
 			}
 		}
-		for _, c := range r.Comparisons {
-			if c.Job == job && c.Metric == "iops" {
-				pj.Pairs = append(pj.Pairs, fioreport.Pair{A: c.A, B: c.B, Metric: "IOPS", DiffPct: c.DiffPct, Verdict: c.Verdict, Better: c.Better})
+		// The job's own figure first, then the rest of Lab 19's table.
+		key := pj.Figure.Key
+		if key == "" {
+			key = "iops"
+		}
+		for _, first := range []bool{true, false} {
+			for _, c := range r.Comparisons {
+				if c.Job != job || (c.Metric == key) != first || !labTable[c.Metric] {
+					continue
+				}
+				m, _ := fio.MetricByKey(c.Metric)
+				pj.Pairs = append(pj.Pairs, fioreport.Pair{A: c.A, B: c.B, Metric: m.Title, DiffPct: c.DiffPct, Verdict: c.Verdict, Better: c.Better})
 			}
 		}
 		p.Jobs = append(p.Jobs, pj)
@@ -50,6 +72,10 @@ func HTML(r *Result) []byte {
 	}
 	return fioreport.HTML(p)
 }
+
+// labTable: the figures of Lab 19's summary table, which the report's
+// pairs are judged on.
+var labTable = map[string]bool{"iops": true, "bw": true, "clat": true, "fsync": true}
 
 func (r *Result) jobNames() []string {
 	var names []string

@@ -20,6 +20,11 @@ func TestHTMLReportInChromium(t *testing.T) {
 	if !strings.Contains(r.DOM, "flushes-ignored") || !strings.Contains(r.DOM, "within-noise") {
 		t.Error("rendered DOM lacks the evidence or the verdicts")
 	}
+	// Each chart in Lab 19's own terms: rr4k in IOPS, sync by its fsync
+	// latency in ms (lower is better).
+	if !strings.Contains(r.DOM, `data-figure="iops"`) || !strings.Contains(r.DOM, `data-figure="fsync"`) || !strings.Contains(r.DOM, "fsync latency, ms, lower is better") {
+		t.Error("rendered DOM lacks the charts' figures")
+	}
 	// #0072B2 (scsi1) and #E69F00 (virtio1): two bars each, 56 px wide.
 	for _, c := range []string{"0072b2", "e69f00"} {
 		if r.Pixels[c] < 2*56*20 {

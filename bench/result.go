@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
 
@@ -64,16 +65,20 @@ type DiskResult struct {
 
 // JobResult is one job on one disk over its runs: mean and spread.
 type JobResult struct {
-	Name     string    `json:"name"`
-	Workload string    `json:"workload"`
-	Dir      string    `json:"direction"`
-	Runs     []string  `json:"runs"` // the result files
-	IOPS     fio.Stat  `json:"iops"`
-	MiBps    fio.Stat  `json:"mibps"`
-	LatMean  *fio.Stat `json:"lat_mean_ns,omitempty"`
-	P99      *fio.Stat `json:"p99_ns,omitempty"`
-	P99Of    string    `json:"p99_of,omitempty"`
-	Fsync    *fio.Stat `json:"fsync_mean_ns,omitempty"`
+	Name     string   `json:"name"`
+	Workload string   `json:"workload"`
+	Dir      string   `json:"direction"`
+	Runs     []string `json:"runs"` // the result files
+	IOPS     fio.Stat `json:"iops"`
+	MiBps    fio.Stat `json:"mibps"`
+	// Figure is what Lab 19's summary table reads the job by (fio.LabFigure),
+	// the one its chart in --report shows and its pairs are judged on first.
+	Figure   fio.Figure `json:"figure"`
+	ClatMean *fio.Stat  `json:"clat_mean_ns,omitempty"`
+	LatMean  *fio.Stat  `json:"lat_mean_ns,omitempty"`
+	P99      *fio.Stat  `json:"p99_ns,omitempty"`
+	P99Of    string     `json:"p99_of,omitempty"`
+	Fsync    *fio.Stat  `json:"fsync_mean_ns,omitempty"`
 	// QEMULatencyMs is QEMU's own latency percentiles of the job's
 	// requests, from latency histograms (--histogram), by kind and
 	// percentile ("write_p99"), each over the runs that have it: fio's p99
@@ -85,6 +90,11 @@ type JobResult struct {
 	// Evidence is what the node saw that taints these numbers.
 	Evidence []Evidence    `json:"evidence"`
 	Warnings []fio.Warning `json:"warnings"`
+	// Layers are each run's latency split over QEMU and the node device
+	// and the layer that adds most (package layers: a job limited by a
+	// limit, by the storage, by QEMU), in run order; the guest's layer is
+	// not read (fio's figures are the guest's).
+	Layers []layers.Split `json:"layers"`
 }
 
 // Comparison is one pair of disks on one job and metric, with fio
@@ -134,7 +144,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 			groups[d.ID] = append(groups[d.ID], *g)
 			var runs []Observation
 			jr := JobResult{Name: g.Job, Workload: g.Workload, Dir: g.Dir, Runs: g.Files, IOPS: g.IOPS, MiBps: g.BandwidthMiBps,
-				LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings}
+				Figure: fio.LabFigure(g), ClatMean: g.ClatMeanNs, LatMean: g.LatMeanNs, P99: g.P99Ns, P99Of: g.P99Of, Fsync: g.FsyncMeanNs, Evidence: []Evidence{}, Warnings: g.Warnings, Layers: []layers.Split{}}
 			for _, sr := range out.Done {
 				if sr.Step.Disk != d.ID || sr.Step.Job.Name != g.Job || !hasFile(g.Files, sr.File) {
 					continue
@@ -142,6 +152,7 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 				obs = append(obs, Observed{sr.Step.Job, sr.Obs})
 				runs = append(runs, sr.Obs)
 				jr.Evidence = merge(jr.Evidence, sr.Step.Run, Judge(sr.Step.Job, d.Facts, sr.Obs, measured(sr.Res)))
+				jr.Layers = append(jr.Layers, Layers(d.Facts, sr.Obs, measured(sr.Res)))
 			}
 			jr.QEMULatencyMs, jr.QEMULatencyWhy = qemuLatency(runs, jobKinds(m, g.Job))
 			dr.Jobs = append(dr.Jobs, jr)
@@ -165,6 +176,23 @@ func Summarise(m Method, disks []Disk, out *Outcome, hostRAM int64) *Result {
 		}
 	}
 	return r
+}
+
+// FigureStat is the job's figure over its runs (IOPS when it lacks it).
+func (j JobResult) FigureStat() fio.Stat {
+	var st *fio.Stat
+	switch j.Figure.Key {
+	case "bw":
+		st = &j.MiBps
+	case "clat":
+		st = j.ClatMean
+	case "fsync":
+		st = j.Fsync
+	}
+	if st == nil {
+		return j.IOPS
+	}
+	return *st
 }
 
 // MsText is a latency in ms over runs: "1.2ms (±4%)", "-" without runs.

@@ -100,6 +100,11 @@ type Disk struct {
 	// volume (dm-3 for an LV, zd16, loop0, rbd0), "" when the volume is no
 	// block device of this node. Layer Devices.
 	Dev string
+	// FSDev is, for a running volume that is a file, the kernel name of
+	// the block device under its filesystem (sda1, dm-0), shared with
+	// every other file there; "" for a block device volume or a
+	// filesystem on none (tmpfs, NFS). Layer Devices.
+	FSDev string
 	// ZFS is what `zfs get` says of Dataset; nil for a disk that is no
 	// zvol. Layer ZFS.
 	ZFS *zfs.Zvol

@@ -238,12 +238,14 @@ func readCgroup(ctx context.Context, n node.Node, s *Set, _ Options) {
 
 // readDevices finds the node block device under each running volume: a
 // path the running QEMU opens that is a block device with counters in
-// sysfs.
+// sysfs; for a file, the block device under its filesystem (FSDev).
 func readDevices(_ context.Context, n node.Node, s *Set, _ Options) {
 	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
 	for _, d := range s.Disks {
 		if d.Running != nil && d.Running.Path != "" && s.VM.IsBlockDevice(d.Running.Path) {
 			d.Dev, _ = h.BlockDeviceName(d.Path)
+		} else if d.Running != nil && d.Path != "" {
+			d.FSDev, _ = h.FilesystemDeviceName(d.Path)
 		}
 	}
 }

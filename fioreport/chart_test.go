@@ -142,7 +142,7 @@ func checkChart(t *testing.T, job Job, c chartOf) {
 	// moved), right-aligned left of the y axis, each label beside its tick.
 	top := 0.0
 	for _, b := range job.Bars {
-		top = math.Max(top, b.IOPS.Max)
+		top = math.Max(top, b.Value.Max)
 	}
 	if top == 0 {
 		top = 1
@@ -170,8 +170,8 @@ func checkChart(t *testing.T, job Job, c chartOf) {
 		r := c.bars[i]
 		x, y, bw, bh := r.num(t, "x"), r.num(t, "y"), r.num(t, "width"), r.num(t, "height")
 		cx := x + bw/2
-		if r.attr["data-disk"] != jb.Label || !near(y+bh, bottom) || !near(y, scale(jb.IOPS.Mean)) || bh < 0 {
-			t.Errorf("%s %s: bar y %g height %g, want from %g up to the mean %g (%.1f)", job.Name, jb.Label, y, bh, bottom, jb.IOPS.Mean, scale(jb.IOPS.Mean))
+		if r.attr["data-disk"] != jb.Label || !near(y+bh, bottom) || !near(y, scale(jb.Value.Mean)) || bh < 0 {
+			t.Errorf("%s %s: bar y %g height %g, want from %g up to the mean %g (%.1f)", job.Name, jb.Label, y, bh, bottom, jb.Value.Mean, scale(jb.Value.Mean))
 		}
 		if x <= prevRight || x+bw > w {
 			t.Errorf("%s %s: bar at x %g..%g overlaps the one before (ends %g) or leaves the chart (%g)", job.Name, jb.Label, x, x+bw, prevRight, w)
@@ -183,13 +183,13 @@ func checkChart(t *testing.T, job Job, c chartOf) {
 		if i+1 < len(c.bars) {
 			next = c.bars[i+1].num(t, "x")
 		}
-		if jb.IOPS.N > 1 {
+		if jb.Value.N > 1 {
 			wh := c.whiskers[whiskers]
 			whiskers++
-			if wh.num(t, "x1") != math.Round(cx) || wh.num(t, "x2") != math.Round(cx) || !near(wh.num(t, "y1"), scale(jb.IOPS.Min)) || !near(wh.num(t, "y2"), scale(jb.IOPS.Max)) {
-				t.Errorf("%s %s: whisker %v, want at x %g from %.1f (min) to %.1f (max)", job.Name, jb.Label, wh.attr, cx, scale(jb.IOPS.Min), scale(jb.IOPS.Max))
+			if wh.num(t, "x1") != math.Round(cx) || wh.num(t, "x2") != math.Round(cx) || !near(wh.num(t, "y1"), scale(jb.Value.Min)) || !near(wh.num(t, "y2"), scale(jb.Value.Max)) {
+				t.Errorf("%s %s: whisker %v, want at x %g from %.1f (min) to %.1f (max)", job.Name, jb.Label, wh.attr, cx, scale(jb.Value.Min), scale(jb.Value.Max))
 			}
-			for k, v := range []float64{jb.IOPS.Min, jb.IOPS.Max} {
+			for k, v := range []float64{jb.Value.Min, jb.Value.Max} {
 				cp := c.caps[caps+k]
 				if x1, x2 := cp.num(t, "x1"), cp.num(t, "x2"); !(x1 < cx && cx < x2) || !near(cx-x1, x2-cx) || cp.num(t, "y1") != cp.num(t, "y2") || !near(cp.num(t, "y1"), scale(v)) {
 					t.Errorf("%s %s: cap %v, want level across x %g at %.1f", job.Name, jb.Label, cp.attr, cx, scale(v))
@@ -199,9 +199,12 @@ func checkChart(t *testing.T, job Job, c chartOf) {
 		}
 		// The name, then the value, centred under the bar below the axis.
 		name, value := c.texts[1+2*i], c.texts[2+2*i]
-		wantValue := units.Grouped(jb.IOPS.Mean)
-		if jb.IOPS.N > 1 {
-			wantValue += " ±" + strconv.FormatFloat(jb.IOPS.SpreadPct, 'f', 0, 64) + "%"
+		wantValue := units.Grouped(jb.Value.Mean)
+		if f := figureOf(job); f.Key == "clat" || f.Key == "fsync" {
+			wantValue = strconv.FormatFloat(jb.Value.Mean/1e6, 'f', 2, 64) // ns shown in ms
+		}
+		if jb.Value.N > 1 {
+			wantValue += " ±" + strconv.FormatFloat(jb.Value.SpreadPct, 'f', 0, 64) + "%"
 		}
 		if name.text != jb.Label || value.text != wantValue {
 			t.Errorf("%s %s: labels %q, %q; want %q, %q", job.Name, jb.Label, name.text, value.text, jb.Label, wantValue)
@@ -224,8 +227,8 @@ func checkChart(t *testing.T, job Job, c chartOf) {
 			m := c.markers[markers]
 			markers++
 			mx, my, size := m.num(t, "x"), m.num(t, "y"), m.num(t, "font-size")
-			if mx != math.Round(cx) || my >= scale(jb.IOPS.Max) || my < size || !strings.Contains(m.text, strings.Join(jb.Marks, ", ")) {
-				t.Errorf("%s %s: marker at %g,%g %q; want at x %g above the whisker's top %.1f, inside the chart, naming %v", job.Name, jb.Label, mx, my, m.text, cx, scale(jb.IOPS.Max), jb.Marks)
+			if mx != math.Round(cx) || my >= scale(jb.Value.Max) || my < size || !strings.Contains(m.text, strings.Join(jb.Marks, ", ")) {
+				t.Errorf("%s %s: marker at %g,%g %q; want at x %g above the whisker's top %.1f, inside the chart, naming %v", job.Name, jb.Label, mx, my, m.text, cx, scale(jb.Value.Max), jb.Marks)
 			}
 		}
 		prevRight = x + bw
@@ -318,8 +321,8 @@ func TestChartWideMarkedOneRun(t *testing.T) {
 // has no verdict table, one without a last line no empty paragraph.
 func TestChartNothingMoved(t *testing.T) {
 	pg := Page{Title: "t", Heading: "h", FooterTitle: "f", Jobs: []Job{{Name: "idle", Bars: []Bar{
-		{Label: "scsi0", IOPS: fio.Stat{N: 3, Values: []float64{0, 0, 0}}},
-		{Label: "scsi1", IOPS: fio.Stat{N: 1, Values: []float64{0}}, Series: 1},
+		{Label: "scsi0", Value: fio.Stat{N: 3, Values: []float64{0, 0, 0}}},
+		{Label: "scsi1", Value: fio.Stat{N: 1, Values: []float64{0}}, Series: 1},
 	}}}}
 	p := checkPage(t, pg)
 	if strings.Contains(p, "NaN") || strings.Contains(p, "Inf") {

@@ -53,7 +53,14 @@ func Compare(rep *fio.CompareReport, s *fio.Sides) Page {
 							marks = append(marks, w.Code)
 						}
 					}
-					pj.Bars = append(pj.Bars, Bar{Label: label, IOPS: g.IOPS, P99: g.P99Ns, Marks: marks, Series: side})
+					if len(pj.Bars) == 0 {
+						pj.Figure = fio.LabFigure(g)
+					}
+					v := g.IOPS
+					if st := pj.Figure.Of(g); st != nil {
+						v = *st
+					}
+					pj.Bars = append(pj.Bars, Bar{Label: label, Value: v, P99: g.P99Ns, Marks: marks, Series: side})
 				}
 			}
 		}

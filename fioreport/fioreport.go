@@ -1,6 +1,8 @@
 // Package fioreport renders fio results as one self-contained HTML page
 // (no script, no network): an inline SVG per job with one bar per series
-// (a disk for bench, a side for fio compare) at the mean IOPS, a whisker
+// (a disk for bench, a side for fio compare) at the mean of the figure
+// Lab 19's summary table reads that job by (fio.LabFigure: IOPS, MiB/s, a
+// mean completion or fsync latency in ms), a whisker
 // from the slowest to the fastest run, p99 beside the bar, evidence as a
 // marker above it, the verdicts of the pairs below and the settings at the
 // end. The charts are a handful of rectangles and lines: written directly,
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/fio"
@@ -45,7 +48,9 @@ type Line struct {
 // Job is one job's chart, its pairs' verdicts and the evidence against
 // its numbers.
 type Job struct {
-	Name     string
+	Name string
+	// Figure is what the bars show (the zero Figure is IOPS).
+	Figure   fio.Figure
 	Bars     []Bar
 	Pairs    []Pair
 	Evidence []string // one warning line each, in red
@@ -55,7 +60,7 @@ type Job struct {
 // Bar is one series on one job over its runs.
 type Bar struct {
 	Label string
-	IOPS  fio.Stat
+	Value fio.Stat // the job's Figure, in the metric's own unit (ns for latencies)
 	P99   *fio.Stat
 	Marks []string // evidence kinds: a marker above the bar
 	// Series picks the colour (barColors, in order): the same disk or side
@@ -112,7 +117,7 @@ func HTML(p Page) []byte {
 body{font:14px sans-serif;margin:2em;color:#222}
 h1{font-size:20px}h2{font-size:16px;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:left}
-.different{color:#b00;font-weight:bold}.within-noise{color:#555}.insufficient{color:#999}
+.different{color:#0b4f8a;font-weight:bold}.within-noise{color:#555}.insufficient{color:#999}
 .evidence{color:#b00}.absent{color:#777}
 footer{margin-top:3em;font-size:12px;color:#444}
 </style></head><body>
@@ -160,12 +165,31 @@ footer{margin-top:3em;font-size:12px;color:#444}
 	return []byte(b.String())
 }
 
-// chart is one job's SVG: a bar per series at its mean IOPS, the whisker
+// figureOf is the job's figure, IOPS when unset.
+func figureOf(job Job) fio.Figure {
+	if job.Figure.Key == "" {
+		return fio.FigureIOPS
+	}
+	return job.Figure
+}
+
+// figureText is a value of the figure in its unit: grouped digits for
+// rates, two decimals for milliseconds.
+func figureText(f fio.Figure, v float64) string {
+	v *= f.Scale
+	if f.Scale < 1 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return units.Grouped(v)
+}
+
+// chart is one job's SVG: a bar per series at its mean figure, the whisker
 // from min to max, the mean and p99 as text, a marker for evidence.
 func chart(job Job) string {
+	f := figureOf(job)
 	top := 0.0
 	for _, br := range job.Bars {
-		top = math.Max(top, br.IOPS.Max)
+		top = math.Max(top, br.Value.Max)
 	}
 	if top <= 0 {
 		top = 1
@@ -174,36 +198,40 @@ func chart(job Job) string {
 	var b strings.Builder
 	e := html.EscapeString
 	w := max(chartW, plotLeft+len(job.Bars)*(barW+barGap)+10)
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s IOPS per disk">`+"\n",
-		w, chartH, w, chartH, e(job.Name))
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-figure="%s" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s %s per disk">`+"\n",
+		e(f.Key), w, chartH, w, chartH, e(job.Name), e(f.Title))
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`+"\n", plotLeft, plotBottom, w-10, plotBottom)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`+"\n", plotLeft, plotTop, plotLeft, plotBottom)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end">%s</text>`+"\n", plotLeft-4, plotTop+4, e(units.Grouped(top)))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end">%s</text>`+"\n", plotLeft-4, plotTop+4, e(figureText(f, top)))
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end">0</text>`+"\n", plotLeft-4, plotBottom+4)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11">IOPS (bar: mean; whisker: slowest to fastest run)</text>`+"\n", plotLeft, 14)
+	better := "higher is better"
+	if !f.HigherBetter {
+		better = "lower is better"
+	}
+	fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" font-size="11">%s, %s (bar: mean; whisker: slowest to fastest run)</text>`+"\n", plotLeft, 14, e(f.Title), better)
 	for i, br := range job.Bars {
 		x := float64(plotLeft + 20 + i*(barW+barGap))
 		col := barColors[br.Series%len(barColors)]
-		fmt.Fprintf(&b, `<rect class="bar" data-disk="%s" x="%.0f" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s: %s IOPS</title></rect>`+"\n",
-			e(br.Label), x, y(br.IOPS.Mean), barW, plotBottom-y(br.IOPS.Mean), col, e(br.Label), e(units.Grouped(br.IOPS.Mean)))
+		fmt.Fprintf(&b, `<rect class="bar" data-disk="%s" x="%.0f" y="%.1f" width="%d" height="%.1f" fill="%s"><title>%s: %s %s</title></rect>`+"\n",
+			e(br.Label), x, y(br.Value.Mean), barW, plotBottom-y(br.Value.Mean), col, e(br.Label), e(figureText(f, br.Value.Mean)), e(f.Title))
 		cx := x + barW/2
-		if br.IOPS.N > 1 {
-			fmt.Fprintf(&b, `<line class="whisker" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#000"/>`, cx, y(br.IOPS.Min), cx, y(br.IOPS.Max))
+		if br.Value.N > 1 {
+			fmt.Fprintf(&b, `<line class="whisker" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#000"/>`, cx, y(br.Value.Min), cx, y(br.Value.Max))
 			fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#000"/><line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#000"/>`+"\n",
-				cx-8, y(br.IOPS.Min), cx+8, y(br.IOPS.Min), cx-8, y(br.IOPS.Max), cx+8, y(br.IOPS.Max))
+				cx-8, y(br.Value.Min), cx+8, y(br.Value.Min), cx-8, y(br.Value.Max), cx+8, y(br.Value.Max))
 		}
 		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-size="12" text-anchor="middle">%s</text>`+"\n", cx, plotBottom+16, e(br.Label))
-		label := units.Grouped(br.IOPS.Mean)
-		if br.IOPS.N > 1 {
-			label += fmt.Sprintf(" ±%.0f%%", br.IOPS.SpreadPct)
+		label := figureText(f, br.Value.Mean)
+		if br.Value.N > 1 {
+			label += fmt.Sprintf(" ±%.0f%%", br.Value.SpreadPct)
 		}
 		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-size="11" text-anchor="middle">%s</text>`+"\n", cx, plotBottom+30, e(label))
 		if br.P99 != nil {
-			fmt.Fprintf(&b, `<text class="p99" x="%.0f" y="%.1f" font-size="10">p99 %s µs</text>`+"\n", x+barW+2, y(br.IOPS.Mean)+10, e(units.Grouped(br.P99.Mean/1000)))
+			fmt.Fprintf(&b, `<text class="p99" x="%.0f" y="%.1f" font-size="10">p99 %s µs</text>`+"\n", x+barW+2, y(br.Value.Mean)+10, e(units.Grouped(br.P99.Mean/1000)))
 		}
 		if len(br.Marks) > 0 {
 			fmt.Fprintf(&b, `<text class="marker" x="%.0f" y="%.1f" font-size="16" text-anchor="middle" fill="#b00">&#9888;<title>%s</title></text>`+"\n",
-				cx, math.Max(y(br.IOPS.Max)-4, 16), e(strings.Join(br.Marks, ", ")))
+				cx, math.Max(y(br.Value.Max)-4, 16), e(strings.Join(br.Marks, ", ")))
 		}
 	}
 	b.WriteString("</svg>\n")

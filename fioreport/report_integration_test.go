@@ -26,6 +26,11 @@ func TestComparePageInChromium(t *testing.T) {
 	// #0072B2 (A) and #E69F00 (B): a bar each on the three charts, 56 px
 	// wide, each at least 20 px high (every chart scales to its tallest
 	// bar; the lowest, rr4k's B, is 28 % of it).
+	// A "different" verdict is coloured as a difference (#0b4f8a), not in
+	// the red of a warning: the better side is no fault.
+	if r.Pixels["0b4f8a"] == 0 {
+		t.Errorf("no pixel in the colour of a different verdict")
+	}
 	for _, c := range []string{"0072b2", "e69f00"} {
 		if r.Pixels[c] < 3*56*20 {
 			t.Errorf("colour %s on %d pixels: the bars were not drawn", c, r.Pixels[c])

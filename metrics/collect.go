@@ -202,6 +202,11 @@ type Disk struct {
 	// Latency are the disk's latency histograms by kind, counted from when
 	// this run first knew them (Options.Histograms); nil without.
 	Latency map[latency.Kind]latency.Bucketed
+	// Node are the counters of the node block device under the volume
+	// (the storage layer of top --layers: disk.Disk.Dev, or FSDev for a
+	// file, NodeShared); nil when there is none or it could not be read.
+	Node       *sampler.BlockStat
+	NodeShared bool
 	// GuestFilesystems are the guest's mounted filesystems on the disk
 	// (Options.Guest: guest-get-fsinfo); nil when not asked or not
 	// answered.
@@ -481,8 +486,23 @@ func judgeStalls(ctx context.Context, n node.Node, set *disk.Set, l *live, ds []
 	for _, sv := range stall.Detect(ctx, n, set.VM.Pid, stall.Disks(set), l.stats, after, 0) {
 		byID[sv.Disk] = sv
 	}
+	h := sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}
 	for i := range ds {
 		ds[i].Stall = byID[ds[i].ID]
+		d := set.Disk(ds[i].ID)
+		if d == nil {
+			continue
+		}
+		dev, shared := d.Dev, false
+		if dev == "" {
+			dev, shared = d.FSDev, true
+		}
+		if dev == "" {
+			continue
+		}
+		if bs, err := h.BlockStatOf(dev); err == nil {
+			ds[i].Node, ds[i].NodeShared = &bs, shared
+		}
 	}
 }
 

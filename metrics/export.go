@@ -70,6 +70,9 @@ var (
 	limitBurstLength = desc("disk_limit_burst_length_seconds", "How long a burst may last, by direction and limit (bytes, operations).", "vmid", "disk", "direction", "limit")
 	diskStalled      = desc("disk_stalled_seconds", "How long the disk has completed no request while the node shows requests outstanding for it (QEMU's idle_time_ns; serving threads in state D or the node device's requests in flight: `pvediskcheck stall`); 0 when it is not stalled.", diskLabels...)
 	diskInFlight     = desc("disk_inflight_requests", "Requests in flight on the node block device under the disk's volume (/sys/class/block/DEV/stat); absent when the volume is no block device on the node.", diskLabels...)
+	layerRequests    = desc("disk_layer_requests_total", "Reads and writes the layer completed for the disk (pvediskcheck top --layers): layer qemu (rd_operations + wr_operations) or storage (the node device under the volume: its diskstats' reads and writes; for a file, the device under its filesystem, shared: pvediskcheck_disk_storage_device_info).", "vmid", "disk", "layer")
+	layerSeconds     = desc("disk_layer_seconds_total", "Time those requests took at the layer, summed over requests (QEMU's rd/wr_total_time_ns; the node device's read and write ticks): rate(seconds) / rate(requests) is the layer's wait per request.", "vmid", "disk", "layer")
+	storageDevice    = desc("disk_storage_device_info", "The node block device the storage layer of the disk is (always 1): shared is true when it is the device under the filesystem a file volume is on.", "vmid", "disk", "device", "shared")
 	guestFSUsed      = desc("disk_guest_filesystem_used_bytes", "Bytes a mounted guest filesystem on the disk uses, as the guest agent reports it (metrics --guest: guest-get-fsinfo used-bytes); absent when the agent does not answer or report it.", "vmid", "disk", "mountpoint", "type")
 	guestFSSize      = desc("disk_guest_filesystem_size_bytes", "Size of a mounted guest filesystem on the disk (metrics --guest: guest-get-fsinfo total-bytes, the blocks the filesystem counts).", "vmid", "disk", "mountpoint", "type")
 	reclaimable      = desc("disk_reclaimable_bytes", "At most what a trim (fstrim in the guest, pvediskcheck discard --trim) would give back to the disk's thin volume: its allocation in the thin pool minus what the guest's filesystems on it use (metrics --guest); absent where that is unknown (pvediskcheck_disk_reclaimable_info says why).", diskLabels...)
@@ -139,7 +142,7 @@ func (s *Snapshot) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range protocolCounters {
 		ch <- c.desc
 	}
-	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, guestFSUsed, guestFSSize, reclaimable, reclaimableInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
+	for _, d := range []*prometheus.Desc{diskInfo, diskStalled, diskInFlight, layerRequests, layerSeconds, storageDevice, guestFSUsed, guestFSSize, reclaimable, reclaimableInfo, limitBytes, limitOps, limitBurstBytes, limitBurstOps, limitBurstLength, limitsDiffer,
 		findings, qemuBuild, qemuOutdated, qemuAdvisories, guestFrozen, backupHolds, policyViolations, policyRuleDisks, vmCPU, iothreadCPU, vmDirty, vmWriteback, vmIOPressure, vmIOPressure10, vmIOBytes, vmIOOps, poolInfo, poolSize, poolAllocated, poolDataUsed, poolMetaSize, poolMetaUsed,
 		poolVirtual, poolSnapVirtual, poolOvercommit, poolStopAfter, poolMetaFirst, poolErrorWhenFull, poolGrows,
 		poolAutoThreshold, poolVGFree, poolNoSpaceWait, collectDuration, collectErrors} {
@@ -232,6 +235,15 @@ func vmSeries(v VM) ([]prometheus.Metric, error) {
 		}
 		if d.Stall.InFlight != nil {
 			b.gauge(diskInFlight, float64(*d.Stall.InFlight), vmid, d.ID)
+		}
+		if st := d.Stats; st != nil {
+			b.count(layerRequests, float64(st.RdOps+st.WrOps), vmid, d.ID, "qemu")
+			b.count(layerSeconds, seconds(st.RdTotalTimeNs+st.WrTotalTimeNs), vmid, d.ID, "qemu")
+		}
+		if n := d.Node; n != nil {
+			b.gauge(storageDevice, 1, vmid, d.ID, n.Device, strconv.FormatBool(d.NodeShared))
+			b.count(layerRequests, float64(n.ReadIOs+n.WriteIOs), vmid, d.ID, "storage")
+			b.count(layerSeconds, float64(n.ReadTicksMs+n.WriteTicksMs)/1000, vmid, d.ID, "storage")
 		}
 		if d.Protocol != nil {
 			for _, c := range protocolCounters {

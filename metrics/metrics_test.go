@@ -301,8 +301,10 @@ func TestLabelCardinality(t *testing.T) {
 		"role":             set("main-loop", "iothread", "vcpu"),
 		"source":           set("node", "config", "qmp", "threads", "thinpool", "labels"),
 		"type":             set("lvmthin", "zfspool"),
+		"layer":            set("qemu", "storage"),
+		"shared":           set("true", "false"),
 	}
-	bounded := set("vmid", "disk", "storage", "pool", "iothread", "build", "package", "version", "installed_version") // one value per VM, disk, storage, iothread
+	bounded := set("vmid", "disk", "storage", "pool", "iothread", "build", "package", "version", "installed_version", "device") // one value per VM, disk, storage, iothread
 	perVM := map[string]int{}
 	for name, mf := range families(t, s) {
 		for _, m := range mf.GetMetric() {
@@ -325,12 +327,13 @@ func TestLabelCardinality(t *testing.T) {
 		}
 	}
 	// 6 disks x (info + 13 device + 3 storage counters + limits differ +
-	// stalled seconds) + 4 limits, 4 finding series, 2 + 3 CPU series (3
+	// stalled seconds + QEMU's layer requests and seconds) + 4 limits, 4 finding series, 2 + 3 CPU series (3
 	// iothreads), the QEMU build and its advisory count (no outdated
 	// series: a tree without procfs or dpkg status); no in-flight series
-	// (the fixture's volumes are no block devices of this node).
+	// and no storage layer (the fixture's volumes are no block devices or
+	// files of this node).
 	for _, id := range []string{"370", "371", "372"} {
-		if perVM[id] != 6*19+4+4+2+3+1+2 {
+		if perVM[id] != 6*21+4+4+2+3+1+2 {
 			t.Errorf("VM %s: %d series", id, perVM[id])
 		}
 	}

@@ -113,20 +113,58 @@ func qgaLock(ctx context.Context, path string) (unlock func(), err error) {
 
 // Call runs one command and returns its "return" value. args may be nil.
 func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result, error) {
-	req := map[string]any{"execute": command}
-	if args != nil {
-		req["arguments"] = args
-	}
-	line, err := json.Marshal(req)
+	var ret gjson.Result
+	err := a.Session(ctx, command, func(s *AgentSession) error {
+		var err error
+		ret, err = s.Call(command, args)
+		return err
+	})
+	return ret, err
+}
+
+// AgentCommand is one command of AgentSession.Pipeline.
+type AgentCommand struct {
+	Execute string
+	// Arguments are marshalled to JSON, or sent as they are when they are
+	// a json.RawMessage (of the caller's making: one object); nil: none.
+	Arguments any
+}
+
+// AgentSession is the commands of one exchange (Agent.Session).
+type AgentSession struct {
+	send func(cmds []AgentCommand) ([]gjson.Result, error)
+}
+
+// Call runs one command and returns its "return" value.
+func (s *AgentSession) Call(command string, args any) (gjson.Result, error) {
+	r, err := s.send([]AgentCommand{{command, args}})
 	if err != nil {
-		return gjson.Result{}, fmt.Errorf("guest agent: %s: %w", command, err)
+		return gjson.Result{}, err
 	}
+	return r[0], nil
+}
+
+// Pipeline sends the commands in one write and reads their replies in
+// order (qemu-ga answers in order): one round trip for commands that do
+// not depend on each other's answers (guest-file-read and guest-file-close
+// of one handle). The first error ends it.
+func (s *AgentSession) Pipeline(cmds ...AgentCommand) ([]gjson.Result, error) {
+	return s.send(cmds)
+}
+
+// Session is one exchange with the agent that runs several commands: one
+// connection, one guest-sync-delimited, then the commands fn sends in turn
+// (guest-file-open, -read, -close of one file: one exchange, as Call is for
+// one command). first names fn's first command for the errors of a
+// context that ended before it was sent. An error fn returns ends the
+// session with that error.
+func (a Agent) Session(ctx context.Context, first string, fn func(*AgentSession) error) error {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return gjson.Result{}, fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, command, context.DeadlineExceeded)
+		return fmt.Errorf("guest agent at %s: %s not sent: %w", a.Path, first, context.DeadlineExceeded)
 	}
 	unlock, err := qgaLock(ctx, a.Path)
 	if err != nil {
-		return gjson.Result{}, err
+		return err
 	}
 	defer unlock()
 
@@ -150,12 +188,12 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 	conn, err := dialer.DialContext(dctx, "unix", a.Path)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return gjson.Result{}, fmt.Errorf("guest agent at %s: connect interrupted: %w", a.Path, ctx.Err())
+			return fmt.Errorf("guest agent at %s: connect interrupted: %w", a.Path, ctx.Err())
 		}
 		if dctx.Err() != nil {
-			return gjson.Result{}, &AgentTimeoutError{Path: a.Path, Command: qgaSyncCommand, After: syncDeadline.Sub(start)}
+			return &AgentTimeoutError{Path: a.Path, Command: qgaSyncCommand, After: syncDeadline.Sub(start)}
 		}
-		return gjson.Result{}, fmt.Errorf("guest agent at %s: %w", a.Path, err)
+		return fmt.Errorf("guest agent at %s: %w", a.Path, err)
 	}
 	defer conn.Close()
 	// Cancelling the context unblocks a read or write at once.
@@ -182,22 +220,46 @@ func (a Agent) Call(ctx context.Context, command string, args any) (gjson.Result
 	id := rand.Int64N(1<<53) + 1
 	_ = conn.SetDeadline(syncDeadline)
 	if _, err := fmt.Fprintf(conn, "\xff{\"execute\":%q,\"arguments\":{\"id\":%d}}\n", qgaSyncCommand, id); err != nil {
-		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+		return fail(qgaSyncCommand, syncDeadline, err)
 	}
 	rd := bufio.NewReader(conn)
 	if err := qgaReadSync(rd, id); err != nil {
-		return gjson.Result{}, fail(qgaSyncCommand, syncDeadline, err)
+		return fail(qgaSyncCommand, syncDeadline, err)
 	}
 
 	_ = conn.SetDeadline(cmdDeadline)
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return gjson.Result{}, fail(command, cmdDeadline, err)
-	}
-	ret, err := qgaReadReply(rd, command)
-	if err != nil {
-		return gjson.Result{}, fail(command, cmdDeadline, err)
-	}
-	return ret, nil
+	return fn(&AgentSession{send: func(cmds []AgentCommand) ([]gjson.Result, error) {
+		var lines []byte
+		for _, c := range cmds {
+			name, err := json.Marshal(c.Execute)
+			if err != nil {
+				return nil, fmt.Errorf("guest agent: %s: %w", c.Execute, err)
+			}
+			lines = append(append(append(lines, `{"execute":`...), name...), ',')
+			if c.Arguments != nil {
+				args, ok := c.Arguments.(json.RawMessage)
+				if !ok {
+					if args, err = json.Marshal(c.Arguments); err != nil {
+						return nil, fmt.Errorf("guest agent: %s: %w", c.Execute, err)
+					}
+				}
+				lines = append(append(append(lines, `"arguments":`...), args...), ',')
+			}
+			lines = append(lines[:len(lines)-1], "}\n"...)
+		}
+		if _, err := conn.Write(lines); err != nil {
+			return nil, fail(cmds[0].Execute, cmdDeadline, err)
+		}
+		out := make([]gjson.Result, 0, len(cmds))
+		for _, c := range cmds {
+			ret, err := qgaReadReply(rd, c.Execute)
+			if err != nil {
+				return nil, fail(c.Execute, cmdDeadline, err)
+			}
+			out = append(out, ret)
+		}
+		return out, nil
+	}})
 }
 
 // qgaReadSync reads until the reply {"return": id} that follows a 0xFF

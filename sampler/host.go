@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
 )
@@ -157,6 +158,34 @@ func (h Host) BlockDeviceName(devPath string) (name string, ok bool) {
 	return name, true
 }
 
+// FilesystemDeviceName is the kernel name of the block device under the
+// filesystem the file at path is on (its st_dev through
+// /sys/dev/block/MAJ:MIN: sda1, dm-0, nvme0n1p2); ok is false for a
+// filesystem on no block device (tmpfs, overlay, NFS) or a path that does
+// not exist.
+func (h Host) FilesystemDeviceName(path string) (name string, ok bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	sys, isUnix := st.Sys().(*syscall.Stat_t)
+	if !isUnix {
+		return "", false
+	}
+	dev := uint64(sys.Dev)
+	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
+	minor := dev&0xff | (dev>>12)&^uint64(0xff)
+	link, err := os.Readlink(filepath.Join(h.Sys, "dev", "block", fmt.Sprintf("%d:%d", major, minor)))
+	if err != nil {
+		return "", false
+	}
+	name = filepath.Base(link)
+	if _, err := os.Stat(filepath.Join(h.Sys, "class", "block", name, "stat")); err != nil {
+		return "", false
+	}
+	return name, true
+}
+
 // BlockStatOf reads /sys/class/block/<name>/stat.
 func (h Host) BlockStatOf(name string) (BlockStat, error) {
 	b, err := h.read(filepath.Join(h.Sys, "class", "block", name, "stat"))
@@ -180,6 +209,24 @@ func (h Host) Slaves(devPath string) []string {
 	var out []string
 	for _, e := range ents {
 		out = append(out, "/dev/"+e.Name())
+	}
+	return out
+}
+
+// ParseDiskstats reads /proc/diskstats (major, minor, name, then the
+// fields of a device's stat file: Documentation/admin-guide/iostats.rst)
+// into each device's counters by kernel name; a line with too few fields
+// is skipped.
+func ParseDiskstats(s string) map[string]BlockStat {
+	out := map[string]BlockStat{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 14 {
+			continue
+		}
+		if bs, err := parseBlockStat(f[2], strings.Join(f[3:], " ")); err == nil {
+			out[f[2]] = bs
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
@@ -100,6 +101,11 @@ type Disk struct {
 	// num_queues, read with the thread map); nil for a disk without
 	// virtqueues or when QEMU did not say.
 	Queues *int `json:"queues"`
+
+	// Layers is, with --layers, the disk's latency split over the guest,
+	// QEMU and the node device and the layer that adds most (package
+	// layers); omitted without it.
+	Layers *layers.Split `json:"layers,omitempty"`
 
 	order int // the disk's place in its VM's config order (Proxmox's)
 }

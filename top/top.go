@@ -28,6 +28,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/guestdisk"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
@@ -63,6 +64,13 @@ type Options struct {
 	// (package latency: never replacing one found) for p50/p95/p99 per
 	// interval; Run clears those it set when it ends.
 	Histogram bool
+	// Layers splits each disk's latency over the guest, QEMU and the node
+	// device (package layers) and says which adds most; it reads the
+	// guest's diskstats through its agent, one exchange per VM and
+	// sample, once the agent has named the disks' devices (Guest: without
+	// it the guest layer is unknown). Off: the agent is asked nothing for
+	// it.
+	Layers bool
 }
 
 // ErrStop, returned by OnSample, ends Run without an error.
@@ -174,6 +182,10 @@ type Monitor struct {
 	threads threads.Reader
 	vms     map[int]*vmState
 	hist    *latency.Tracker // with Options.Histogram
+	// shared are the devices under file volumes' filesystems read this
+	// sample (Options.Layers): one read per device and sample, however
+	// many disks of however many VMs are files on it.
+	shared fsDevices
 
 	// guest agent lookups run in the background; mu guards their results.
 	mu     sync.Mutex
@@ -268,6 +280,8 @@ type vmState struct {
 	guest    map[string]guestdisk.Seen
 	guestAt  time.Time // last time the agent was asked
 	guestRun bool      // a lookup is running
+	// guestStats reads the guest's diskstats (Options.Layers, agent: 1).
+	guestStats *layers.GuestReader
 	// guestSkip is the lookup not asked because a backup held the VM.
 	guestSkip *vm.AgentSkip
 
@@ -292,6 +306,13 @@ type snapshot struct {
 	DevicesAt time.Time
 	Devices   map[string]sampler.BlockStat // disk -> node device counters
 	Stalls    map[string]stall.Verdict     // disk -> the stall rule's verdict
+	// FSDevices are, with Options.Layers, the counters of the device
+	// under a file volume's filesystem (disk.Disk.FSDev), by disk.
+	FSDevices map[string]sampler.BlockStat
+	// Guest is, with Options.Layers, the guest's diskstats by its kernel
+	// names; nil with GuestWhy saying why.
+	Guest    map[string]sampler.BlockStat
+	GuestWhy string
 	// Left are the latency histograms of pvediskcheck's that this run
 	// did not set (latency.Leftover), from Stats.
 	Left []latency.Leftover
@@ -306,6 +327,7 @@ type snapshot struct {
 func (m *Monitor) Sample(ctx context.Context) Sample {
 	now := time.Now()
 	out := Sample{Time: now, IntervalS: m.interval().Seconds(), Disks: []Disk{}, VMs: []VM{}}
+	m.shared.reset()
 	var work []*vmState
 	seen := map[int]bool{}
 	for _, id := range m.targets() {
@@ -359,6 +381,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		view := st.view()
 		m.mu.Unlock()
 		view.Histogram = m.hist != nil
+		view.Layers = m.o.Layers
 		if st.prev == nil {
 			out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, PID: st.pid, Status: New, IOThreads: []IOThread{}})
 		} else {
@@ -505,7 +528,9 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		q.QOM = st.qom
 	}
 	q.Then = st.prepare
+	guestDone := m.readGuest(ctx, st, snap)
 	a, err := st.v.Ask(ctx, m.patience(), q)
+	<-guestDone
 	if err != nil {
 		return nil, err
 	}
@@ -559,6 +584,17 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 			snap.Devices[d.ID] = bs
 		}
 	}
+	if m.o.Layers {
+		snap.FSDevices = map[string]sampler.BlockStat{}
+		for _, d := range st.set.Disks {
+			if d.FSDev == "" {
+				continue
+			}
+			if bs, ok := m.shared.stat(m.host, d.FSDev); ok {
+				snap.FSDevices[d.ID] = bs
+			}
+		}
+	}
 	snap.DevicesAt = time.Now()
 	if needMap && st.set.CgroupDir.Unmeasured != "" {
 		// Looked for again with the thread map: a QEMU moved into its
@@ -571,6 +607,62 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 		snap.Stalls[v.Disk] = v
 	}
 	return snap, nil
+}
+
+// readGuest reads the guest's diskstats into snap in the background, with
+// Options.Layers, while the QMP exchange runs; the channel closes when it
+// is done. The agent is asked once the lookup of its disks has named
+// their devices and while no lookup runs: one agent exchange per VM and
+// sample at most.
+func (m *Monitor) readGuest(ctx context.Context, st *vmState, snap *snapshot) <-chan struct{} {
+	done := make(chan struct{})
+	if !m.o.Layers {
+		close(done)
+		return done
+	}
+	m.mu.Lock()
+	ready := st.guest != nil && !st.guestRun
+	m.mu.Unlock()
+	switch {
+	case !m.o.Guest:
+		snap.GuestWhy = "the guest agent is not asked (--no-agent)"
+	case !st.agent:
+		snap.GuestWhy = "no guest agent (agent: 0 in the VM's config)"
+	case !ready:
+		snap.GuestWhy = "the guest agent has not named the disks' devices yet"
+	}
+	if snap.GuestWhy != "" {
+		close(done)
+		return done
+	}
+	// While a backup holds the VM the agent is left alone (vm.BackupHolds:
+	// the config's lock read again, the last sample's block jobs; this
+	// sample's exchange runs meanwhile).
+	var jobs []qmp.BlockJob
+	if st.prev != nil {
+		jobs = st.prev.AllJobs
+	}
+	if h := st.v.BackupHoldWith(ctx, m.n, jobs); h != nil {
+		snap.GuestWhy = "the guest agent is not asked for the guest's diskstats (guest-file-open, guest-file-read): " + h.Why()
+		close(done)
+		return done
+	}
+	if st.guestStats == nil {
+		ag, _ := st.v.AgentUnless(nil, m.patience(), "guest-file-open, guest-file-read", "the guest's diskstats")
+		st.guestStats = &layers.GuestReader{Agent: *ag}
+	}
+	go func() {
+		defer close(done)
+		actx, cancel := context.WithTimeout(ctx, m.patience())
+		defer cancel()
+		g, _, err := st.guestStats.Read(actx)
+		if err != nil {
+			snap.GuestWhy = err.Error()
+			return
+		}
+		snap.Guest = g
+	}()
+	return done
 }
 
 func (m *Monitor) stallAfter() time.Duration {
@@ -766,7 +858,7 @@ func (st *vmState) view() vmView {
 			d.Guest.Seen = &g
 		}
 	}
-	return vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Disks: st.set.Disks, Map: st.set.Threads}
+	return vmView{VMID: st.vmid, Name: st.name, PID: st.pid, Disks: st.set.Disks, Map: st.set.Threads, Agent: st.agent}
 }
 
 // vmView is a VM as assemble sees it: what does not change between two
@@ -778,6 +870,8 @@ type vmView struct {
 	Disks     []*disk.Disk // in config order
 	Map       threads.Map
 	Histogram bool // rows get latency percentiles (--histogram)
+	Layers    bool // rows get the latency split (--layers)
+	Agent     bool // agent: 1 in the config
 }
 
 const mainLoop = "main-loop"
@@ -888,6 +982,10 @@ func assemble(v vmView, prev, cur *snapshot) (VM, []Disk) {
 			r.GuestDevice = &dev
 			r.GuestMounts = append(r.GuestMounts, g.Mounts...)
 		}
+		if v.Layers {
+			sp := layers.Of(layerCounters(d, prev), layerCounters(d, cur), layerContext(d, r))
+			r.Layers = &sp
+		}
 		disks = append(disks, r)
 	}
 	return row, disks
@@ -935,4 +1033,89 @@ func pctPtr(f *float64) *float64 {
 		return nil
 	}
 	return pct(*f)
+}
+
+// layerCounters are one disk's counters of a snapshot per layer (package
+// layers), each layer not read with why.
+func layerCounters(d *disk.Disk, s *snapshot) layers.Counters {
+	c := layers.Counters{At: s.At}
+	if b, ok := s.Stats[d.ID]; ok {
+		c.QEMU = &b
+	}
+	switch {
+	case s.Guest == nil:
+		c.GuestWhy = s.GuestWhy
+	case d.Guest.Seen == nil:
+		c.GuestWhy = "the guest agent did not place the disk on a device of the guest"
+	default:
+		name := layers.GuestDev(d.Guest.Seen.Device)
+		if g, ok := s.Guest[name]; ok {
+			c.Guest = &g
+		} else {
+			c.GuestWhy = "the guest's " + layers.GuestStatsPath + " has no " + name
+		}
+	}
+	switch {
+	case d.Dev != "":
+		if n, ok := s.Devices[d.ID]; ok {
+			c.Node = &n
+		} else {
+			c.NodeWhy = "node device " + d.Dev + " not read"
+		}
+	case d.FSDev != "":
+		if n, ok := s.FSDevices[d.ID]; ok {
+			c.Node, c.NodeShared = &n, true
+		} else {
+			c.NodeWhy = "node device " + d.FSDev + " not read"
+		}
+	default:
+		c.NodeWhy = "the volume is on no block device of the node (librbd, iSCSI, NFS or tmpfs)"
+	}
+	return c
+}
+
+// layerContext is what a row already says that the verdict reads: the
+// limit used and the serving thread's CPU; and the cache mode when it puts
+// the node's page cache below QEMU.
+func layerContext(d *disk.Disk, r Disk) layers.Context {
+	c := layers.Context{LimitPct: r.LimitPct, Thread: r.Thread, ThreadCPUPct: r.ThreadCPUPct}
+	if g := d.Graph; g != nil && !g.Effective.Direct {
+		c.PageCache = g.Effective.Mode
+	}
+	if r.Limit != nil {
+		c.Limit = *r.Limit
+	}
+	return c
+}
+
+// fsDevices are the counters of the devices under file volumes'
+// filesystems, read once per sample (the VMs are sampled in parallel).
+type fsDevices struct {
+	mu   sync.Mutex
+	read map[string]*sampler.BlockStat // nil: could not be read
+}
+
+func (f *fsDevices) reset() {
+	f.mu.Lock()
+	f.read = map[string]*sampler.BlockStat{}
+	f.mu.Unlock()
+}
+
+func (f *fsDevices) stat(h sampler.Host, dev string) (sampler.BlockStat, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.read == nil {
+		f.read = map[string]*sampler.BlockStat{}
+	}
+	bs, ok := f.read[dev]
+	if !ok {
+		if b, err := h.BlockStatOf(dev); err == nil {
+			bs = &b
+		}
+		f.read[dev] = bs
+	}
+	if bs == nil {
+		return sampler.BlockStat{}, false
+	}
+	return *bs, true
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/fio"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/outfile"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
@@ -309,6 +310,23 @@ func printBench(e *env, r *bench.Result) {
 	for _, d := range r.Disks {
 		for _, x := range d.Evidence {
 			fmt.Fprintf(e.out, "  %s: %s %s\n", d.ID, x.Kind, x.Message)
+		}
+	}
+	var split []string
+	for _, d := range r.Disks {
+		for _, j := range d.Jobs {
+			for i, l := range j.Layers {
+				if l.Verdict == layers.Idle {
+					continue
+				}
+				split = append(split, fmt.Sprintf("  %s %s run %d: %s", d.ID, j.Name, i+1, l.Says))
+			}
+		}
+	}
+	if len(split) > 0 {
+		fmt.Fprintln(e.out, "\nWhere each job's time went (QEMU and the node device; fio's figures are the guest's):")
+		for _, l := range split {
+			fmt.Fprintln(e.out, l)
 		}
 	}
 	if len(r.Comparisons) > 0 {

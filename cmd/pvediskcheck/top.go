@@ -15,6 +15,7 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/cluster"
 	"github.com/pvediskcheck/pvediskcheck/exitcode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/layers"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/top"
@@ -41,6 +42,7 @@ func topCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-agent", Usage: "do not ask guest agents for the guest's device names and mount points"},
 			stallAfterFlag(),
 			captureFlag(),
+			&cli.BoolFlag{Name: "layers", Usage: "split each disk's latency over the guest (its diskstats through the guest agent), QEMU and the node device, and name the layer that adds most"},
 			&cli.BoolFlag{Name: "histogram", Usage: "CHANGES QEMU STATE: set latency histograms on the watched disks for p50/p95/p99 (one found set is used as it is); cleared on exit"},
 		},
 		Action: topAction,
@@ -67,7 +69,7 @@ func topAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent"), StallAfter: c.Duration("stall-after"), Histogram: c.Bool("histogram")}
+	o := top.Options{VMIDs: ids, Interval: c.Duration("interval"), Count: c.Int("count"), Sort: key, Guest: !c.Bool("no-agent"), StallAfter: c.Duration("stall-after"), Histogram: c.Bool("histogram"), Layers: c.Bool("layers")}
 	if err := top.Validate(e.paths, o); err != nil {
 		return topElsewhere(e, c.Args().Slice(), err)
 	}
@@ -235,6 +237,7 @@ func topLines(e *env, s top.Sample, key top.SortKey, cols int) []string {
 	t.flush()
 	topBackups(&b, s)
 	topPercentiles(&b, s)
+	topLayers(&b, s)
 	for _, f := range s.Findings {
 		b.WriteString("\n" + e.paint(yellow, string(f.Code)) + ": " + f.Message)
 	}
@@ -293,6 +296,23 @@ func topBackups(b *strings.Builder, s top.Sample) {
 			base = fmt.Sprintf("%s ms in the %.0f s before it", units.Grouped(*im.BaselineWriteLatencyMs), im.BaselineS)
 		}
 		fmt.Fprintf(b, "\nbackup %s on %d/%s: %s at %s; guest writes %s ms during the job, %s; %s", im.Job, d.VMID, d.Disk, progress, speed, topMs(im.WriteLatencyMs), base, im.FleecingText())
+	}
+}
+
+// topLayers adds, with --layers, a line per disk that did I/O: where its
+// time goes and the layer that adds most.
+func topLayers(b *strings.Builder, s top.Sample) {
+	first := true
+	for _, d := range s.Disks {
+		l := d.Layers
+		if l == nil || l.Verdict == layers.Idle {
+			continue
+		}
+		if first {
+			b.WriteString("\n")
+			first = false
+		}
+		fmt.Fprintf(b, "\nlayers %d/%s: %s", d.VMID, d.Disk, l.Says)
 	}
 }
 
