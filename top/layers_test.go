@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,8 @@ func TestMonitorLayersGuestAgent(t *testing.T) {
 	lookup := qmptest.AgentReplies(map[string]string{
 		"guest-get-disks":  `[{"name": "/dev/sdb", "partition": false, "address": {"bus-type": "scsi", "bus": 0, "target": 0, "unit": 1, "pci-controller": {"domain": 0, "bus": 0, "slot": 3, "function": 0}, "dev": "/dev/sdb"}}]`,
 		"guest-get-fsinfo": `[]`,
+		// The freeze state, asked once per --stall-after.
+		"guest-fsfreeze-status": `"thawed"`,
 	})
 	var reads atomic.Int64
 	a.Handle = func(w net.Conn, cmd string, req gjson.Result) {
@@ -90,6 +93,16 @@ func TestMonitorLayersGuestAgent(t *testing.T) {
 	if rows["scsi1"].Layers.Verdict != layers.Idle {
 		t.Errorf("scsi1 verdict %q", rows["scsi1"].Layers.Verdict)
 	}
+	// A backup job starts: from the sample after the one that saw it, the
+	// diskstats are not read, and the guest layer says why.
+	v.set("query-block-jobs", string(r.read(t, "query-block-jobs-backup.json")))
+	m.Sample(ctx)
+	held := a.Conns()
+	rows = diskRows(m.Sample(ctx), 370)
+	if a.Conns() != held || !strings.Contains(rows["scsi1"].Layers.GuestUnknown, "a backup holds the VM (backup job backup-scsi1-test running") {
+		t.Errorf("during a backup: %d agent connections, guest layer %q", a.Conns()-held, rows["scsi1"].Layers.GuestUnknown)
+	}
+	v.set("query-block-jobs", "[]")
 
 	// Without --layers: no diskstats read, no layers in the rows.
 	n2 := newFakeNode(t)
@@ -116,8 +129,8 @@ func TestMonitorLayersGuestAgent(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if files.Load() != 0 || a2.Conns() != 2 {
-		t.Errorf("without --layers: %d diskstats reads, %d agent connections (want 0 and the lookup's 2)", files.Load(), a2.Conns())
+	if files.Load() != 0 || a2.Conns() != 3 {
+		t.Errorf("without --layers: %d diskstats reads, %d agent connections (want 0, and the lookup's 2 and the freeze state's 1)", files.Load(), a2.Conns())
 	}
 	// --layers with --no-agent: the agent is asked nothing, the guest layer
 	// says why.
