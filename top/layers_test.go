@@ -61,7 +61,7 @@ func TestMonitorLayersGuestAgent(t *testing.T) {
 	ctx := context.Background()
 	m.Sample(ctx)
 	var s1 Disk
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 150; i++ {
 		s1 = diskRows(m.Sample(ctx), 370)["scsi1"]
 		if s1.GuestDevice != nil {
 			break

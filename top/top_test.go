@@ -678,7 +678,7 @@ func TestMonitorGuestAgent(t *testing.T) {
 	ctx := context.Background()
 	m.Sample(ctx)
 	var s1 Disk
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 150; i++ {
 		s1 = diskRows(m.Sample(ctx), 370)["scsi1"]
 		if s1.GuestDevice != nil {
 			break
@@ -961,7 +961,7 @@ func TestMonitorGuestFreeze(t *testing.T) {
 	}
 	var s Sample
 	start := time.Now()
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 100; i++ {
 		s = m.Sample(ctx)
 		if len(frozen(s)) > 0 {
 			break
@@ -998,7 +998,7 @@ func TestMonitorGuestFreeze(t *testing.T) {
 	state = "thawed"
 	mu.Unlock()
 	time.Sleep(after)
-	for i := 0; i < 20 && vmRow(t, s, 370).GuestFreeze.State != vm.Thawed; i++ {
+	for i := 0; i < 100 && vmRow(t, s, 370).GuestFreeze.State != vm.Thawed; i++ {
 		s = m.Sample(ctx)
 		time.Sleep(20 * time.Millisecond)
 	}
