@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/internal/pveoracle"
 )
 
@@ -54,6 +55,7 @@ func TestMoveLeavesNoUnused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := t.TempDir()
 			t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+			fakenode.ServeQMOracle(t, r) // Proxmox answers through the test binary's one oracle
 			p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			os.WriteFile(p, []byte(c.conf), 0o644)
@@ -90,6 +92,7 @@ func TestRefusesISOWithoutCDROM(t *testing.T) {
 	} {
 		r := t.TempDir()
 		t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+		fakenode.ServeQMOracle(t, r) // Proxmox answers through the test binary's one oracle
 		p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte(conf), 0o644)
@@ -110,6 +113,7 @@ func TestRefusesLocked(t *testing.T) {
 	const conf = "lock: snapshot-delete\nmemory: 512\n"
 	r := t.TempDir()
 	t.Setenv("PVEDISKCHECK_FAKENODE_ROOT", r)
+	fakenode.ServeQMOracle(t, r) // Proxmox answers through the test binary's one oracle
 	p := filepath.Join(r, "etc/pve/qemu-server/105.conf")
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	os.WriteFile(p, []byte(conf), 0o644)
@@ -130,7 +134,8 @@ func TestRefusesLocked(t *testing.T) {
 }
 
 // TestProxmoxJudges (issue 32 item 5): the double puts every call to
-// Proxmox's own update_vm, so a change only Proxmox's schema refuses (the
+// Proxmox's own update_vm (here starting the oracle itself: no test serves
+// it), so a change only Proxmox's schema refuses (the
 // double's own reading sets a VM option as given) is refused with
 // Proxmox's message, and the config stays as it was.
 func TestProxmoxJudges(t *testing.T) {
