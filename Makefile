@@ -10,7 +10,7 @@ BIN     := bin/pvediskcheck
 SOURCE_DATE_EPOCH ?= $(shell dpkg-parsechangelog -S Timestamp 2>/dev/null)
 export SOURCE_DATE_EPOCH
 
-.PHONY: e2e bench bench-overhead all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
+.PHONY: e2e bench bench-compare bench-overhead all build test test-unit test-host test-qemu11 lint demo install clean help deps qemu11 fuzz mutants
 .PHONY: man completion vendor deb deb-test monitoring test-monitoring
 
 all: build
@@ -24,6 +24,7 @@ help:
 	@echo "demo     start a scratch VM shaped like Lab 37's VM 370 and run the tool against it"
 	@echo "lint     go vet, gofmt and staticcheck (pinned: scripts/staticcheck.sh) on both tag sets and tools/monitoring"
 	@echo "e2e      only the end-to-end tier (a real Linux guest with fio and the guest agent)"
+	@echo "bench-compare  the speed benchmarks of BASE (default: HEAD~1) and the working tree, in turn in one run (ROUNDS=3)"
 	@echo "bench-overhead  time bench against the same fio runs by hand through the agent, and its CPU (real guest; ROUNDS=3)"
 	@echo "qemu11   build (once) the cached Debian trixie chroot with QEMU 11.1.3 for the tests"
 	@echo "install  install into DESTDIR/PREFIX"
@@ -84,6 +85,13 @@ e2e: deps build
 # bench prints the speed targets measured side by side in one run (docs/speed.md).
 bench: deps build
 	$(GO) test -tags integration -run XXX -bench . -benchtime 20x ./cmd/... ./fio/...
+
+# bench-compare: the speed benchmarks before and after a change in one run
+# (issue 33's "make bench before and after"): BASE's test binary and the
+# working tree's, in turn, ROUNDS rounds; medians and ratios (docs/speed.md).
+BASE ?= HEAD~1
+bench-compare: deps
+	@scripts/bench-compare.sh $(BASE) $(ROUNDS) $(BENCH)
 
 # bench-overhead: bench's wall time against the same fio command lines run by
 # hand through the guest agent, and its CPU, on the real guest
