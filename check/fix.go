@@ -24,9 +24,8 @@ func (r *diskRun) finish() {
 	}
 }
 
-// fix builds the disk's one command and its text.
-func (r *diskRun) fix() ([]string, string) {
-	in, vmid := r.in, strconv.Itoa(r.in.v.VMID)
+// editedLine is a copy of the disk's line with the edits to it applied.
+func (r *diskRun) editedLine() *qemuserver.Drive {
 	f := r.drv.Clone()
 	if r.edits[editLimits] {
 		fixLimits(f)
@@ -46,6 +45,13 @@ func (r *diskRun) fix() ([]string, string) {
 			delete(f.Opts, "aio")
 		}
 	}
+	return f
+}
+
+// fix builds the disk's one command and its text.
+func (r *diskRun) fix() ([]string, string) {
+	in, vmid := r.in, strconv.Itoa(r.in.v.VMID)
+	f := r.editedLine()
 	// The VM's scsihw as the edits leave it: VirtIO SCSI single for a
 	// disk's IO thread or off an emulated controller (off one emulated
 	// controller onto another is no move: the VM's SCSI controller becomes
@@ -90,18 +96,7 @@ func (r *diskRun) fix() ([]string, string) {
 		return argv, "with the VM stopped: " + shellJoin(argv) + note + " (adjust the guest's fstab/boot device)"
 	}
 	if why, _ := r.unsettable(); lineChanged && why != "" {
-		// qm set refuses the line (an ISO image without media=cdrom, a
-		// path no storage holds): the fix is an edit of the file, and the
-		// VM option a qm set.
-		text := ""
-		if len(argv) > 3 {
-			text = shellJoin(argv) + note + ", and "
-		}
-		text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (" + why + ")"
-		if in.v.Running {
-			text += ", then qm reboot " + vmid + " " + restartHint
-		}
-		return nil, text
+		return nil, r.fileFix(argv, note, f, why)
 	}
 	if lineChanged {
 		argv = append(argv, "--"+r.d.ID, f.String())
@@ -115,6 +110,22 @@ func (r *diskRun) fix() ([]string, string) {
 		text += ", then qm reboot " + vmid + " " + restartHint
 	}
 	return argv, text
+}
+
+// fileFix is the fix where qm set refuses the line (an ISO image without
+// media=cdrom, a path no storage holds, why): an edit of the file to f,
+// and the VM option in argv a qm set.
+func (r *diskRun) fileFix(argv []string, note string, f *qemuserver.Drive, why string) string {
+	vmid := strconv.Itoa(r.in.v.VMID)
+	text := ""
+	if len(argv) > 3 {
+		text = shellJoin(argv) + note + ", and "
+	}
+	text += "edit " + configFile(vmid) + ": the line '" + r.d.ID + ": " + r.drv.String() + "' becomes '" + r.d.ID + ": " + f.String() + "' (" + why + ")"
+	if r.in.v.Running {
+		text += ", then qm reboot " + vmid + " " + restartHint
+	}
+	return text
 }
 
 // bootsFrom: the boot order (order=, or the legacy bootdisk) names the disk.
