@@ -39,6 +39,14 @@ func runningDisks(v *vm.VM) []qemuserver.DiskSettings {
 // severityOf is an advisory's severity as a finding's.
 var severityOf = map[advisory.Severity]Severity{advisory.Error: Error, advisory.Warning: Warning, advisory.Info: Info}
 
+// qemuAdvisoryRule is qemu-advisory's rule.
+func qemuAdvisoryRule(in *Input, out *VMResult) {
+	qemuAdvisories(in.v.VMID, in.qemu, runningDisks(in.v), in.advisories, out)
+}
+
+// qemuOutdatedRule is qemu-outdated's rule.
+func qemuOutdatedRule(in *Input, out *VMResult) { qemuOutdated(in.v.VMID, in.qemu, out) }
+
 // qemuAdvisories is qemu-advisory: each known bug (advisory.Known, the
 // table) that the build the VM runs has and whose needs one of its running
 // disks meets, with the table's severity, what it does, when, the disks,

@@ -7,7 +7,8 @@
 // VM checks one VM from what the node shows (its config, storage.cfg, the
 // running QEMU's command line and QMP, lvs/zfs for its thin pools, `qm
 // showcmd` on request); the rules themselves are plain functions over that
-// model.
+// model: everything they read is measured before they run (measure), and
+// each is one entry of the list rules.
 package check
 
 import (
@@ -28,7 +29,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/policy"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
-	"github.com/pvediskcheck/pvediskcheck/stall"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -362,17 +362,10 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 			out.Notes = append(out.Notes, n)
 		}
 	}
-	// A line Proxmox drops that names a disk takes the disk away: the VM
-	// starts without it (its system disk, maybe), an error, not a note.
-	for _, d := range v.Config.DroppedDisks {
-		out.add(Finding{Severity: Error, Code: CodeConfigInvalid, Message: d,
-			Fix: "edit " + n.Paths.VMConfig(vmid) + ": write the line as `KEY: VALUE` with a disk slot Proxmox knows (ide0-3, sata0-5, scsi0-30, virtio0-15, efidisk0, tpmstate0)"})
-	}
 	// One exchange with QEMU: its live view, and for disk-stalled the
 	// counters and the threads too.
 	layers := disk.Live | disk.Chains
-	stalled := o.StallAfter > 0 && v.Running
-	if stalled {
+	if o.StallAfter > 0 && v.Running {
 		layers |= stallLayers
 	}
 	set = disk.Resolve(ctx, n, v, v.Disks, layers, disk.Options{})
@@ -380,29 +373,7 @@ func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thin
 		set.AskErr = v.SocketGone(set.AskErr)
 		out.liveUnread(v, set.AskErr)
 	}
-	var sv []stall.Verdict
-	if stalled {
-		sv = detectStalls(ctx, n, set, o.StallAfter)
-	}
-	out.QEMU = readBinary(ctx, n, v, o.Packages)
-	pol := judgePolicy(ctx, n, v, o, &out)
-	gos, skip := askGuestOS(ctx, n, v)
-	out.skipped(skip)
-	judge(ctx, set, n.Paths.NodeName(), pools, &out, gos, pol)
-	out.GuestFreeze = v.AskFreeze(ctx, n, n.Timeout)
-	out.skipped(out.GuestFreeze.Skip())
-	guestFrozen(v.VMID, out.GuestFreeze, &out)
-	qemuAdvisories(v.VMID, out.QEMU, runningDisks(v), advisory.Known(), &out)
-	qemuOutdated(v.VMID, out.QEMU, &out)
-	zfsRules(ctx, n, set, &out)
-	volumeChains(set, &out)
-	if stalled && set.AskErr == nil {
-		stalls(set, sv, &out)
-	}
-	judgeBackups(ctx, n, v, &out)
-	if o.NextStart {
-		nextStart(ctx, n.Runner, v, &out)
-	}
+	judge(measure(ctx, n, set, o, pools, &out), &out)
 	return out, set
 }
 
@@ -422,17 +393,17 @@ func (out *VMResult) liveUnread(v *vm.VM, err error) {
 
 func (out *VMResult) add(f Finding) { out.Findings = append(out.Findings, f) }
 
-// judgeBackups reads the backup configuration (vzdump.conf, jobs.cfg) and
-// says per job backing the VM up whether fleecing is on and where, with a
+// fleecingStorage says per backup job backing the VM up whether fleecing
+// is on and where (the backup configuration measure read), with a
 // fleecing-storage warning for a storage against Proxmox's advice.
-func judgeBackups(ctx context.Context, n node.Node, v *vm.VM, out *VMResult) {
-	c, err := backupcfg.Read(ctx, n)
-	if err != nil {
-		out.Notes = append(out.Notes, "backup configuration not read: "+err.Error())
+func fleecingStorage(in *Input, out *VMResult) {
+	if in.backupsErr != nil {
+		out.Notes = append(out.Notes, "backup configuration not read: "+in.backupsErr.Error())
 		out.NotChecked = append(out.NotChecked, CodeFleecingStorage)
 		return
 	}
-	backups, unknown := c.ForVM(v.VMID, n.Paths.NodeName())
+	v := in.v
+	backups, unknown := in.backups.ForVM(v.VMID, in.here)
 	for _, why := range unknown {
 		out.Notes = append(out.Notes, "backup job "+why+": whether it backs this VM up is not checked")
 	}

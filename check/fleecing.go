@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // fleecingLeftovers reports fleecing images the config still records while
@@ -18,7 +16,8 @@ import (
 // keeps its space on the fleecing storage until the next backup of the
 // VM, its migration or its removal tries again (PVE::QemuConfig's
 // cleanup_fleecing_images).
-func fleecingLeftovers(v *vm.VM, out *VMResult) {
+func fleecingLeftovers(in *Input, out *VMResult) {
+	v := in.v
 	imgs := v.Config.FleecingImages
 	if len(imgs) == 0 || v.Config.Main["lock"] == "backup" {
 		return

@@ -14,6 +14,9 @@ func (out *VMResult) skipped(s *vm.AgentSkip) {
 	}
 }
 
+// guestFrozenRule is guest-frozen's rule.
+func guestFrozenRule(in *Input, out *VMResult) { guestFrozen(in.v.VMID, in.freeze, out) }
+
 // guestFrozen judges the guest's freeze state (vm.VM.AskFreeze): frozen
 // while no backup holds the VM is an error, as every write of the guest
 // hangs until it is thawed and, with nothing sent, the stall rule sees

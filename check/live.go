@@ -1,18 +1,12 @@
 package check
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/disk"
-	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
-	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -26,10 +20,6 @@ const (
 	ioStatusFailed  = "failed"   // the storage failed a request (EIO, ...)
 	ioStatusNoSpace = "nospace"  // ENOSPC
 )
-
-// statfsTimeout bounds statfs on a storage path: an NFS or CIFS mount that
-// stalls must not hang the run (STYLE: calls that can hang are bounded).
-const statfsTimeout = 2 * time.Second
 
 // ioErrors reports a VM that an I/O error has paused: QEMU stops a VM when a
 // disk's write fails with werror=enospc (QEMU's default: no space left) or
@@ -47,25 +37,20 @@ const statfsTimeout = 2 * time.Second
 // on a thick LV, and ENOSPC there means its current layer's qcow2 reached
 // the end of its LV (a block device refuses a write past its end with
 // ENOSPC): the cause and the fix name that LV, not the storage.
-func ioErrors(ctx context.Context, set *disk.Set, pools *thinpool.Cache, out *VMResult) {
-	v := set.VM
+func ioErrors(in *Input, out *VMResult) {
+	v := in.v
 	if !v.Running || v.Status == "" {
 		return
 	}
 	vmid := strconv.Itoa(v.VMID)
 	paused := v.Status == statusIOError
-	var flagged []*disk.Disk
-	for _, d := range set.Disks {
-		if d.Live != nil && (d.Live.IOStatus == ioStatusFailed || d.Live.IOStatus == ioStatusNoSpace) {
-			flagged = append(flagged, d)
-		}
-	}
+	flagged := flagged(in.set)
 	for _, d := range flagged {
 		cause, fix := "the storage failed a request (io-status failed)", "find and repair what fails below the disk (dmesg, the storage), then qm resume "+vmid
 		if d.Live.IOStatus == ioStatusNoSpace {
 			cause, fix = "no space left on the storage (io-status nospace)", "free space on the storage or extend it, then qm resume "+vmid
 		}
-		use := storageUse(ctx, d, pools)
+		use := storageUse(in, d)
 		if c := d.Chain; c != nil && d.Live.IOStatus == ioStatusNoSpace && len(c.Live) > 0 {
 			cause, use, fix = layerFull(c.Live[0], vmid)
 		}
@@ -112,8 +97,8 @@ func layerFull(top volchain.Layer, vmid string) (cause, use, fix string) {
 }
 
 // storageUse names a disk's storage and how full it is, as far as the node
-// can tell.
-func storageUse(ctx context.Context, d *disk.Disk, pools *thinpool.Cache) string {
+// can tell (measure read it: useSource).
+func storageUse(in *Input, d *disk.Disk) string {
 	_, s := d.Now()
 	name := "a path"
 	if d.Running != nil {
@@ -122,23 +107,24 @@ func storageUse(ctx context.Context, d *disk.Disk, pools *thinpool.Cache) string
 	if s != nil {
 		name = "storage " + s.ID + " (" + s.Type + ")"
 	}
-	if thinpool.IsPool(s) && pools != nil {
-		p, err := pools.Pool(ctx, s)
-		if err != nil {
-			return name + ": use unknown (" + err.Error() + ")"
+	switch pool, path := useSource(d, in.pools != nil); {
+	case pool != nil:
+		pr := in.pools[pool.ID]
+		if pr.err != nil {
+			return name + ": use unknown (" + pr.err.Error() + ")"
 		}
+		p := pr.p
 		use := fmt.Sprintf("%s: pool %s data %s of %s", name, p.Pool, units.PercentPtr(p.DataPercent), units.Bytes(p.SizeBytes))
 		if p.MetadataPercent != nil {
 			use += ", metadata " + units.PercentPtr(p.MetadataPercent)
 		}
 		return use
-	}
-	if d.Running != nil && (s != nil && s.Facts().Layout == storagetype.LayoutFiles || s == nil && d.Running.Driver == "file") {
-		total, free, err := statfs(ctx, d.Path)
-		if err != nil {
-			return name + ": use unknown (statfs: " + err.Error() + ")"
+	case path != "":
+		fs := in.fs[d.ID]
+		if fs.err != nil {
+			return name + ": use unknown (statfs: " + fs.err.Error() + ")"
 		}
-		return name + ": " + fsUse(total, free)
+		return name + ": " + fsUse(fs.total, fs.free)
 	}
 	return name + ": use not known to this tool"
 }
@@ -152,42 +138,18 @@ func fsUse(total, free int64) string {
 	return fmt.Sprintf("%s free of %s (%.1f %% used)", units.Bytes(free), units.Bytes(total), used)
 }
 
-// statfs reads a filesystem's size and the space an unprivileged writer
-// can still use, within statfsTimeout.
-func statfs(ctx context.Context, path string) (total, free int64, err error) {
-	st, err := node.Within(ctx, statfsTimeout, func() (st unix.Statfs_t, err error) {
-		err = unix.Statfs(path, &st)
-		return st, err
-	})
-	switch {
-	case node.GaveUp(err):
-		return 0, 0, fmt.Errorf("no answer within %s", statfsTimeout)
-	case err != nil:
-		return 0, 0, err
-	}
-	bs := int64(st.Bsize)
-	return int64(st.Blocks) * bs, int64(st.Bavail) * bs, nil
-}
-
 // thinPools reports the thin pools the VM's disks live on when they are
 // overcommitted or their data or metadata is full (thinpool's figures and
 // thresholds, the same `thin` reports).
-func thinPools(ctx context.Context, set *disk.Set, pools *thinpool.Cache, out *VMResult) {
-	v := set.VM
-	used := map[string]*qemuserver.Storage{}
-	for _, d := range set.Disks {
-		for _, s := range []*qemuserver.Storage{d.Storage, d.PendingStorage} {
-			if thinpool.IsPool(s) {
-				used[s.ID] = s
-			}
-		}
-	}
-	if len(used) == 0 || pools == nil {
+func thinPools(in *Input, out *VMResult) {
+	v := in.v
+	used := poolStorages(in.set)
+	if len(used) == 0 || in.pools == nil {
 		return
 	}
 	for _, id := range qemuserver.SortedKeys(used) {
 		s := used[id]
-		p, err := pools.Pool(ctx, s)
+		p, err := in.pools[id].p, in.pools[id].err
 		if err != nil {
 			out.Notes = append(out.Notes, "thin-overcommit not checked for storage "+s.ID+": "+err.Error())
 			if !hasCode(out.NotChecked, CodeThinOvercommit) {
@@ -246,10 +208,14 @@ func hasCode(cs []Code, c Code) bool {
 	return false
 }
 
-// nextStart compares with `qm showcmd VMID --pretty`: what the next start
-// runs, with [PENDING] applied.
-func nextStart(ctx context.Context, r node.Runner, v *vm.VM, out *VMResult) {
-	raw, err := r.Run(ctx, "qm", "showcmd", strconv.Itoa(v.VMID), "--pretty")
+// nextStart compares with `qm showcmd VMID --pretty` (measure ran it with
+// --next-start): what the next start runs, with [PENDING] applied.
+func nextStart(in *Input, out *VMResult) {
+	if in.showcmd == nil {
+		return
+	}
+	v := in.v
+	raw, err := in.showcmd.raw, in.showcmd.err
 	if err != nil {
 		out.Notes = append(out.Notes, "--next-start: qm showcmd failed: "+err.Error())
 		return

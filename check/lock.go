@@ -12,7 +12,8 @@ import (
 // holds it): while a lock is set qemu-server refuses qm set (API2/Qemu.pm
 // update_vm, check_lock) and qm start (vm_start; a suspended lock
 // resumes) with "VM is locked (KIND)".
-func locked(v *vm.VM, out *VMResult) {
+func locked(in *Input, out *VMResult) {
+	v := in.v
 	l := v.Lock()
 	if l == nil {
 		return

@@ -67,9 +67,9 @@ func restartFix(vmid int) string {
 }
 
 // policyFindings adds the disk's violations to its run: those the next
-// start breaks are fixed by the disk's command (r.viol marks them).
-func (r *diskRun) policyFindings() {
-	pr := r.j.pol
+// start breaks are fixed by the disk's command (r.fixed marks them).
+func policyFindings(in *Input, r *diskRun) {
+	pr := in.pol
 	if pr == nil {
 		return
 	}
@@ -81,7 +81,7 @@ func (r *diskRun) policyFindings() {
 		if x.NextStart {
 			r.edits[editPolicy] = true
 		} else {
-			r.findings[len(r.findings)-1].Fix = restartFix(r.j.v.VMID)
+			r.findings[len(r.findings)-1].Fix = restartFix(in.v.VMID)
 		}
 	}
 }
@@ -89,6 +89,9 @@ func (r *diskRun) policyFindings() {
 func policyFinding(pr *policyRun, disk string, x policy.Violation) Finding {
 	return Finding{Severity: Severity(x.Severity), Code: CodePolicy, Disk: disk, Message: x.Message(pr.p.File), Policy: &x}
 }
+
+// policyLeftover is the rule of pr.leftover.
+func policyLeftover(in *Input, out *VMResult) { in.pol.leftover(in.v, out) }
 
 // leftover adds the violations of disks no disk run took (a line check
 // leaves alone: an ISO image without media=, which Proxmox refuses to
@@ -138,15 +141,15 @@ func limitOptions() []string {
 // longer fixes: a check finding whose edit the policy overruled, a
 // violation no line mends (policy.Mend says why).
 func (r *diskRun) mendPolicy(f *qemuserver.Drive, move bool, hw string) (*qemuserver.Drive, bool, string) {
-	pr := r.j.pol
-	if pr == nil || len(pr.p.Selects(r.j.v, pr.site, r.d.Disk)) == 0 {
+	pr := r.in.pol
+	if pr == nil || len(pr.p.Selects(r.in.v, pr.site, r.d.Disk)) == 0 {
 		return f, move, hw
 	}
 	pp := policy.Proposal{Line: f, SCSIHW: hw, Move: move}
 	if why, _ := r.unsettable(); why != "" {
 		pp.Unmovable = why
 	}
-	m := pr.p.Mend(r.j.v, pr.site, r.d.Disk, pp)
+	m := pr.p.Mend(r.in.v, pr.site, r.d.Disk, pp)
 	for i := range r.findings {
 		fd := &r.findings[i]
 		if !r.fixed[i] {

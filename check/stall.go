@@ -30,6 +30,14 @@ func detectStalls(ctx context.Context, n node.Node, set *disk.Set, after time.Du
 	return stall.Detect(ctx, n, set.VM.Pid, stall.Disks(set), set.Stats, after, stall.ConfirmGap)
 }
 
+// stallRule is disk-stalled's rule: where the stall was looked at and
+// QEMU answered the exchange.
+func stallRule(in *Input, out *VMResult) {
+	if in.stalled && in.set.AskErr == nil {
+		stalls(in.set, in.verdicts, out)
+	}
+}
+
 // stalls reports disk-stalled: a disk of the running VM with requests
 // outstanding that completed none for --stall-after, seen twice (sv:
 // detectStalls'); the same query-blockstats tells latency-histogram-left.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pvediskcheck/pvediskcheck/disk"
 	"github.com/pvediskcheck/pvediskcheck/thinpool"
 	"github.com/pvediskcheck/pvediskcheck/units"
 )
@@ -16,9 +15,9 @@ import (
 // qcow2 can grow past its LV (a warning, an error from thinpool.FailPercent
 // of the LV): the write that reaches the LV's end fails with ENOSPC and
 // QEMU pauses the VM, as on a full thin pool.
-func volumeChains(set *disk.Set, out *VMResult) {
-	v := set.VM
-	for _, d := range set.Disks {
+func volumeChains(in *Input, out *VMResult) {
+	v := in.v
+	for _, d := range in.set.Disks {
 		c := d.Chain
 		if c == nil {
 			continue

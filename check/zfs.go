@@ -1,25 +1,18 @@
 package check
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/pvediskcheck/pvediskcheck/disk"
-	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/storage/storagetype"
 	"github.com/pvediskcheck/pvediskcheck/storage/zfs"
 )
 
-// zfsRules judges what ZFS itself says of the VM's zvols (one `zfs get`
-// for all of them, storage/zfs): sync=disabled loses what the guest
-// flushed (error), sync=always makes every write a ZIL commit (info); and
-// a zfspool storage's blocksize that pve-storage 9.1.4 refuses (warning).
-// Where zfs cannot say, the sync rules are named in NotChecked with the
-// reason in the notes.
-func zfsRules(ctx context.Context, n node.Node, set *disk.Set, out *VMResult) {
+// zfsBlocksize: a zfspool storage's blocksize that pve-storage 9.1.4
+// refuses (warning), once per storage of the VM's zvols.
+func zfsBlocksize(in *Input, out *VMResult) {
 	named := map[string]bool{}
-	for _, d := range set.Disks {
+	for _, d := range in.set.Disks {
 		for _, s := range []*qemuserver.Storage{d.Storage, d.PendingStorage} {
 			if s == nil || named[s.ID] || s.Facts().Volumes != storagetype.VolZvol {
 				continue
@@ -32,9 +25,16 @@ func zfsRules(ctx context.Context, n node.Node, set *disk.Set, out *VMResult) {
 			}
 		}
 	}
-	set.Fill(ctx, n, disk.ZFS, disk.Options{})
+}
+
+// zfsSync judges what ZFS itself says of the VM's zvols (one `zfs get`
+// for all of them, disk's ZFS layer, filled by measure): sync=disabled
+// loses what the guest flushed (error), sync=always makes every write a
+// ZIL commit (info). Where zfs cannot say, the sync rules are named in
+// NotChecked with the reason in the notes.
+func zfsSync(in *Input, out *VMResult) {
 	unread := false
-	for _, d := range set.Disks {
+	for _, d := range in.set.Disks {
 		z := d.ZFS
 		switch {
 		case z == nil:

@@ -25,10 +25,16 @@ import (
 // full size: a discard frees the zvol's blocks, but the pool's free space
 // does not grow, whatever the disk's discard setting.
 func ReturnsSpace(s *qemuserver.Storage, format, hostPath string) bool {
+	return ReturnsSpaceOf(s, format, func() bool { return IsSparse(hostPath) })
+}
+
+// ReturnsSpaceOf is ReturnsSpace with the sparse test of a raw file given:
+// sparse answers it (check measured the image before its rules ran).
+func ReturnsSpaceOf(s *qemuserver.Storage, format string, sparse func() bool) bool {
 	if s == nil {
 		return false
 	}
-	return s.Facts().ReturnsSpace(func() bool { return format == "qcow2" || IsSparse(hostPath) })
+	return s.Facts().ReturnsSpace(func() bool { return format == "qcow2" || sparse() })
 }
 
 // IOUringHazard says why qemu-server does not use io_uring by default for a
@@ -42,13 +48,23 @@ func IOUringHazard(s *qemuserver.Storage, cacheDirect bool) string {
 	return s.Facts().IOUringHazard(cacheDirect)
 }
 
-// IsSparse reports a regular file that allocates less than its size. Its
-// stat is bounded like alloc's (node.Within, node.DefaultTimeout): an image
-// on a hung NFS or CIFS mount is not known to be sparse, as one that cannot
-// be read.
+// IsSparse reports a regular file that allocates less than its size (its
+// stat StatImage's): an image on a hung NFS or CIFS mount is not known to
+// be sparse, as one that cannot be read.
 func IsSparse(path string) bool {
-	st, err := node.Within(context.Background(), node.DefaultTimeout, func() (os.FileInfo, error) { return os.Stat(path) })
-	if err != nil || !st.Mode().IsRegular() {
+	st, err := StatImage(path)
+	return err == nil && Sparse(st)
+}
+
+// StatImage stats an image, bounded like alloc's (node.Within,
+// node.DefaultTimeout).
+func StatImage(path string) (os.FileInfo, error) {
+	return node.Within(context.Background(), node.DefaultTimeout, func() (os.FileInfo, error) { return os.Stat(path) })
+}
+
+// Sparse reports a regular file that allocates less than its size.
+func Sparse(st os.FileInfo) bool {
+	if !st.Mode().IsRegular() {
 		return false
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
