@@ -30,31 +30,11 @@ type fixCase struct {
 }
 
 // fixCorpus lists the cfg2cmd corpus, the real-world configs and the shapes
-// they lack (check/testdata/shapes), read where they are.
+// they lack (check/testdata/shapes), read where they are (corpus.Cases).
 func fixCorpus(t *testing.T) []fixCase {
 	var out []fixCase
-	cfg2cmd := corpus.Dir(t, corpus.CFG2CMD)
-	confs, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))
-	for _, c := range confs {
-		out = append(out, fixCase{"cfg2cmd/" + filepath.Base(c), c, []string{filepath.Join(cfg2cmd, "storage.cfg")}, true})
-	}
-	rw := corpus.Dir(t, corpus.RealWorld)
-	confs, _ = filepath.Glob(filepath.Join(rw, "configs", "*.conf"))
-	for _, c := range confs {
-		// check/testdata/realworld/README.md: the storages the corpus lacks.
-		extra := filepath.Join("..", "..", "check", "testdata", "realworld")
-		st := []string{filepath.Join(rw, "storage", "spongey.storage.cfg")}
-		switch base := filepath.Base(c); {
-		case strings.HasPrefix(base, "techno-"):
-			st = []string{filepath.Join(extra, "techno.storage.cfg")}
-		case strings.HasPrefix(base, "spongey-Spongey-PC-"):
-			st = append(st, filepath.Join(extra, "spongey-pc.extra.storage.cfg"))
-		}
-		out = append(out, fixCase{"real-world/" + filepath.Base(c), c, st, true})
-	}
-	confs, _ = filepath.Glob(filepath.Join("..", "..", "check", "testdata", "shapes", "*.conf"))
-	for _, c := range confs {
-		out = append(out, fixCase{"shapes/" + filepath.Base(c), c, []string{filepath.Join(filepath.Dir(c), "storage.cfg")}, true})
+	for _, c := range corpus.Cases(t, corpus.CFG2CMD, corpus.RealWorld, corpus.Shapes) {
+		out = append(out, fixCase{c.Name, c.Conf, c.Storage, true})
 	}
 	if len(out) < 80 {
 		t.Fatalf("only %d configs found", len(out))
