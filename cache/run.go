@@ -28,7 +28,7 @@ func Run(ctx context.Context, n node.Node, v *vm.VM, disks []*vm.Disk, verify bo
 	set := disk.Resolve(ctx, n, v, disks, Layers, disk.Options{AgentTimeout: AgentTimeout})
 	out := Build(set)
 	if v.Running {
-		b := advisory.ReadBinary(ctx, n, v.Pid, v.Alive, v.QEMUPackage, nil)
+		b := advisory.ReadBinary(ctx, n, v.Pid, v.Alive, v.QEMUPackage, v.Packages())
 		out.QEMU = &b
 	}
 	var verifyErr error

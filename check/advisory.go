@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/pvediskcheck/pvediskcheck/advisory"
-	"github.com/pvediskcheck/pvediskcheck/dpkg"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -15,12 +14,13 @@ import (
 
 // readBinary measures what a running VM's QEMU runs (advisory.ReadBinary:
 // the build its QMP greeting stated, /proc/PID/exe, the installed
-// version); nil for a VM that does not run. The rules below only read it.
-func readBinary(ctx context.Context, n node.Node, v *vm.VM, pkgs *dpkg.Packages) *advisory.Binary {
+// version, from the dpkg status reader the VM was loaded with: the run's
+// one); nil for a VM that does not run. The rules below only read it.
+func readBinary(ctx context.Context, n node.Node, v *vm.VM) *advisory.Binary {
 	if !v.Running {
 		return nil
 	}
-	b := advisory.ReadBinary(ctx, n, v.Pid, v.Alive, v.QEMUPackage, pkgs)
+	b := advisory.ReadBinary(ctx, n, v.Pid, v.Alive, v.QEMUPackage, v.Packages())
 	return &b
 }
 

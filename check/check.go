@@ -253,8 +253,9 @@ type Options struct {
 	// counters) leaves it out.
 	StallAfter time.Duration
 	// Packages is the run's one reader of the node's dpkg status (the
-	// installed QEMU version qemu-outdated compares with): Run sets one for
-	// its VMs; nil reads the file once per VM.
+	// installed QEMU an unpinned machine starts with, the version
+	// qemu-outdated compares with): Run sets one for its VMs; nil reads the
+	// file once per VM.
 	Packages *dpkg.Packages
 	// Policy, when set, judges every disk against the site's policy file
 	// (check --policy): findings of code policy.
@@ -343,7 +344,7 @@ func VM(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.C
 // not be loaded. The rules only read the set.
 func VMLoaded(ctx context.Context, n node.Node, vmid int, o Options, pools *thinpool.Cache) (out VMResult, set *disk.Set) {
 	out = VMResult{VMID: vmid, Disks: []Disk{}, Findings: []Finding{}}
-	v, err := vm.LoadNode(ctx, n, vmid)
+	v, err := vm.LoadNodeWith(ctx, n, vmid, o.Packages)
 	if err != nil {
 		if errors.Is(err, qemuserver.ErrParse) {
 			// storage.cfg: a VM config's lines Proxmox cannot parse are

@@ -132,7 +132,7 @@ func measure(ctx context.Context, n node.Node, set *disk.Set, o Options, pools *
 	if in.stalled = o.StallAfter > 0 && v.Running; in.stalled {
 		in.verdicts = detectStalls(ctx, n, set, o.StallAfter)
 	}
-	in.qemu = readBinary(ctx, n, v, o.Packages)
+	in.qemu = readBinary(ctx, n, v)
 	out.QEMU = in.qemu
 	in.pol = judgePolicy(ctx, n, v, o, out)
 	var skip *vm.AgentSkip

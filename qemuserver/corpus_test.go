@@ -19,7 +19,8 @@ func corpusDir(t *testing.T) string { return corpus.Dir(t, corpus.CFG2CMD) }
 // says. Zero differences is the bar: any would be a false "drift" report.
 func TestCfg2CmdConformance(t *testing.T) {
 	dir := corpusDir(t)
-	st, err := LoadStorages(filepath.Join(dir, "storage.cfg"))
+	// The storages the command lines were made with (qemu-server's harness).
+	st, err := ParseStorages(strings.NewReader(corpus.HarnessStorageCfg(t)), "storage.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}

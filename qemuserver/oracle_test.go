@@ -20,46 +20,12 @@ type oracleCase struct {
 
 // oracleCorpus reads the cfg2cmd corpus, the real-world configs (with the
 // storages check/testdata/realworld adds where the corpus has none) and
-// check's shapes, grouped by the storage.cfg each runs with.
+// check's shapes (corpus.Cases).
 func oracleCorpus(t *testing.T) []oracleCase {
 	t.Helper()
-	read := func(files ...string) string {
-		var b strings.Builder
-		for _, f := range files {
-			c, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Write(c)
-			b.WriteByte('\n')
-		}
-		return b.String()
-	}
 	var out []oracleCase
-	cfg2cmd := corpus.Dir(t, corpus.CFG2CMD)
-	confs, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))
-	st := read(filepath.Join(cfg2cmd, "storage.cfg"))
-	for _, c := range confs {
-		out = append(out, oracleCase{"cfg2cmd/" + filepath.Base(c), read(c), st})
-	}
-	rw := corpus.Dir(t, corpus.RealWorld)
-	extra := filepath.Join("..", "check", "testdata", "realworld")
-	confs, _ = filepath.Glob(filepath.Join(rw, "configs", "*.conf"))
-	for _, c := range confs {
-		files := []string{filepath.Join(rw, "storage", "spongey.storage.cfg")}
-		switch base := filepath.Base(c); {
-		case strings.HasPrefix(base, "techno-"):
-			files = []string{filepath.Join(extra, "techno.storage.cfg")}
-		case strings.HasPrefix(base, "spongey-Spongey-PC-"):
-			files = append(files, filepath.Join(extra, "spongey-pc.extra.storage.cfg"))
-		}
-		out = append(out, oracleCase{"real-world/" + filepath.Base(c), read(c), read(files...)})
-	}
-	shapes := filepath.Join("..", "check", "testdata", "shapes")
-	confs, _ = filepath.Glob(filepath.Join(shapes, "*.conf"))
-	st = read(filepath.Join(shapes, "storage.cfg"))
-	for _, c := range confs {
-		out = append(out, oracleCase{"shapes/" + filepath.Base(c), read(c), st})
+	for _, c := range corpus.Cases(t, corpus.CFG2CMD, corpus.RealWorld, corpus.Shapes) {
+		out = append(out, oracleCase{c.Name, c.Text(t), c.StorageCfg(t)})
 	}
 	if len(out) < 80 {
 		t.Fatalf("only %d configs found", len(out))

@@ -72,8 +72,11 @@ func ParseStorages(r io.Reader, name string) (Storages, error) {
 // and said in skipped, naming the file and line: a line of no known
 // shape, a section whose type no plugin can have (a BOM before the first
 // header) or whose ID is no storage ID, a key given twice (Proxmox keeps
-// the first: "duplicate attribute"); a storage ID given twice is the later
-// section, silently, as in Proxmox. The error is for a file with no
+// the first: "duplicate attribute"), a section that lacks an option its
+// type requires (storagetype's Required: a zfs: section without blocksize;
+// check_config's "missing value for required option"), which takes the
+// storage away: Proxmox has no storage of that ID; a storage ID given
+// twice is the later section, silently, as in Proxmox. The error is for a file with no
 // section at all but lines Proxmox cannot read: no storage.cfg.
 func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) {
 	out := Storages{}
@@ -83,9 +86,24 @@ func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) 
 	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	var cur *Storage
 	inSection := false // a skipped section's lines are its own
-	n := 0
-	skip := func(format string, args ...any) {
-		skipped = append(skipped, fmt.Sprintf("%s line %d: ", name, n)+fmt.Sprintf(format, args...))
+	n, header := 0, 0
+	skipAt := func(line int, format string, args ...any) {
+		skipped = append(skipped, fmt.Sprintf("%s line %d: ", name, line)+fmt.Sprintf(format, args...))
+	}
+	skip := func(format string, args ...any) { skipAt(n, format, args...) }
+	// end closes the section: one that lacks an option its type requires
+	// is dropped, as check_config drops it ("skip section": an ID given
+	// before is then gone too, as Proxmox's is).
+	end := func() {
+		if cur == nil {
+			return
+		}
+		if missing := cur.Missing(); len(missing) > 0 {
+			delete(out, cur.ID)
+			skipAt(header, "section %s skipped: it lacks %s, which Proxmox requires of a %s storage (Proxmox: \"missing value for required option '%s'\"): the storage does not exist for Proxmox",
+				clip(cur.ID), strings.Join(missing, ", "), cur.Type, missing[0])
+		}
+		cur = nil
 	}
 	for sc.Scan() {
 		n++
@@ -93,7 +111,8 @@ func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) 
 		trim := strings.TrimSpace(line)
 		switch {
 		case trim == "":
-			cur, inSection = nil, false
+			end()
+			inSection = false
 			continue
 		case strings.HasPrefix(trim, "#"):
 			continue
@@ -122,7 +141,7 @@ func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) 
 			continue
 		}
 		typ, id := strings.ToLower(m[1]), m[2]
-		inSection, cur = true, nil
+		inSection, cur, header = true, nil, n
 		switch {
 		case !storageTypeRe.MatchString(typ):
 			skip("section %s skipped: no storage type is called %s (Proxmox: \"unsupported type\")", clip(id), clip(m[1]))
@@ -137,10 +156,24 @@ func ParseStoragesSkipped(r io.Reader, name string) (Storages, []string, error) 
 	if err := scanErr(sc.Err(), name, n+1); err != nil {
 		return nil, nil, err
 	}
+	end()
 	if len(out) == 0 && first != nil {
 		return nil, nil, first
 	}
 	return out, skipped, nil
+}
+
+// Missing are the options the storage's type requires (its row's
+// Required: pve-storage's plugin declares them not optional) that the
+// section does not set; a bare flag sets none of them (each takes a value).
+func (s *Storage) Missing() []string {
+	var out []string
+	for _, k := range s.Facts().Required {
+		if s.Props[k] == "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func hasProp(s *Storage, k string) bool {

@@ -65,6 +65,7 @@ zfs: zfs-over-iscsi
 	portal 127.0.0.1
 	target iqn.2019-10.org.test:foobar
 	pool tank
+	blocksize 4k
 	content images
 
 rbd: ceph
@@ -324,6 +325,16 @@ func TestParseStoragesHostile(t *testing.T) {
 			"local-lvm=lvmthin path=/x thinpool=data vgname=pve", []string{`s.cfg line 4: "dir: local" is no property line of storage local-lvm: Proxmox ignores it ("ignore config line")`}, ""},
 		{"the same ID twice: the later section", lvm + "\nlvmthin: local-lvm\n\tthinpool other\n\tvgname pve\n",
 			"local-lvm=lvmthin thinpool=other vgname=pve", nil, ""},
+		{"a section without an option its type requires: Proxmox skips it", "zfs: zz\n\tpool tank\n\tportal 192.0.2.1\n\ttarget iqn.x\n\tiscsiprovider LIO\n\n" + lvm,
+			"local-lvm=lvmthin thinpool=data vgname=pve", []string{`s.cfg line 1: section "zz" skipped: it lacks blocksize, which Proxmox requires of a zfs storage (Proxmox: "missing value for required option 'blocksize'"): the storage does not exist for Proxmox`}, ""},
+		{"two options missing, at the end of the file", lvm + "\nlvmthin: tt\n\tcontent images\n", "local-lvm=lvmthin thinpool=data vgname=pve",
+			[]string{`s.cfg line 5: section "tt" skipped: it lacks thinpool, vgname, which Proxmox requires of a lvmthin storage (Proxmox: "missing value for required option 'thinpool'"): the storage does not exist for Proxmox`}, ""},
+		{"a required option given bare sets nothing", "dir: dd\n\tpath\n\n" + lvm, "local-lvm=lvmthin thinpool=data vgname=pve",
+			[]string{`s.cfg line 1: section "dd" skipped: it lacks path, which Proxmox requires of a dir storage (Proxmox: "missing value for required option 'path'"): the storage does not exist for Proxmox`}, ""},
+		{"the same ID twice, the later skipped: no such storage", lvm + "\nlvmthin: local-lvm\n\tvgname pve\n", "",
+			[]string{`s.cfg line 5: section "local-lvm" skipped: it lacks thinpool, which Proxmox requires of a lvmthin storage (Proxmox: "missing value for required option 'thinpool'"): the storage does not exist for Proxmox`}, ""},
+		{"nfs without path: Proxmox fills it in", "nfs: nn\n\tserver 192.0.2.2\n\texport /e\n", "nn=nfs export=/e server=192.0.2.2", nil, ""},
+		{"a type this tool does not know: its plugin decides", "drbd: dr\n\tcontent images\n", "dr=drbd content=images", nil, ""},
 		{"huge value", lvm + "\tmaxfiles " + strings.Repeat("9", 100000) + "\n", "", nil, ""},
 		{"truncated last line", lvm + "\tcont", "local-lvm=lvmthin cont= thinpool=data vgname=pve", nil, ""},
 		{"comments anywhere", "# head\n" + lvm + "  # inside\n", "local-lvm=lvmthin thinpool=data vgname=pve", nil, ""},

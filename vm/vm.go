@@ -37,10 +37,13 @@ type VM struct {
 	// runs that version's machine, -drive before QEMU 10 (PVE 8); "" where
 	// not read or unknown (then PVE 9's -blockdev is assumed).
 	InstalledQEMU string
-	VMID          int
-	Config        *qemuserver.Config
-	Storages      qemuserver.Storages
-	Running       bool
+	// packages is the reader of dpkg's status the VM was loaded with (the
+	// command's one: Packages).
+	packages *dpkg.Packages
+	VMID     int
+	Config   *qemuserver.Config
+	Storages qemuserver.Storages
+	Running  bool
 	// Alive: the running process was read from a real procfs, so it runs
 	// on this host now and its QMP socket must answer. False in a copied
 	// tree (a support bundle), whose proc/ holds copied files.
@@ -130,7 +133,7 @@ type Live struct {
 // disks carry a ResolveError); LoadNode resolves them through the node.
 // No command is run; every file is read through n.ReadFile.
 func Load(ctx context.Context, n node.Node, vmid int) (*VM, error) {
-	return load(ctx, n, vmid, nil)
+	return load(ctx, n, vmid, nil, nil)
 }
 
 // LoadNode is Load on a node whose tools can be run: a volume of a storage
@@ -138,7 +141,16 @@ func Load(ctx context.Context, n node.Node, vmid int) (*VM, error) {
 // `pvesm path`, and that storage's use is read from `pvesm status`; both
 // are said in Notes.
 func LoadNode(ctx context.Context, n node.Node, vmid int) (*VM, error) {
-	v, err := load(ctx, n, vmid, func(volid string) (string, error) { return pvesm.Path(ctx, n.Runner, volid) })
+	return LoadNodeWith(ctx, n, vmid, nil)
+}
+
+// LoadNodeWith is LoadNode for one of the VMs of a command that loads
+// several (check --all, metrics): pkgs is the command's one reader of
+// dpkg's status below --root, so the status file is read once for all of
+// them (an unpinned machine's installed QEMU, the advisories' installed
+// version). nil: the VM gets a reader of its own (VM.Packages).
+func LoadNodeWith(ctx context.Context, n node.Node, vmid int, pkgs *dpkg.Packages) (*VM, error) {
+	v, err := load(ctx, n, vmid, pkgs, func(volid string) (string, error) { return pvesm.Path(ctx, n.Runner, volid) })
 	if err != nil {
 		return nil, err
 	}
@@ -146,9 +158,12 @@ func LoadNode(ctx context.Context, n node.Node, vmid int) (*VM, error) {
 	return v, nil
 }
 
-func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (string, error)) (*VM, error) {
+func load(ctx context.Context, n node.Node, vmid int, pkgs *dpkg.Packages, pvesmPath func(string) (string, error)) (*VM, error) {
 	p := n.Paths
-	v := &VM{VMID: vmid, paths: p, pvesmPath: pvesmPath, resolved: map[string]string{}}
+	if pkgs == nil {
+		pkgs = dpkg.NewPackages(n)
+	}
+	v := &VM{VMID: vmid, paths: p, packages: pkgs, pvesmPath: pvesmPath, resolved: map[string]string{}}
 	cfgPath := p.VMConfig(vmid)
 	cfg, err := ReadConfig(ctx, n, cfgPath, vmid)
 	if err != nil {
@@ -187,7 +202,7 @@ func load(ctx context.Context, n node.Node, vmid int, pvesmPath func(string) (st
 	v.Running = v.Cmdline != nil
 	v.Alive = v.Running && isProcfs(p.Proc)
 	if !qemuserver.MachinePinned(cfg.Main) || !qemuserver.MachinePinned(cfg.Next()) {
-		v.InstalledQEMU = installedQEMU(ctx, n)
+		v.InstalledQEMU = installedQEMU(ctx, pkgs)
 	}
 	v.Blockdev = qemuserver.VMDefaultsAt(cfg.Main, v.InstalledQEMU).Blockdev
 	if v.Running {
@@ -620,10 +635,15 @@ func (v *VM) Exchange(ctx context.Context, timeout time.Duration, fn func(qmp.Se
 	return qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, fn)
 }
 
+// Packages is the reader of dpkg's status the VM was loaded with: the
+// command's one (LoadNodeWith), read at most once whoever asks (the
+// advisories' installed version of the build the VM runs).
+func (v *VM) Packages() *dpkg.Packages { return v.packages }
+
 // installedQEMU is pve-qemu-kvm's installed upstream version from dpkg's
 // status below the node's root, "" where it is not installed or not known.
-func installedQEMU(ctx context.Context, n node.Node) string {
-	v, err := dpkg.NewPackages(n).Installed(ctx, "pve-qemu-kvm")
+func installedQEMU(ctx context.Context, pkgs *dpkg.Packages) string {
+	v, err := pkgs.Installed(ctx, "pve-qemu-kvm")
 	if err != nil {
 		return ""
 	}

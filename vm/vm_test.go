@@ -193,7 +193,7 @@ scsihw: virtio-scsi-single
 		}
 		return path, nil
 	}
-	v, err := load(context.Background(), node.New(p, 0), 101, pvesmPath)
+	v, err := load(context.Background(), node.New(p, 0), 101, nil, pvesmPath)
 	if err != nil {
 		t.Fatal(err)
 	}

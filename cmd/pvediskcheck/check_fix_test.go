@@ -30,31 +30,11 @@ type fixCase struct {
 }
 
 // fixCorpus lists the cfg2cmd corpus, the real-world configs and the shapes
-// they lack (check/testdata/shapes), read where they are.
+// they lack (check/testdata/shapes), read where they are (corpus.Cases).
 func fixCorpus(t *testing.T) []fixCase {
 	var out []fixCase
-	cfg2cmd := corpus.Dir(t, corpus.CFG2CMD)
-	confs, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))
-	for _, c := range confs {
-		out = append(out, fixCase{"cfg2cmd/" + filepath.Base(c), c, []string{filepath.Join(cfg2cmd, "storage.cfg")}, true})
-	}
-	rw := corpus.Dir(t, corpus.RealWorld)
-	confs, _ = filepath.Glob(filepath.Join(rw, "configs", "*.conf"))
-	for _, c := range confs {
-		// check/testdata/realworld/README.md: the storages the corpus lacks.
-		extra := filepath.Join("..", "..", "check", "testdata", "realworld")
-		st := []string{filepath.Join(rw, "storage", "spongey.storage.cfg")}
-		switch base := filepath.Base(c); {
-		case strings.HasPrefix(base, "techno-"):
-			st = []string{filepath.Join(extra, "techno.storage.cfg")}
-		case strings.HasPrefix(base, "spongey-Spongey-PC-"):
-			st = append(st, filepath.Join(extra, "spongey-pc.extra.storage.cfg"))
-		}
-		out = append(out, fixCase{"real-world/" + filepath.Base(c), c, st, true})
-	}
-	confs, _ = filepath.Glob(filepath.Join("..", "..", "check", "testdata", "shapes", "*.conf"))
-	for _, c := range confs {
-		out = append(out, fixCase{"shapes/" + filepath.Base(c), c, []string{filepath.Join(filepath.Dir(c), "storage.cfg")}, true})
+	for _, c := range corpus.Cases(t, corpus.CFG2CMD, corpus.RealWorld, corpus.Shapes) {
+		out = append(out, fixCase{c.Name, c.Conf, c.Storage, true})
 	}
 	if len(out) < 80 {
 		t.Fatalf("only %d configs found", len(out))
@@ -104,6 +84,23 @@ func checkStopped(t *testing.T, n node.Node) check.VMResult {
 	return v
 }
 
+// storageNamed is the storage a finding's message names.
+var storageNamed = regexp.MustCompile(`storage "([^"]+)"`)
+
+// onDroppedStorage: the finding is of a volume on a storage whose section
+// Proxmox skips (a note says what it lacks). The config ran on the
+// storages its corpus has, which a file may not hold whole: the cfg2cmd
+// corpus's storage.cfg writes down the storages qemu-server's harness
+// mocks, whose zfs: one lacks the blocksize a file needs
+// (../shared/pve-oracle/README.md). There the VM does not start: an
+// error, and no fix on the storage.
+func onDroppedStorage(v check.VMResult, f check.Finding) bool {
+	m := storageNamed.FindStringSubmatch(f.Message)
+	return m != nil && f.Command == nil && slices.ContainsFunc(v.Notes, func(n string) bool {
+		return strings.Contains(n, `section "`+m[1]+`" skipped: it lacks `)
+	})
+}
+
 var setKey = regexp.MustCompile(`^--((?:ide|sata|scsi|virtio)\d+)$`)
 
 // TestCheckFixesApply (issue 14): every fix check prints is a command whose
@@ -119,14 +116,14 @@ func TestCheckFixesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	qm := filepath.Join(doubles, "qm")
-	commands, fixed, skippedStorage := 0, 0, 0
+	commands, fixed := 0, 0
 	codes := map[check.Code]int{}
 	for _, c := range fixCorpus(t) {
 		t.Run(c.name, func(t *testing.T) {
 			v := checkStopped(t, stoppedNode(t, c))
 			byCmd := map[string][]check.Finding{}
 			for _, f := range v.Findings {
-				if c.real && f.Code == check.CodeConfigInvalid {
+				if c.real && f.Code == check.CodeConfigInvalid && !onDroppedStorage(v, f) {
 					t.Errorf("config-invalid on a config that ran: %s", f.Message)
 				}
 				if f.Command == nil {
@@ -157,14 +154,6 @@ func TestCheckFixesApply(t *testing.T) {
 				cmd := exec.Command(qm, argv[1:]...)
 				cmd.Env = append(os.Environ(), fakenode.EnvRoot+"="+n.Paths.Root)
 				if out, err := cmd.CombinedOutput(); err != nil {
-					// The cfg2cmd corpus's storage.cfg is not one Proxmox
-					// reads whole: its zfs: section lacks the required
-					// blocksize, so Proxmox skips that storage and update_vm
-					// refuses a volume on it (../shared/pve-oracle/README.md).
-					if strings.HasPrefix(c.name, "cfg2cmd/") && strings.Contains(string(out), "storage 'zfs-over-iscsi-store' does not exist") {
-						skippedStorage++
-						continue
-					}
 					t.Errorf("%q: %v: %s", argv, err, out)
 					continue
 				}
@@ -212,7 +201,7 @@ func TestCheckFixesApply(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d commands applied through the qm double (Proxmox's update_vm judging), fixing %d findings: %v; %d refused on the corpus's zfs: storage Proxmox skips", commands, fixed, codes, skippedStorage)
+	t.Logf("%d commands applied through the qm double (Proxmox's update_vm judging), fixing %d findings: %v", commands, fixed, codes)
 	if commands < 50 {
 		t.Errorf("only %d commands: the corpora did not exercise the fixes", commands)
 	}

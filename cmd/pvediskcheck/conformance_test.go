@@ -27,7 +27,14 @@ func TestConformanceThroughCLI(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(conf), ".conf")
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
-			copyFile(t, filepath.Join(dir, "storage.cfg"), filepath.Join(root, "etc/pve/storage.cfg"))
+			// The storages the command lines were made with (qemu-server's
+			// harness): the VM ran on them.
+			if err := os.MkdirAll(filepath.Join(root, "etc/pve"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "etc/pve/storage.cfg"), []byte(corpus.HarnessStorageCfg(t)), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			copyFile(t, conf, filepath.Join(root, "etc/pve/qemu-server/8006.conf"))
 			cmd, _ := os.ReadFile(conf + ".cmd")
 			argv, err := qemuserver.SplitShell(string(cmd))

@@ -34,11 +34,6 @@ type corpusCase struct {
 var trailingVMID = regexp.MustCompile(`-(\d+)\.conf$`)
 
 func corpusCases(t *testing.T) []corpusCase {
-	dir := corpus.Dir(t, corpus.RealWorld)
-	spongey, err := os.ReadFile(filepath.Join(dir, "storage", "spongey.storage.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	shapes := filepath.Join("..", "..", "qemuserver", "testdata", "shapes")
 	shapesCfg, err := os.ReadFile(filepath.Join(shapes, "storage.cfg"))
 	if err != nil {
@@ -49,36 +44,27 @@ func corpusCases(t *testing.T) []corpusCase {
 		t.Fatal(err)
 	}
 	var out []corpusCase
-	add := func(glob string, cfg, cephConf []byte) {
-		files, _ := filepath.Glob(glob)
-		for _, f := range files {
-			m := trailingVMID.FindStringSubmatch(f)
-			if m == nil {
-				t.Fatalf("%s: no VMID at the end of its name", f)
-			}
-			vmid, _ := strconv.Atoi(m[1])
-			out = append(out, corpusCase{strings.TrimSuffix(filepath.Base(f), ".conf"), f, vmid, cfg, cephConf})
+	add := func(f string, cfg, cephConf []byte) {
+		m := trailingVMID.FindStringSubmatch(f)
+		if m == nil {
+			t.Fatalf("%s: no VMID at the end of its name", f)
 		}
+		vmid, _ := strconv.Atoi(m[1])
+		out = append(out, corpusCase{strings.TrimSuffix(filepath.Base(f), ".conf"), f, vmid, cfg, cephConf})
 	}
-	// The Spongey-PC configs name the node's own LVM-thin storages, which
-	// the corpus's storage.cfg (the server's) lacks: declared beside it.
-	extra, err := os.ReadFile(filepath.Join("..", "..", "check", "testdata", "realworld", "spongey-pc.extra.storage.cfg"))
-	if err != nil {
-		t.Fatal(err)
+	// Each with the storage.cfg of its node, and the storages that lacks
+	// (the Spongey-PC's own LVM-thin ones; the techno-* configs came
+	// without one): check/testdata/realworld declares them.
+	for _, c := range corpus.Cases(t, corpus.RealWorld) {
+		add(c.Conf, []byte(c.StorageCfg(t)), nil)
 	}
-	add(filepath.Join(dir, "configs", "spongey-spongey-*.conf"), spongey, nil)
-	add(filepath.Join(dir, "configs", "spongey-Spongey-PC-*.conf"), append(append(append([]byte{}, spongey...), '\n'), extra...), nil)
-	// The techno-* configs came without a storage.cfg: the storages they
-	// use, as check's golden test declares them (check/testdata/realworld).
-	techno, err := os.ReadFile(filepath.Join("..", "..", "check", "testdata", "realworld", "techno.storage.cfg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	add(filepath.Join(dir, "configs", "techno-*.conf"), techno, nil)
 	if len(out) < 30 {
-		t.Fatalf("only %d real-world configs in %s", len(out), dir)
+		t.Fatalf("only %d real-world configs", len(out))
 	}
-	add(filepath.Join(shapes, "*-*.conf"), shapesCfg, ceph)
+	files, _ := filepath.Glob(filepath.Join(shapes, "*-*.conf"))
+	for _, f := range files {
+		add(f, shapesCfg, ceph)
+	}
 	return out
 }
 

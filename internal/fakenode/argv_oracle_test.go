@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -15,25 +14,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/internal/pveoracle"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 )
-
-// argvCase is a config of the corpora and the storage.cfg it ran with.
-type argvCase struct{ name, conf, storage string }
-
-func argvCorpus(t *testing.T) []argvCase {
-	t.Helper()
-	var out []argvCase
-	cfg2cmd := corpus.Dir(t, corpus.CFG2CMD)
-	confs, _ := filepath.Glob(filepath.Join(cfg2cmd, "*.conf"))
-	for _, c := range confs {
-		out = append(out, argvCase{"cfg2cmd/" + filepath.Base(c), c, filepath.Join(cfg2cmd, "storage.cfg")})
-	}
-	shapes := filepath.Join("..", "..", "check", "testdata", "shapes")
-	confs, _ = filepath.Glob(filepath.Join(shapes, "*.conf"))
-	for _, c := range confs {
-		out = append(out, argvCase{"shapes/" + filepath.Base(c), c, filepath.Join(shapes, "storage.cfg")})
-	}
-	return out
-}
 
 // diskArgs is what one command line gives one disk: its -blockdev tree or
 // -drive options, and its -device options.
@@ -87,13 +67,14 @@ func disksOf(argv []string) map[string]*diskArgs {
 // start (local files and devices; not Ceph, iSCSI, NBD, passthrough).
 func TestArgvAgainstProxmox(t *testing.T) {
 	o := pveoracle.For(t)
-	byStorage := map[string][]argvCase{}
+	byStorage := map[string][]corpus.Case{}
 	var order []string
-	for _, c := range argvCorpus(t) {
-		if byStorage[c.storage] == nil {
-			order = append(order, c.storage)
+	for _, c := range corpus.Cases(t, corpus.CFG2CMD, corpus.Shapes) {
+		stFile := c.Storage[0] // one file each
+		if byStorage[stFile] == nil {
+			order = append(order, stFile)
 		}
-		byStorage[c.storage] = append(byStorage[c.storage], c)
+		byStorage[stFile] = append(byStorage[stFile], c)
 	}
 	compared, disks, skipped := 0, 0, map[string]int{}
 	for _, stFile := range order {
@@ -105,8 +86,7 @@ func TestArgvAgainstProxmox(t *testing.T) {
 		stText, _ := os.ReadFile(stFile)
 		var cfgs []pveoracle.Config
 		for _, c := range group {
-			confText, _ := os.ReadFile(c.conf)
-			cfgs = append(cfgs, pveoracle.Config{Name: c.name, Text: string(confText)})
+			cfgs = append(cfgs, pveoracle.Config{Name: c.Name, Text: c.Text(t)})
 		}
 		res, err := o.Cmdline(context.Background(), pveoracle.CmdOptions{StorageCfg: string(stText)}, cfgs)
 		if err != nil {
@@ -117,7 +97,7 @@ func TestArgvAgainstProxmox(t *testing.T) {
 			if r.Cmd == nil || !r.Cmd.OK || len(r.Cmd.StubCalls) > 0 {
 				continue
 			}
-			cfg, err := qemuserver.LoadConfig(c.conf, 8006)
+			cfg, err := qemuserver.LoadConfig(c.Conf, 8006)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +110,7 @@ func TestArgvAgainstProxmox(t *testing.T) {
 			for key, m := range mine {
 				p := theirs[key]
 				if p == nil {
-					t.Errorf("%s %s: the fake node starts a disk Proxmox's command line lacks", c.name, key)
+					t.Errorf("%s %s: the fake node starts a disk Proxmox's command line lacks", c.Name, key)
 					continue
 				}
 				if why := unstartable(p); why != "" {
@@ -139,12 +119,12 @@ func TestArgvAgainstProxmox(t *testing.T) {
 				}
 				disks++
 				for _, diff := range compareDisk(m, p) {
-					t.Errorf("%s %s: %s", c.name, key, diff)
+					t.Errorf("%s %s: %s", c.Name, key, diff)
 				}
 			}
 			for key := range theirs {
 				if mine[key] == nil && !strings.HasPrefix(key, "efidisk") && !strings.HasPrefix(key, "tpmstate") {
-					t.Errorf("%s %s: Proxmox starts a disk the fake node leaves out", c.name, key)
+					t.Errorf("%s %s: Proxmox starts a disk the fake node leaves out", c.Name, key)
 				}
 			}
 		}

@@ -137,3 +137,31 @@ func TestQmSet(t *testing.T) {
 		t.Errorf("stale digest: %+v", race)
 	}
 }
+
+// Proxmox drops a section that lacks an option its type requires, keeps
+// one whose path it fills in itself, and says which options those are.
+func TestStorages(t *testing.T) {
+	o := For(t)
+	res, err := o.Storages(context.Background(), []string{
+		"dir: local\n\tpath /var/lib/vz\n\nzfs: zz\n\tpool tank\n\tportal 192.0.2.1\n\ttarget iqn.x\n\tiscsiprovider LIO\n\tlio_tpg tpg1\n\nnfs: nn\n\tserver 192.0.2.2\n\texport /v\n",
+		"lvmthin: tt\n\tvgname pve\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Files[0].Kept; !slices.Equal(got, []string{"local", "nn"}) {
+		t.Errorf("kept %q, want local and nn (zz lacks blocksize)", got)
+	}
+	if w := strings.Join(res.Files[0].Warnings, "\n"); !strings.Contains(w, "skip section 'zz'") || !strings.Contains(w, "blocksize") {
+		t.Errorf("warnings %q", w)
+	}
+	if got := res.Files[1].Kept; !slices.Equal(got, []string{"local"}) {
+		t.Errorf("kept %q, want only the local Proxmox adds (tt lacks thinpool)", got)
+	}
+	if got := res.Required["zfs"]; !slices.Equal(got, []string{"blocksize", "iscsiprovider", "pool", "portal", "target"}) {
+		t.Errorf("zfs requires %q", got)
+	}
+	if got := res.Required["nfs"]; !slices.Equal(got, []string{"export", "server"}) {
+		t.Errorf("nfs requires %q (its path defaults to /mnt/pve/<id>)", got)
+	}
+}

@@ -51,6 +51,15 @@ type Type struct {
 	Evidence        Evidence
 	DiscardEvidence DiscardEvidence
 	Pool            Pool // the thin pool `thin` reports for it
+	// Required are the options a section of the type must set, or
+	// Proxmox skips it when it reads storage.cfg (SectionConfig's
+	// check_config: "missing value for required option"), and the
+	// storage does not exist for it: the plugin's options() not optional,
+	// less those its check_config fills in (nfs's, cifs's, cephfs's and
+	// glusterfs's path: /mnt/pve/<id>). Sorted; none for rbd and for a
+	// type this tool does not know (its plugin's own rules apply).
+	// TestRequiredAsProxmox asks pve-storage for them.
+	Required []string
 }
 
 // String names the row as storage.cfg does ("rbd", "rbd krbd 1").
@@ -247,10 +256,12 @@ const (
 )
 
 // files is the row of a storage keeping images as files on a node
-// filesystem; rows differ from it in where the files are.
-func files(name string, v Volumes) Type {
+// filesystem; rows differ from it in where the files are (and the
+// options a section must set).
+func files(name string, v Volumes, required ...string) Type {
 	return Type{Name: name, Volumes: v, Layout: LayoutFiles, Provision: PerImage, Alloc: AllocFile, Discard: DiscardPerImage,
-		Writes: File, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone}
+		Writes: File, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: required}
 }
 
 // thickLVM is what every thick LV says about its allocation.
@@ -259,18 +270,20 @@ const thickLVM = "thick LVM: the volume is fully allocated when created, and a t
 // Table is every row: the types pve-storage 9 registers (Storage.pm), PVE
 // 8's glusterfs, the variants storage.cfg flags make, and Plugin.
 var Table = []Type{
-	files("dir", VolDir),
-	files("nfs", VolMounted),
-	with(files("cifs", VolMounted), func(t *Type) { t.IOUring, t.IOUringWhy = IOUringAvoided, ioUringCIFS }),
+	files("dir", VolDir, "path"),
+	files("nfs", VolMounted, "export", "server"),
+	with(files("cifs", VolMounted, "server", "share"), func(t *Type) { t.IOUring, t.IOUringWhy = IOUringAvoided, ioUringCIFS }),
 	files("cephfs", VolMounted),
-	files("glusterfs", VolGluster),
+	// PVE 8's GlusterfsPlugin: volume fixed, server optional, path filled in.
+	files("glusterfs", VolGluster, "volume"),
 	// BTRFSPlugin: `nocow` "disables data checksumming ... while allowing
 	// direct I/O"; qemu-server opens btrfs disks without O_DIRECT unless
 	// the storage has nocow (drive_uses_cache_direct).
-	with(files("btrfs", VolBtrfs), func(t *Type) { t.Direct = DirectOffDefault }),
-	with(files("btrfs", VolBtrfs), func(t *Type) { t.Variant = "nocow" }),
+	with(files("btrfs", VolBtrfs, "path"), func(t *Type) { t.Direct = DirectOffDefault }),
+	with(files("btrfs", VolBtrfs, "path"), func(t *Type) { t.Variant = "nocow" }),
 	{Name: "lvm", Volumes: VolLVM, Layout: LayoutBlock, Provision: Thick, Alloc: AllocThick, Unmeasured: thickLVM, Discard: DiscardNever,
-		Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
+		Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: []string{"vgname"}},
 	// Proxmox 9's qcow2 volume chains on thick LVM (LVMPlugin.pm): a new
 	// volume defaults to qcow2, formatted with qemu-img on an LV sized by
 	// `qemu-img measure`'s fully-allocated figure (preallocation=metadata by
@@ -282,31 +295,38 @@ var Table = []Type{
 	// nor volume group space.
 	{Name: "lvm", Variant: "snapshot-as-volume-chain", Volumes: VolLVM, Layout: LayoutBlock, Provision: Thick, Alloc: AllocThick,
 		Unmeasured: "thick LVM with qcow2 volume chains: each volume and each snapshot is an LV allocated in full when created (sized by qemu-img measure), and a trim returns nothing to the volume group (qemu-server opens the qcow2 with discard-no-unref, so it keeps its clusters too; the trim may still reach the disk below)",
-		Discard:    DiscardNever, Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
+		Discard:    DiscardNever, Writes: Block, IOUring: IOUringAvoided, IOUringWhy: ioUringLVM, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: []string{"vgname"}},
 	{Name: NameLVMThin, Volumes: VolLVMThin, Layout: LayoutBlock, Provision: Thin, Alloc: AllocLvs, Discard: DiscardReturns,
-		Writes: Block, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceThinLV, Pool: PoolLVMThin},
+		Writes: Block, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceThinLV, Pool: PoolLVMThin,
+		Required: []string{"thinpool", "vgname"}},
 	// ZFSPoolPlugin.pm zfs_create_zvol: without `sparse 1` a zvol is created
 	// without -s and carries a refreservation of its full size.
 	{Name: NameZFSPool, Volumes: VolZvol, Layout: LayoutBlock, Provision: Reserved, Alloc: AllocZFS, Discard: DiscardNever,
-		Writes: Zvol, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceZvol, Pool: PoolZFS},
+		Writes: Zvol, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceZvol, Pool: PoolZFS,
+		Required: []string{"pool"}},
 	{Name: NameZFSPool, Variant: "sparse", Volumes: VolZvol, Layout: LayoutBlock, Provision: Thin, Alloc: AllocZFS, Discard: DiscardReturns,
-		Writes: Zvol, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceZvol, Pool: PoolZFS},
+		Writes: Zvol, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceZvol, Pool: PoolZFS,
+		Required: []string{"pool"}},
 	// ZFS over iSCSI: the zvol lives on the target; no tool on the node
 	// reads its allocation.
 	{Name: "zfs", Volumes: VolZFSOverISCSI, Layout: LayoutProtocol, Provision: Thin, Alloc: AllocNoTool, Discard: DiscardReturns,
-		Writes: Libiscsi, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidenceRemote, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
+		Writes: Libiscsi, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidenceRemote, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: []string{"blocksize", "iscsiprovider", "pool", "portal", "target"}},
 	{Name: "rbd", Volumes: VolRBD, Layout: LayoutProtocol, Provision: Thin, Alloc: AllocRBD, Discard: DiscardReturns,
 		Writes: Librbd, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidenceLibrbd, DiscardEvidence: DiscardEvidenceRBD, Pool: PoolNone},
 	{Name: "rbd", Variant: "krbd", Volumes: VolKRBD, Layout: LayoutBlock, Provision: Thin, Alloc: AllocRBD, Discard: DiscardReturns,
 		Writes: KRBD, IOUring: IOUringAvoidedBuffered, IOUringWhy: ioUringKRBD, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceRBD, Pool: PoolNone},
 	{Name: "iscsi", Volumes: VolISCSI, Layout: LayoutBlock, Provision: Thick, Alloc: AllocNoTool, Discard: DiscardNever,
-		Writes: Block, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
+		Writes: Block, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidencePageCache, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: []string{"portal", "target"}},
 	{Name: "iscsidirect", Volumes: VolISCSIDirect, Layout: LayoutProtocol, Provision: Thick, Alloc: AllocNoTool, Discard: DiscardNever,
-		Writes: Libiscsi, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidenceRemote, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone},
-	noDisks("pbs"),
+		Writes: Libiscsi, IOUring: IOUringDefault, Direct: DirectDefault, Evidence: EvidenceRemote, DiscardEvidence: DiscardEvidenceImage, Pool: PoolNone,
+		Required: []string{"portal", "target"}},
+	with(noDisks("pbs"), func(t *Type) { t.Required = []string{"datastore", "server"} }),
 	// ESXi: an import source (`import` content), read through a FUSE
 	// mount only pvesm knows: placed by `pvesm path`, as a plugin's.
-	with(Plugin, func(t *Type) { t.Name = "esxi" }),
+	with(Plugin, func(t *Type) { t.Name, t.Required = "esxi", []string{"server", "username"} }),
 	Plugin,
 }
 

@@ -1,9 +1,13 @@
 package storagetype
 
 import (
+	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pvediskcheck/pvediskcheck/internal/pveoracle"
 )
 
 // proxmoxTypes are the types pve-storage 9 registers (Storage.pm:
@@ -36,8 +40,8 @@ func TestTable(t *testing.T) {
 		for f := 0; f < v.NumField(); f++ {
 			name := v.Type().Field(f).Name
 			switch name {
-			case "Variant", "Unmeasured", "IOUringWhy":
-				continue // optional, checked below
+			case "Variant", "Unmeasured", "IOUringWhy", "Required":
+				continue // optional, checked below (Required: TestRequiredAsProxmox)
 			}
 			if v.Field(f).IsZero() {
 				t.Errorf("%s: fact %s is not set", r, name)
@@ -201,4 +205,40 @@ func TestVolumeChainRow(t *testing.T) {
 	if strings.Contains(plain.Unmeasured, "qcow2") {
 		t.Errorf("plain lvm: %q", plain.Unmeasured)
 	}
+}
+
+// TestRequiredAsProxmox: each row's Required are the options pve-storage's
+// own check_config drops a section for (../shared/pve-oracle), row by row
+// for every type it registers, its variants the same as the plain type;
+// every type it registers has a row. glusterfs (PVE 8, not in the
+// oracle's pve-storage 9) and plugin are not asked.
+func TestRequiredAsProxmox(t *testing.T) {
+	res, err := pveoracle.For(t).Storages(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]bool{}
+	for i := range Table {
+		r := &Table[i]
+		if !slices.IsSorted(r.Required) {
+			t.Errorf("%s: Required %q not sorted", r, r.Required)
+		}
+		want, ok := res.Required[r.Name]
+		if !ok {
+			if r.Name != "glusterfs" && r.Name != "plugin" {
+				t.Errorf("%s: pve-storage registers no such type", r)
+			}
+			continue
+		}
+		asked[r.Name] = true
+		if !slices.Equal(r.Required, want) && (len(r.Required) != 0 || len(want) != 0) {
+			t.Errorf("%s: Required %q, Proxmox requires %q", r, r.Required, want)
+		}
+	}
+	for typ := range res.Required {
+		if !asked[typ] {
+			t.Errorf("pve-storage's %s has no row", typ)
+		}
+	}
+	t.Logf("%d types of pve-storage, each with its row: %v", len(asked), res.Required)
 }

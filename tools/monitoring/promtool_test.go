@@ -83,6 +83,21 @@ var ruleCases = []ruleCase{
 		},
 	},
 	{
+		name: "guest frozen for 5m (4m59s not); thawed, frozen 4 minutes (vzdump's moment) and no answer of the agent (a backup holds the VM) never", interval: "1m",
+		series: []in{
+			{`pvediskcheck_vm_guest_frozen{` + node + `,vmid="370"}`, "0 1x10"},
+			{`pvediskcheck_vm_guest_frozen{` + node + `,vmid="371"}`, "0x10"},
+			{`pvediskcheck_vm_guest_frozen{` + node + `,vmid="373"}`, "1x3 0x7"},
+			{`pvediskcheck_vm_backup_holds{` + node + `,vmid="372"}`, "1x10"},
+		},
+		evals: []at{
+			{"0m", "PveDiskCheckGuestFrozen", nil},
+			{"5m59s", "PveDiskCheckGuestFrozen", nil},
+			{"6m", "PveDiskCheckGuestFrozen", []map[string]string{lbl("vmid", "370")}},
+			{"10m", "PveDiskCheckGuestFrozen", []map[string]string{lbl("vmid", "370")}},
+		},
+	},
+	{
 		name: "thin pool data: filling from 80 % (79.9 % not), full from 90 % (89.9 % only filling), one of them at a time", interval: "1m",
 		series: []in{
 			{`pvediskcheck_thinpool_data_used_ratio{` + node + `,storage="local-lvm"}`, "0.799 0.8 0.899 0.9 1 0.5"},

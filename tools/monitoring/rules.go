@@ -63,6 +63,11 @@ const (
 	// qm set; a migration) is over in minutes; one that stays 15 minutes
 	// was left so.
 	DriftMinutes = 15
+	// GuestFrozenMinutes: vzdump freezes a guest's filesystems for the
+	// moment it takes the backup's snapshot (seconds: it thaws them once
+	// the backup job runs); frozen for 5 minutes is a freeze nobody thawed
+	// (a backup that failed between the two, an fsfreeze by hand).
+	GuestFrozenMinutes = 5
 	// CollectFailingMinutes: a VM whose QMP socket a backup holds for a moment
 	// counts one error in one collection; errors in every collection for 5
 	// minutes are a blind spot.
@@ -152,6 +157,17 @@ func Rules() RuleFile {
 			Annotations: map[string]string{
 				"summary":     "VM {{ $labels.vmid }} on {{ $labels.instance }} is paused by an I/O error",
 				"description": "QEMU stopped the VM when a disk's request failed (no space left, or the storage failed it) and keeps it paused until qm resume. pvediskcheck check {{ $labels.vmid }} names the disk, its storage and how full it is.",
+			},
+		},
+		{
+			Alert:  "PveDiskCheckGuestFrozen",
+			Expr:   m("vm_guest_frozen") + " == 1",
+			For:    minutes(GuestFrozenMinutes),
+			Labels: map[string]string{"severity": Critical},
+			Annotations: map[string]string{
+				"summary": fmt.Sprintf("VM {{ $labels.vmid }} on {{ $labels.instance }} has had its filesystems frozen for %d minutes", GuestFrozenMinutes),
+				"description": "The guest agent says the guest's filesystems are frozen (guest-fsfreeze-status): every write in the guest hangs until they are thawed, and a frozen guest sends no I/O, so PveDiskCheckDiskStalled does not see it. " +
+					"pvediskcheck check {{ $labels.vmid }} on the node says whether a backup holds the VM; if none does, qm guest cmd {{ $labels.vmid }} fsfreeze-thaw thaws them.",
 			},
 		},
 	}
