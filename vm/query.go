@@ -46,6 +46,16 @@ const (
 	// NeedPCI is the PCI devices (query-pci), which place the guest
 	// agent's disks: Answer.PCI.
 	NeedPCI
+	// NeedEvidence is what a stall capture keeps (package stall), asked
+	// alone: query-block, query-blockstats, query-block-jobs,
+	// query-iothreads and query-cpus-fast, then the throttle group limits
+	// of Query.LimitDisks as given (one qom-get each, whatever the QEMU:
+	// the group's own reply), in that order. Each reply is kept raw
+	// (Answer.Evidence, in the order asked); a command QEMU refuses is
+	// kept with its refusal and the rest are still asked (evidence is what
+	// could be read), as is a group that cannot be read. Answer.Stats and
+	// Answer.Threads are set from the replies.
+	NeedEvidence
 )
 
 // Query is what one exchange asks.
@@ -121,6 +131,20 @@ type Answer struct {
 	// package, without a command): "pve-qemu-kvm_11.0.0-1"; "" when it
 	// states none.
 	Package string
+	// Evidence is NeedEvidence's replies, in the order asked (also on a
+	// failed exchange: what was read until then).
+	Evidence []Reply
+}
+
+// Reply is one command's raw reply of NeedEvidence, or why there is none.
+type Reply struct {
+	Command string
+	// Disk, for a throttle group's qom-get, is the disk whose group it is.
+	Disk string
+	// Raw is the command's return value as QEMU sent it.
+	Raw string
+	// Err is QEMU's refusal (for a group: any error of its read).
+	Err error
 }
 
 // FetchLive asks QEMU, in one QMP exchange, for the run state and each
@@ -135,7 +159,8 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 // socket retried until timeout has passed). The commands go in one fixed
 // order whatever is asked: query-status, query-blockstats (devices, then
 // nodes), query-block-jobs, query-block, the block graph, the QOM
-// properties, query-iothreads and query-cpus-fast, query-pci. NeedStatus
+// properties, query-iothreads and query-cpus-fast, query-pci
+// (NeedEvidence, asked alone, has its own). NeedStatus
 // sets v.Status and NeedLive each disk's Live; every exchange sets
 // v.QEMUPackage from the greeting, which states the build whatever is
 // asked (no Need, no command).
@@ -149,6 +174,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 	if !v.Running {
 		return nil, errors.New("not running")
 	}
+	if q.Need&NeedEvidence != 0 && (q.Need != NeedEvidence || q.Then != nil || len(q.QOM) > 0) {
+		return nil, errors.New("vm.NeedEvidence is asked alone")
+	}
 	var a *Answer
 	var blocks []qmp.BlockDevice
 	var graph *qmp.Graph
@@ -159,6 +187,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		a = &Answer{Waited: time.Since(start)}
 		a.QEMU, _ = s.Version()
 		a.Package = s.Package()
+		if q.Need&NeedEvidence != 0 {
+			return v.askEvidence(s, q.LimitDisks, a)
+		}
 		var err error
 		if status, err = askStatus(s, q.Need); err != nil {
 			return err
@@ -241,6 +272,40 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		v.setLive(blocks, graph, wc, a.Limits)
 	}
 	return a, nil
+}
+
+// evidenceCommands are NeedEvidence's queries, in their order.
+var evidenceCommands = []string{"query-block", "query-blockstats", "query-block-jobs", "query-iothreads", "query-cpus-fast"}
+
+// askEvidence asks NeedEvidence: each reply kept raw in a.Evidence, a
+// command QEMU refuses kept with its refusal; then one qom-get per
+// throttle group of groups, any error of one kept and the next asked.
+// A failing exchange stops it, with what was read until then.
+func (v *VM) askEvidence(s qmp.Session, groups []string, a *Answer) error {
+	rets := map[string]gjson.Result{}
+	for _, c := range evidenceCommands {
+		ret, err := s.Exec(c, nil)
+		var qe *qmp.Error
+		switch {
+		case errors.As(err, &qe):
+			a.Evidence = append(a.Evidence, Reply{Command: c, Err: err})
+			continue
+		case err != nil:
+			return err
+		}
+		a.Evidence = append(a.Evidence, Reply{Command: c, Raw: ret.Raw})
+		rets[c] = ret
+	}
+	a.Stats = map[string]qmp.BlockStats{}
+	for _, b := range qmp.ParseBlockstats(rets["query-blockstats"]) {
+		a.Stats[b.ID] = b
+	}
+	a.Threads = threads.New(v.Pid, rets["query-iothreads"], rets["query-cpus-fast"])
+	for _, id := range groups {
+		ret, err := s.Exec("qom-get", map[string]any{"path": qmp.ThrottleGroupPath(id), "property": "limits"})
+		a.Evidence = append(a.Evidence, Reply{Command: "qom-get", Disk: id, Raw: ret.Raw, Err: err})
+	}
+	return nil
 }
 
 // askQOM reads refs (Query.QOM): one qom-list-get of every object where
