@@ -60,3 +60,38 @@ func TestAskEvidence(t *testing.T) {
 		t.Errorf("NeedEvidence with another Need: %v, %d commands", err, len(q.Seen())-before)
 	}
 }
+
+// Change's commands are sent last, as QEMU names them.
+func TestChange(t *testing.T) {
+	v, q := liveVM(t, 1, qmptest.Greeting111)
+	var args []string
+	withHandler(q, func(cmd string, a gjson.Result) string {
+		if cmd == "query-blockstats" {
+			return qmptest.Return("[]")
+		}
+		if cmd == "block-latency-histogram-set" {
+			args = append(args, cmd+" "+a.Raw)
+			return qmptest.Return("{}")
+		}
+		return ""
+	})
+	before := len(q.Seen())
+	_, err := v.Ask(context.Background(), 2*time.Second, Query{Need: NeedStats, Then: func(c Change, a *Answer) error {
+		if a.Stats == nil {
+			t.Error("Then before the counters")
+		}
+		if err := c.SetHistogram("scsi0", []int64{10, 20}); err != nil {
+			return err
+		}
+		return c.SetHistogram("scsi0", nil)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(q.Seen()[before:], " "); got != "query-blockstats block-latency-histogram-set block-latency-histogram-set" {
+		t.Errorf("commands %s", got)
+	}
+	if len(args) != 2 || args[0] != `block-latency-histogram-set {"boundaries-flush":[10,20],"boundaries-read":[10,20],"boundaries-write":[10,20],"id":"scsi0"}` || args[1] != `block-latency-histogram-set {"id":"scsi0"}` {
+		t.Errorf("histogram arguments %q", args)
+	}
+}

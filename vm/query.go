@@ -75,10 +75,23 @@ type Query struct {
 	QOM []QOMRef
 	// Then, when set, runs last in the same exchange with what was read:
 	// a capability's own change that rests on it and must not cost a
-	// connection of its own (latency.Tracker.Ensure sets histograms on
-	// the disks it finds without one, once per QEMU process). Never a
-	// query: what is read is asked through the Needs.
-	Then func(s qmp.Session, a *Answer) error
+	// connection of its own (latency.Tracker.Hook sets histograms on the
+	// disks it finds without one, once per QEMU process). It sends only
+	// Change's named commands: what is read is asked through the Needs.
+	Then func(c Change, a *Answer) error
+}
+
+// Change is what Query.Then may send in Ask's exchange: the few commands
+// by which pvediskcheck changes QEMU's state, each named, none a query.
+// QEMU's error is returned as it is (a *qmp.Error for one it refuses).
+type Change struct{ s qmp.Session }
+
+// SetHistogram sets disk's latency histograms of reads, writes and
+// flushes with boundaries (ns), or with none clears them
+// (qmp.HistogramCommand).
+func (c Change) SetHistogram(disk string, boundaries []int64) error {
+	_, err := c.s.Exec(qmp.HistogramCommand(disk, boundaries))
+	return err
 }
 
 // QOMRef is one property of one QOM object.
@@ -155,12 +168,14 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	return err
 }
 
-// Ask runs q in one short exchange with the VM's QEMU (Exchange: a busy
-// socket retried until timeout has passed). The commands go in one fixed
+// Ask runs q in one short exchange with the VM's QEMU, the one way any
+// command reaches it: a socket that another client (pvestatd, say) holds
+// briefly is retried until timeout has passed; only a socket that stays
+// busy that long is reported (qmp.ErrBusy). The commands go in one fixed
 // order whatever is asked: query-status, query-blockstats (devices, then
 // nodes), query-block-jobs, query-block, the block graph, the QOM
-// properties, query-iothreads and query-cpus-fast, query-pci
-// (NeedEvidence, asked alone, has its own). NeedStatus
+// properties, query-iothreads and query-cpus-fast, query-pci, then
+// Query.Then's changes (NeedEvidence, asked alone, has its own). NeedStatus
 // sets v.Status and NeedLive each disk's Live; every exchange sets
 // v.QEMUPackage from the greeting, which states the build whatever is
 // asked (no Need, no command).
@@ -255,7 +270,7 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 			a.PCI = guestdisk.PCIDevices(ret)
 		}
 		if q.Then != nil {
-			return q.Then(s, a)
+			return q.Then(Change{s}, a)
 		}
 		return nil
 	})
