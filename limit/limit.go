@@ -285,11 +285,7 @@ func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, 
 	if req.DryRun {
 		return nil
 	}
-	err = v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		_, err := s.Exec(string(m), args)
-		return err
-	})
-	if err != nil {
+	if err := v.SetLimits(ctx, n.Timeout, d.ID, want.QEMU().Full()); err != nil {
 		var qe *qmp.Error
 		if errors.As(err, &qe) {
 			return exitcode.Unreachablef("VM %d: QEMU refused the limits: %s %s: %v (nothing was changed)", v.VMID, m, d.ID, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
 
@@ -61,7 +62,8 @@ func TestAskEvidence(t *testing.T) {
 	}
 }
 
-// Change's commands are sent last, as QEMU names them.
+// Change's commands are sent last, as qemu-server and QEMU name them;
+// SetLimits is one exchange of nothing else.
 func TestChange(t *testing.T) {
 	v, q := liveVM(t, 1, qmptest.Greeting111)
 	var args []string
@@ -69,7 +71,7 @@ func TestChange(t *testing.T) {
 		if cmd == "query-blockstats" {
 			return qmptest.Return("[]")
 		}
-		if cmd == "block-latency-histogram-set" {
+		if cmd == "block-latency-histogram-set" || cmd == "qom-set" {
 			args = append(args, cmd+" "+a.Raw)
 			return qmptest.Return("{}")
 		}
@@ -88,10 +90,19 @@ func TestChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(q.Seen()[before:], " "); got != "query-blockstats block-latency-histogram-set block-latency-histogram-set" {
-		t.Errorf("commands %s", got)
+	full := map[string]int64{}
+	for _, k := range qmp.ThrottleLimitNames {
+		full[k] = 0
 	}
-	if len(args) != 2 || args[0] != `block-latency-histogram-set {"boundaries-flush":[10,20],"boundaries-read":[10,20],"boundaries-write":[10,20],"id":"scsi0"}` || args[1] != `block-latency-histogram-set {"id":"scsi0"}` {
+	full["bps-write"] = 1 << 20
+	err = v.SetLimits(context.Background(), 2*time.Second, "scsi0", full)
+	if got := strings.Join(q.Seen()[before:], " "); got != "query-blockstats block-latency-histogram-set block-latency-histogram-set qom-set" {
+		t.Errorf("commands %s (SetLimits: %v)", got, err)
+	}
+	if len(args) < 2 || args[0] != `block-latency-histogram-set {"boundaries-flush":[10,20],"boundaries-read":[10,20],"boundaries-write":[10,20],"id":"scsi0"}` || args[1] != `block-latency-histogram-set {"id":"scsi0"}` {
 		t.Errorf("histogram arguments %q", args)
+	}
+	if len(args) != 3 || !strings.HasPrefix(args[2], `qom-set {"path":"throttle-drive-scsi0","property":"limits","value":{`) || !strings.Contains(args[2], `"bps-write":1048576`) {
+		t.Errorf("limits %q", args)
 	}
 }

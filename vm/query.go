@@ -94,6 +94,27 @@ func (c Change) SetHistogram(disk string, boundaries []int64) error {
 	return err
 }
 
+// SetLimits applies full (all 18 ThrottleLimits fields) to the running
+// disk as qemu-server does (qmp.ThrottleCommand: the throttle group's
+// qom-set under -blockdev, block_set_io_throttle under -drive).
+func (c Change) SetLimits(disk string, blockdev bool, full map[string]int64) error {
+	name, args, err := qmp.ThrottleCommand(disk, blockdev, full)
+	if err != nil {
+		return err
+	}
+	_, err = c.s.Exec(name, args)
+	return err
+}
+
+// SetLimits applies full to the running disk in an exchange of its own
+// (Change.SetLimits; a busy socket retried until timeout has passed).
+func (v *VM) SetLimits(ctx context.Context, timeout time.Duration, disk string, full map[string]int64) error {
+	_, err := v.Ask(ctx, timeout, Query{Then: func(c Change, _ *Answer) error {
+		return c.SetLimits(disk, v.Blockdev, full)
+	}})
+	return err
+}
+
 // QOMRef is one property of one QOM object.
 type QOMRef struct{ Object, Property string }
 
