@@ -69,17 +69,12 @@ func (n *NodeObserver) HistogramsLeft() []latency.Leftover {
 }
 
 // TrackLatency makes the observer set and read latency histograms.
-func (n *NodeObserver) TrackLatency() { n.Latency = latency.NewTracker() }
+func (n *NodeObserver) TrackLatency() { n.Latency = latency.Start(true, observeTimeout) }
 
 // ReleaseLatency clears the histograms the observer set (on a context of
 // its own: the run's may have ended) and says what was done per disk.
 func (n *NodeObserver) ReleaseLatency(ctx context.Context) ([]latency.Note, error) {
-	if n.Latency == nil {
-		return nil, nil
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*observeTimeout)
-	defer cancel()
-	return n.Latency.Notes(), n.Latency.Release(rctx)
+	return n.Latency.Notes(), n.Latency.End(ctx)
 }
 
 // observeTimeout bounds each QMP exchange of the observer.
@@ -173,13 +168,7 @@ func (n *NodeObserver) Start(ctx context.Context, s Step) func() Observation {
 	// still fails is said for this disk's step (FlushWhy, LatencyWhy),
 	// never the whole result.
 	bs := sampler.Window{VM: n.VM, Disks: []string{s.Disk}, Timeout: observeTimeout, Patience: observeTimeout}
-	if n.Latency != nil {
-		bs.Prepare = func(qs qmp.Session, stats map[string]qmp.BlockStats) error {
-			return n.Latency.Ensure(qs, n.VM.VMID, n.VM.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
-				return n.VM.Exchange(ctx, observeTimeout, fn)
-			}, []string{s.Disk}, stats)
-		}
-	}
+	bs.Query.Then = n.Latency.Hook(n.VM, observeTimeout, []string{s.Disk})
 	flush0, errFlush := takeTwice(ctx, &bs)
 	o.LayersFrom = n.layerCounters(s.Disk, flush0.Stats, errFlush)
 	if errFlush == nil {

@@ -149,15 +149,8 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 			}
 		},
 	}
-	var hist *latency.Tracker
-	if o.Histogram {
-		hist = latency.NewTracker()
-		bs.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
-			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
-				return v.Exchange(ctx, n.Timeout, fn)
-			}, ids, stats)
-		}
-	}
+	hist := latency.Start(o.Histogram, n.Timeout)
+	bs.Query.Then = hist.Hook(v, n.Timeout, ids)
 	_, err := bs.Run(mctx, o.Window)
 	res.HistogramsLeft = hist.Leftovers(v.VMID, v.Pid, v.QMPSocket(), first.Stats)
 	if hist != nil {
@@ -168,11 +161,9 @@ func Measure(ctx context.Context, n node.Node, set *disk.Set, o Options) (*Resul
 				res.Percentiles[id] = p
 			}
 		}
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*max(n.Timeout, time.Second))
-		if rerr := hist.Release(rctx); rerr != nil && err == nil {
+		if rerr := hist.End(ctx); rerr != nil && err == nil {
 			err = exitcode.Wrap(exitcode.Unreachable, "latency histograms", rerr)
 		}
-		rcancel()
 	}
 	var triggerErr error
 	if ctx.Err() == nil && context.Cause(mctx) != nil {

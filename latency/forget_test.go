@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -65,16 +66,8 @@ func TestTrackerNotesOrder(t *testing.T) {
 		vmid  int
 		disks []string
 	}{{371, []string{"scsi1", "scsi0"}}, {370, []string{"scsi1"}}, {369, []string{"scsi0"}}} {
-		if err := f.exch(context.Background(), func(s qmp.Session) error {
-			ret, err := s.Exec("query-blockstats", nil)
-			if err != nil {
-				return err
-			}
-			stats := map[string]qmp.BlockStats{}
-			for _, b := range qmp.ParseBlockstats(ret) {
-				stats[b.ID] = b
-			}
-			return tr.Ensure(s, c.vmid, 1000+c.vmid, f.exch, c.disks, stats)
+		if err := latencytest.Blockstats(context.Background(), f.q.Sock(), 2*time.Second, func(stats map[string]qmp.BlockStats, s qmp.Session) error {
+			return tr.Ensure(latencytest.Setter{S: s}, c.vmid, 1000+c.vmid, f.ask, c.disks, stats)
 		}); err != nil {
 			t.Fatal(err)
 		}

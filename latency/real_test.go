@@ -10,8 +10,10 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qemuserver"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
+	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
 // throttled is the scene both real-QEMU tests use: VM 370's scsi1 under an
@@ -23,7 +25,7 @@ type throttled struct {
 	every       time.Duration // the load's refill period
 	a, b        json.RawMessage
 	tracker     *latency.Tracker
-	exch        latency.Exchanger
+	exch        func(ctx context.Context, fn func(qmp.Session) error) error
 	sock        string
 }
 
@@ -48,17 +50,14 @@ func runThrottled(t *testing.T, iops, depth int, window time.Duration) *throttle
 	do(func(s qmp.Session) error {
 		return s.SetThrottleLimits("scsi1", true, qemuserver.Limits{"iops-write": int64(iops)}.Full())
 	})
-	do(func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		stats := map[string]qmp.BlockStats{}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			stats[b.ID] = b
-		}
-		return sc.tracker.Ensure(s, 370, vmq.Pid, sc.exch, []string{"scsi1"}, stats)
-	})
+	// A sample's exchange sets the histogram, as the commands' do.
+	v, err := vm.Load(context.Background(), node.New(n.Paths, 5*time.Second), 370)
+	if err != nil || v.Pid != vmq.Pid {
+		t.Fatalf("VM 370: %v (pid %d, QEMU's %d)", err, v.Pid, vmq.Pid)
+	}
+	if _, err := v.Ask(context.Background(), 5*time.Second, vm.Query{Need: vm.NeedStats, Then: sc.tracker.Hook(v, 5*time.Second, []string{"scsi1"})}); err != nil {
+		t.Fatal(err)
+	}
 	if notes := sc.tracker.Notes(); len(notes) != 1 || notes[0].Owner != latency.SetByUs {
 		t.Fatalf("tracker notes %+v, want scsi1 set", notes)
 	}

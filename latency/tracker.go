@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
@@ -40,9 +41,16 @@ type Note struct {
 	Leftover bool `json:"leftover,omitempty"`
 }
 
-// Exchanger runs fn in one QMP exchange with a VM (vm.VM.Exchange with
-// its patience bound in).
-type Exchanger func(ctx context.Context, fn func(qmp.Session) error) error
+// Setter sends block-latency-histogram-set in the exchange under way
+// (vm.Change.SetHistogram: nil boundaries clear).
+type Setter interface {
+	SetHistogram(disk string, boundaries []int64) error
+}
+
+// Asker runs fn in one exchange with a VM: its query-blockstats answer by
+// disk id, then the histograms fn sets or clears in the same exchange
+// (Hook builds it on vm.Ask, with the caller's patience bound in).
+type Asker func(ctx context.Context, fn func(stats map[string]qmp.BlockStats, c Setter) error) error
 
 // Tracker keeps, for one run, which disks' histograms it set, on which
 // QEMU process, and the baseline each cumulative histogram counts from.
@@ -50,12 +58,14 @@ type Exchanger func(ctx context.Context, fn func(qmp.Session) error) error
 type Tracker struct {
 	mu  sync.Mutex
 	vms map[int]*vmHist
+	// timeout is the node's, which bounds End (Start).
+	timeout time.Duration
 }
 
 type vmHist struct {
-	pid      int
-	exchange Exchanger
-	disks    map[string]*diskHist
+	pid   int
+	ask   Asker
+	disks map[string]*diskHist
 	// sent are disks whose block-latency-histogram-set went out without
 	// a reply (a deadline on a busy socket): QEMU may have set it, so a
 	// histogram of pvediskcheck's boundaries found there next is ours.
@@ -79,8 +89,9 @@ type baseline struct {
 // NewTracker makes an empty tracker.
 func NewTracker() *Tracker { return &Tracker{vms: map[int]*vmHist{}} }
 
-// Ensure is called inside an exchange, right after query-blockstats (stats:
-// its answer by disk id): for each disk of disks not decided yet on this
+// Ensure is called inside an exchange, after query-blockstats (stats: its
+// answer by disk id; c sends the sets, ask is the VM's exchange Release
+// uses): for each disk of disks not decided yet on this
 // QEMU process it keeps a histogram found set, or sets pvediskcheck's
 // (block-latency-histogram-set, once per disk and process); a disk missing
 // from stats waits for a later sample. A new pid for vmid (the VM
@@ -88,11 +99,11 @@ func NewTracker() *Tracker { return &Tracker{vms: map[int]*vmHist{}} }
 // histogram it sets, stats' entry gets zero bins, the state QEMU starts it
 // in, so the next sample has a baseline. After the first call for a
 // process, a call sends nothing unless a disk was hot-plugged.
-func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []string, stats map[string]qmp.BlockStats) error {
+func (t *Tracker) Ensure(c Setter, vmid, pid int, ask Asker, disks []string, stats map[string]qmp.BlockStats) error {
 	t.mu.Lock()
 	vh := t.vms[vmid]
 	if vh == nil || vh.pid != pid {
-		vh = &vmHist{pid: pid, exchange: exch, disks: map[string]*diskHist{}, sent: map[string]bool{}}
+		vh = &vmHist{pid: pid, ask: ask, disks: map[string]*diskHist{}, sent: map[string]bool{}}
 		t.vms[vmid] = vh
 	}
 	t.mu.Unlock()
@@ -118,8 +129,7 @@ func (t *Tracker) Ensure(s qmp.Session, vmid, pid int, exch Exchanger, disks []s
 		} else if h != nil {
 			dh.note.Owner, dh.note.Boundaries, dh.note.Leftover = Existing, len(h.Boundaries), Ours(h)
 		} else {
-			_, err := s.Exec("block-latency-histogram-set", map[string]any{"id": id,
-				"boundaries-read": Boundaries, "boundaries-write": Boundaries, "boundaries-flush": Boundaries})
+			err := c.SetHistogram(id, Boundaries)
 			var qe *qmp.Error
 			switch {
 			case errors.As(err, &qe):
@@ -236,8 +246,12 @@ func (t *Tracker) setHere(vmid, pid int, disk string) bool {
 	return dh != nil && dh.note.Owner == SetByUs
 }
 
-// Notes lists what was done per disk, by VMID and disk.
+// Notes lists what was done per disk, by VMID and disk (none for a nil
+// tracker: a run that sets none).
 func (t *Tracker) Notes() []Note {
+	if t == nil {
+		return nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Note
@@ -334,21 +348,13 @@ func (t *Tracker) Release(ctx context.Context) error {
 			continue
 		}
 		sort.Strings(ours)
-		err := vh.exchange(ctx, func(s qmp.Session) error {
-			ret, err := s.Exec("query-blockstats", nil)
-			if err != nil {
-				return err
-			}
-			now := map[string]qmp.BlockStats{}
-			for _, b := range qmp.ParseBlockstats(ret) {
-				now[b.ID] = b
-			}
+		err := vh.ask(ctx, func(now map[string]qmp.BlockStats, c Setter) error {
 			for _, d := range ours {
 				b, ok := now[d]
 				if !ok || !Ours(firstOf(&b)) {
 					continue // unplugged, or someone else's now
 				}
-				if _, err := s.Exec("block-latency-histogram-set", map[string]any{"id": d}); err != nil {
+				if err := c.SetHistogram(d, nil); err != nil {
 					return fmt.Errorf("%s: %w", d, err)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
@@ -63,8 +64,11 @@ func newFakeHist(t *testing.T, state string, refuse bool) *fakeHist {
 	return f
 }
 
-func (f *fakeHist) exch(ctx context.Context, fn func(qmp.Session) error) error {
-	return qmp.Do(ctx, f.q.Sock(), 2*time.Second, fn)
+// ask is the Asker Release clears through: query-blockstats, then fn.
+func (f *fakeHist) ask(ctx context.Context, fn func(map[string]qmp.BlockStats, Setter) error) error {
+	return latencytest.Blockstats(ctx, f.q.Sock(), 2*time.Second, func(stats map[string]qmp.BlockStats, s qmp.Session) error {
+		return fn(stats, latencytest.Setter{S: s})
+	})
 }
 
 func (f *fakeHist) Sets() []gjson.Result {
@@ -77,16 +81,9 @@ func (f *fakeHist) Sets() []gjson.Result {
 func (f *fakeHist) ensure(t *testing.T, tr *Tracker, pid int, disks ...string) map[string]qmp.BlockStats {
 	t.Helper()
 	var stats map[string]qmp.BlockStats
-	if err := f.exch(context.Background(), func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		stats = map[string]qmp.BlockStats{}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			stats[b.ID] = b
-		}
-		return tr.Ensure(s, 370, pid, f.exch, disks, stats)
+	if err := latencytest.Blockstats(context.Background(), f.q.Sock(), 2*time.Second, func(st map[string]qmp.BlockStats, s qmp.Session) error {
+		stats = st
+		return tr.Ensure(latencytest.Setter{S: s}, 370, pid, f.ask, disks, stats)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,16 +242,8 @@ func TestTrackerSetWithoutReply(t *testing.T) {
 		return r
 	}
 	tr := NewTracker()
-	err := qmp.Do(context.Background(), f.q.Sock(), 200*time.Millisecond, func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		stats := map[string]qmp.BlockStats{}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			stats[b.ID] = b
-		}
-		return tr.Ensure(s, 370, 1000, f.exch, []string{"scsi1"}, stats)
+	err := latencytest.Blockstats(context.Background(), f.q.Sock(), 200*time.Millisecond, func(stats map[string]qmp.BlockStats, s qmp.Session) error {
+		return tr.Ensure(latencytest.Setter{S: s}, 370, 1000, f.ask, []string{"scsi1"}, stats)
 	})
 	if err == nil || !strings.Contains(err.Error(), "no reply to block-latency-histogram-set") {
 		t.Fatalf("the set's exchange: %v", err)
@@ -283,13 +272,9 @@ func TestTrackerSetWithoutReply(t *testing.T) {
 func (f *fakeHist) stats(t *testing.T) map[string]qmp.BlockStats {
 	t.Helper()
 	var out map[string]qmp.BlockStats
-	if err := f.exch(context.Background(), func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		out = map[string]qmp.BlockStats{}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			out[b.ID] = b
-		}
-		return err
+	if err := latencytest.Blockstats(context.Background(), f.q.Sock(), 2*time.Second, func(stats map[string]qmp.BlockStats, _ qmp.Session) error {
+		out = stats
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

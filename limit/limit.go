@@ -285,11 +285,7 @@ func Apply(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, 
 	if req.DryRun {
 		return nil
 	}
-	err = v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		_, err := s.Exec(string(m), args)
-		return err
-	})
-	if err != nil {
+	if err := v.SetLimits(ctx, n.Timeout, d.ID, want.QEMU().Full()); err != nil {
 		var qe *qmp.Error
 		if errors.As(err, &qe) {
 			return exitcode.Unreachablef("VM %d: QEMU refused the limits: %s %s: %v (nothing was changed)", v.VMID, m, d.ID, err)
@@ -432,17 +428,12 @@ func Verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result,
 }
 
 func verify(ctx context.Context, n node.Node, v *vm.VM, d *vm.Disk, res *Result, window time.Duration, onSample sampler.OnSample, histogram bool) (err error) {
-	var hist *latency.Tracker
-	if histogram {
-		hist = latency.NewTracker()
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*max(n.Timeout, time.Second))
-			defer cancel()
-			if rerr := hist.Release(rctx); rerr != nil {
-				res.Notes = append(res.Notes, rerr.Error())
-			}
-		}()
-	}
+	hist := latency.Start(histogram, n.Timeout)
+	defer func() {
+		if rerr := hist.End(ctx); rerr != nil {
+			res.Notes = append(res.Notes, rerr.Error())
+		}
+	}()
 	m, err := measure(ctx, n, v, d.ID, window, onSample, hist)
 	if len(m.Samples) > 0 {
 		res.HistogramsLeft = hist.Leftovers(v.VMID, v.Pid, v.QMPSocket(), m.Samples[0].Stats)

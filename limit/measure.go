@@ -7,7 +7,6 @@ import (
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
 	"github.com/pvediskcheck/pvediskcheck/node"
-	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/sampler"
 	"github.com/pvediskcheck/pvediskcheck/units"
 	"github.com/pvediskcheck/pvediskcheck/vm"
@@ -66,13 +65,7 @@ func Measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window tim
 // in the first sample's exchange when hist is set.
 func measure(ctx context.Context, n node.Node, v *vm.VM, disk string, window time.Duration, onSample sampler.OnSample, hist *latency.Tracker) (*Measurement, error) {
 	b := &sampler.Window{VM: v, Disks: []string{disk}, Interval: Interval, Timeout: n.Timeout, OnSample: onSample}
-	if hist != nil {
-		b.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
-			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
-				return v.Exchange(ctx, n.Timeout, fn)
-			}, []string{disk}, stats)
-		}
-	}
+	b.Query.Then = hist.Hook(v, n.Timeout, []string{disk})
 	m := &Measurement{Disk: disk, Start: time.Now(), Window: window, Interval: Interval}
 	ser, err := b.Run(ctx, window)
 	if ser != nil {

@@ -369,11 +369,7 @@ func readLive(ctx context.Context, v *vm.VM, timeout time.Duration, hist *latenc
 				ids = append(ids, d.ID)
 			}
 		}
-		w.Prepare = func(s qmp.Session, stats map[string]qmp.BlockStats) error {
-			return hist.Ensure(s, v.VMID, v.Pid, func(ctx context.Context, fn func(qmp.Session) error) error {
-				return v.Exchange(ctx, timeout, fn)
-			}, ids, stats)
-		}
+		w.Query.Then = hist.Hook(v, timeout, ids)
 	}
 	s, err := w.Take(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/pvediskcheck/pvediskcheck/latency"
+	"github.com/pvediskcheck/pvediskcheck/latency/latencytest"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
@@ -37,21 +38,11 @@ func TestExportLatencyHistogram(t *testing.T) {
 	}
 	bare, _ := json.Marshal(entries)
 	q := qmptest.NewQEMU(t, qmptest.Replies(map[string]string{"query-blockstats": string(bare), "block-latency-histogram-set": "{}"}))
-	exch := func(ctx context.Context, fn func(qmp.Session) error) error {
-		return qmp.Do(ctx, q.Sock(), 2*time.Second, fn)
-	}
 	tr := latency.NewTracker()
 	var base qmp.BlockStats
-	if err := exch(context.Background(), func(s qmp.Session) error {
-		ret, err := s.Exec("query-blockstats", nil)
-		if err != nil {
-			return err
-		}
-		stats := map[string]qmp.BlockStats{}
-		for _, b := range qmp.ParseBlockstats(ret) {
-			stats[b.ID] = b
-		}
-		err = tr.Ensure(s, 370, 4242, exch, []string{"scsi1"}, stats)
+	// The test never releases: Ensure gets no Asker.
+	if err := latencytest.Blockstats(context.Background(), q.Sock(), 2*time.Second, func(stats map[string]qmp.BlockStats, s qmp.Session) error {
+		err := tr.Ensure(latencytest.Setter{S: s}, 370, 4242, nil, []string{"scsi1"}, stats)
 		base = stats["scsi1"]
 		return err
 	}); err != nil {
@@ -63,8 +54,8 @@ func TestExportLatencyHistogram(t *testing.T) {
 	tr.Forget(370)
 	base.WrTotalTimeNs, base.RdTotalTimeNs = 0, 0
 	stats := map[string]qmp.BlockStats{"scsi1": base}
-	if err := exch(context.Background(), func(s qmp.Session) error {
-		return tr.Ensure(s, 370, 4242, exch, []string{"scsi1"}, stats)
+	if err := qmp.Do(context.Background(), q.Sock(), 2*time.Second, func(s qmp.Session) error {
+		return tr.Ensure(latencytest.Setter{S: s}, 370, 4242, nil, []string{"scsi1"}, stats)
 	}); err != nil {
 		t.Fatal(err)
 	}

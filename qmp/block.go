@@ -243,6 +243,17 @@ type LatencyHistogram struct {
 	Bins       []int64
 }
 
+// HistogramCommand is block-latency-histogram-set for disk: its latency
+// histograms of reads, writes and flushes set with boundaries (ns), or
+// with none cleared (QEMU removes the histogram).
+func HistogramCommand(disk string, boundaries []int64) (name string, args map[string]any) {
+	args = map[string]any{"id": disk}
+	if boundaries != nil {
+		args["boundaries-read"], args["boundaries-write"], args["boundaries-flush"] = boundaries, boundaries, boundaries
+	}
+	return "block-latency-histogram-set", args
+}
+
 // boundaryCache keeps parsed boundaries by their JSON text: the same few
 // lists come back with every sample, and parsing them again would double
 // the cost of a histogram. Bounded: past maxCachedBoundaries lists, new

@@ -58,7 +58,9 @@ type OnSample func(Tick)
 type Window struct {
 	VM *vm.VM
 	// Query is what each sample asks besides the devices' counters
-	// (vm.NeedStats is always added; vm.NeedNodeStats when Nodes is set).
+	// (vm.NeedStats is always added; vm.NeedNodeStats when Nodes is set);
+	// its Then runs in each sample's exchange (latency.Tracker.Hook sets
+	// latency histograms there, once).
 	Query    vm.Query
 	Disks    []string      // disk ids to keep; empty keeps every device
 	Interval time.Duration // between samples; 0 means 500 ms (2 Hz)
@@ -74,10 +76,6 @@ type Window struct {
 	// query-nodes): a protocol node's driver-specific discard-* counters
 	// say what reached the storage.
 	Nodes []string
-	// Prepare, when set, is called in each sample's exchange right after
-	// query-blockstats with the disks' entries (latency.Tracker.Ensure
-	// sets latency histograms there, once).
-	Prepare func(s qmp.Session, stats map[string]qmp.BlockStats) error
 }
 
 // Series is the result of one sampling run.
@@ -108,9 +106,6 @@ func (w *Window) take(ctx context.Context, patience time.Duration) (Sample, time
 	q.Need |= vm.NeedStats
 	if len(w.Nodes) > 0 {
 		q.Need |= vm.NeedNodeStats
-	}
-	if w.Prepare != nil {
-		q.Then = func(s qmp.Session, a *vm.Answer) error { return w.Prepare(s, a.Stats) }
 	}
 	a, err := w.VM.AskPatient(ctx, timeout, patience, q)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/disk"
@@ -146,46 +145,37 @@ func Capture(ctx context.Context, n node.Node, vmid int, o CaptureOptions) (*Cap
 	}
 	set := disk.Of(v, v.Disks)
 	// One exchange: what QEMU says of the disks, and the thread ids.
+	var groups []string
+	for _, d := range set.Disks {
+		if wanted(d.ID) && d.Graph != nil && d.Graph.ThrottleGroup {
+			groups = append(groups, d.ID)
+		}
+	}
+	a, err := v.Ask(ctx, n.Timeout, vm.Query{Need: vm.NeedEvidence, LimitDisks: groups})
 	var m threads.Map
 	stats := map[string]qmp.BlockStats{}
-	err = v.Exchange(ctx, n.Timeout, func(s qmp.Session) error {
-		rets := map[string]gjson.Result{}
-		for _, q := range []string{"query-block", "query-blockstats", "query-block-jobs", "query-iothreads", "query-cpus-fast"} {
-			ret, err := s.Exec(q, nil)
-			if err != nil {
-				var qe *qmp.Error
-				if errors.As(err, &qe) {
-					w.notRead(q + ": " + err.Error())
-					continue
-				}
-				return err
+	limits := map[string]json.RawMessage{}
+	if a != nil {
+		for _, r := range a.Evidence {
+			switch {
+			case r.Disk != "" && r.Err != nil:
+				w.notRead("throttle group of " + r.Disk + ": " + r.Err.Error())
+			case r.Disk != "":
+				limits[qmp.ThrottleGroupID(r.Disk)] = json.RawMessage(r.Raw)
+			case r.Err != nil:
+				w.notRead(r.Command + ": " + r.Err.Error())
+			default:
+				w.file(r.Command+".json", []byte(r.Raw))
 			}
-			w.file(q+".json", []byte(ret.Raw))
-			rets[q] = ret
 		}
-		for _, b := range qmp.ParseBlockstats(rets["query-blockstats"]) {
-			stats[b.ID] = b
-		}
-		m = threads.New(v.Pid, rets["query-iothreads"], rets["query-cpus-fast"])
-		groups := map[string]json.RawMessage{}
-		for _, d := range set.Disks {
-			if !wanted(d.ID) || d.Graph == nil || !d.Graph.ThrottleGroup {
-				continue
-			}
-			ret, err := s.Exec("qom-get", map[string]any{"path": qmp.ThrottleGroupPath(d.ID), "property": "limits"})
-			if err != nil {
-				w.notRead("throttle group of " + d.ID + ": " + err.Error())
-				continue
-			}
-			groups[qmp.ThrottleGroupID(d.ID)] = json.RawMessage(ret.Raw)
-		}
-		if v.Blockdev {
-			w.json("throttle-groups.json", groups)
-		}
-		return nil
-	})
+	}
 	if err != nil {
 		w.notRead("QMP: " + err.Error())
+	} else {
+		m, stats = a.Threads, a.Stats
+		if v.Blockdev {
+			w.json("throttle-groups.json", limits)
+		}
 	}
 	set.PlaceThreads(m)
 	set.Fill(ctx, n, disk.Devices, disk.Options{})

@@ -14,7 +14,6 @@ import (
 	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/node"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
-	"github.com/pvediskcheck/pvediskcheck/threads"
 	"github.com/pvediskcheck/pvediskcheck/vm"
 )
 
@@ -40,21 +39,12 @@ func disksOf(t *testing.T, nd node.Node) []Disk {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m threads.Map
-	err = v.Exchange(context.Background(), 5*time.Second, func(s qmp.Session) error {
-		io, err := s.Exec("query-iothreads", nil)
-		if err != nil {
-			return err
-		}
-		cpus, err := s.Exec("query-cpus-fast", nil)
-		m = threads.New(v.Pid, io, cpus)
-		return err
-	})
+	a, err := v.Ask(context.Background(), 5*time.Second, vm.Query{Need: vm.NeedThreads})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := disk.Of(v, v.Disks)
-	set.PlaceThreads(m)
+	set.PlaceThreads(a.Threads)
 	set.Fill(context.Background(), nd, disk.Devices, disk.Options{})
 	return Disks(set)
 }

@@ -203,9 +203,7 @@ func NewMonitor(n node.Node, o Options) (*Monitor, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Monitor{n: n, o: o, host: sampler.Host{Proc: n.Paths.Proc, Sys: n.Paths.Sys}, threads: tr,
 		vms: map[int]*vmState{}, ctx: ctx, cancel: cancel}
-	if o.Histogram {
-		m.hist = latency.NewTracker()
-	}
+	m.hist = latency.Start(o.Histogram, n.Timeout)
 	return m, nil
 }
 
@@ -213,12 +211,7 @@ func NewMonitor(n node.Node, o Options) (*Monitor, error) {
 // exchange per VM, within twice the node's timeout even when the run's
 // context has ended: it runs on SIGINT and SIGTERM too).
 func (m *Monitor) ReleaseHistograms() error {
-	if m.hist == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*max(m.n.Timeout, time.Second))
-	defer cancel()
-	return m.hist.Release(ctx)
+	return m.hist.End(context.Background())
 }
 
 // Close stops the background guest agent lookups and waits for them.
@@ -265,7 +258,7 @@ type vmState struct {
 	// histograms' set-up (Options.Histogram; nothing after the first).
 	qom        []vm.QOMRef
 	queuesRead bool
-	prepare    func(qmp.Session, *vm.Answer) error
+	prepare    func(vm.Change, *vm.Answer) error
 
 	prev *snapshot // the last answer, what the next one is compared with
 
@@ -490,9 +483,7 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 	}
 	// Fixed when QEMU realized the devices: read once per process.
 	st.qom = queues.Refs(st.queueCounts())
-	if m.hist != nil {
-		st.prepare = func(s qmp.Session, a *vm.Answer) error { return m.ensureHistograms(s, st, a.Stats) }
-	}
+	st.prepare = m.hist.Hook(v, m.patience(), st.ids())
 	m.vms[id] = st
 	return st, nil
 }
@@ -670,18 +661,6 @@ func (m *Monitor) stallAfter() time.Duration {
 		return stall.DefaultAfter
 	}
 	return m.o.StallAfter
-}
-
-// ensureHistograms sets the latency histograms of st's disks the first
-// time the process is sampled (latency.Tracker.Ensure: nothing after).
-func (m *Monitor) ensureHistograms(s qmp.Session, st *vmState, stats map[string]qmp.BlockStats) error {
-	if m.hist == nil {
-		return nil
-	}
-	v := st.v
-	return m.hist.Ensure(s, st.vmid, st.pid, func(ctx context.Context, fn func(qmp.Session) error) error {
-		return v.Exchange(ctx, m.patience(), fn)
-	}, st.ids(), stats)
 }
 
 // fleecingImages reads the VM's config again for the fleecing images it

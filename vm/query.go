@@ -46,6 +46,16 @@ const (
 	// NeedPCI is the PCI devices (query-pci), which place the guest
 	// agent's disks: Answer.PCI.
 	NeedPCI
+	// NeedEvidence is what a stall capture keeps (package stall), asked
+	// alone: query-block, query-blockstats, query-block-jobs,
+	// query-iothreads and query-cpus-fast, then the throttle group limits
+	// of Query.LimitDisks as given (one qom-get each, whatever the QEMU:
+	// the group's own reply), in that order. Each reply is kept raw
+	// (Answer.Evidence, in the order asked); a command QEMU refuses is
+	// kept with its refusal and the rest are still asked (evidence is what
+	// could be read), as is a group that cannot be read. Answer.Stats and
+	// Answer.Threads are set from the replies.
+	NeedEvidence
 )
 
 // Query is what one exchange asks.
@@ -65,10 +75,44 @@ type Query struct {
 	QOM []QOMRef
 	// Then, when set, runs last in the same exchange with what was read:
 	// a capability's own change that rests on it and must not cost a
-	// connection of its own (latency.Tracker.Ensure sets histograms on
-	// the disks it finds without one, once per QEMU process). Never a
-	// query: what is read is asked through the Needs.
-	Then func(s qmp.Session, a *Answer) error
+	// connection of its own (latency.Tracker.Hook sets histograms on the
+	// disks it finds without one, once per QEMU process). It sends only
+	// Change's named commands: what is read is asked through the Needs.
+	Then func(c Change, a *Answer) error
+}
+
+// Change is what Query.Then may send in Ask's exchange: the few commands
+// by which pvediskcheck changes QEMU's state, each named, none a query.
+// QEMU's error is returned as it is (a *qmp.Error for one it refuses).
+type Change struct{ s qmp.Session }
+
+// SetHistogram sets disk's latency histograms of reads, writes and
+// flushes with boundaries (ns), or with none clears them
+// (qmp.HistogramCommand).
+func (c Change) SetHistogram(disk string, boundaries []int64) error {
+	_, err := c.s.Exec(qmp.HistogramCommand(disk, boundaries))
+	return err
+}
+
+// SetLimits applies full (all 18 ThrottleLimits fields) to the running
+// disk as qemu-server does (qmp.ThrottleCommand: the throttle group's
+// qom-set under -blockdev, block_set_io_throttle under -drive).
+func (c Change) SetLimits(disk string, blockdev bool, full map[string]int64) error {
+	name, args, err := qmp.ThrottleCommand(disk, blockdev, full)
+	if err != nil {
+		return err
+	}
+	_, err = c.s.Exec(name, args)
+	return err
+}
+
+// SetLimits applies full to the running disk in an exchange of its own
+// (Change.SetLimits; a busy socket retried until timeout has passed).
+func (v *VM) SetLimits(ctx context.Context, timeout time.Duration, disk string, full map[string]int64) error {
+	_, err := v.Ask(ctx, timeout, Query{Then: func(c Change, _ *Answer) error {
+		return c.SetLimits(disk, v.Blockdev, full)
+	}})
+	return err
 }
 
 // QOMRef is one property of one QOM object.
@@ -121,6 +165,20 @@ type Answer struct {
 	// package, without a command): "pve-qemu-kvm_11.0.0-1"; "" when it
 	// states none.
 	Package string
+	// Evidence is NeedEvidence's replies, in the order asked (also on a
+	// failed exchange: what was read until then).
+	Evidence []Reply
+}
+
+// Reply is one command's raw reply of NeedEvidence, or why there is none.
+type Reply struct {
+	Command string
+	// Disk, for a throttle group's qom-get, is the disk whose group it is.
+	Disk string
+	// Raw is the command's return value as QEMU sent it.
+	Raw string
+	// Err is QEMU's refusal (for a group: any error of its read).
+	Err error
 }
 
 // FetchLive asks QEMU, in one QMP exchange, for the run state and each
@@ -131,11 +189,14 @@ func (v *VM) FetchLive(ctx context.Context, timeout time.Duration) error {
 	return err
 }
 
-// Ask runs q in one short exchange with the VM's QEMU (Exchange: a busy
-// socket retried until timeout has passed). The commands go in one fixed
+// Ask runs q in one short exchange with the VM's QEMU, the one way any
+// command reaches it: a socket that another client (pvestatd, say) holds
+// briefly is retried until timeout has passed; only a socket that stays
+// busy that long is reported (qmp.ErrBusy). The commands go in one fixed
 // order whatever is asked: query-status, query-blockstats (devices, then
 // nodes), query-block-jobs, query-block, the block graph, the QOM
-// properties, query-iothreads and query-cpus-fast, query-pci. NeedStatus
+// properties, query-iothreads and query-cpus-fast, query-pci, then
+// Query.Then's changes (NeedEvidence, asked alone, has its own). NeedStatus
 // sets v.Status and NeedLive each disk's Live; every exchange sets
 // v.QEMUPackage from the greeting, which states the build whatever is
 // asked (no Need, no command).
@@ -149,6 +210,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 	if !v.Running {
 		return nil, errors.New("not running")
 	}
+	if q.Need&NeedEvidence != 0 && (q.Need != NeedEvidence || q.Then != nil || len(q.QOM) > 0) {
+		return nil, errors.New("vm.NeedEvidence is asked alone")
+	}
 	var a *Answer
 	var blocks []qmp.BlockDevice
 	var graph *qmp.Graph
@@ -159,6 +223,9 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		a = &Answer{Waited: time.Since(start)}
 		a.QEMU, _ = s.Version()
 		a.Package = s.Package()
+		if q.Need&NeedEvidence != 0 {
+			return v.askEvidence(s, q.LimitDisks, a)
+		}
 		var err error
 		if status, err = askStatus(s, q.Need); err != nil {
 			return err
@@ -224,7 +291,7 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 			a.PCI = guestdisk.PCIDevices(ret)
 		}
 		if q.Then != nil {
-			return q.Then(s, a)
+			return q.Then(Change{s}, a)
 		}
 		return nil
 	})
@@ -241,6 +308,40 @@ func (v *VM) AskPatient(ctx context.Context, timeout, patience time.Duration, q 
 		v.setLive(blocks, graph, wc, a.Limits)
 	}
 	return a, nil
+}
+
+// evidenceCommands are NeedEvidence's queries, in their order.
+var evidenceCommands = []string{"query-block", "query-blockstats", "query-block-jobs", "query-iothreads", "query-cpus-fast"}
+
+// askEvidence asks NeedEvidence: each reply kept raw in a.Evidence, a
+// command QEMU refuses kept with its refusal; then one qom-get per
+// throttle group of groups, any error of one kept and the next asked.
+// A failing exchange stops it, with what was read until then.
+func (v *VM) askEvidence(s qmp.Session, groups []string, a *Answer) error {
+	rets := map[string]gjson.Result{}
+	for _, c := range evidenceCommands {
+		ret, err := s.Exec(c, nil)
+		var qe *qmp.Error
+		switch {
+		case errors.As(err, &qe):
+			a.Evidence = append(a.Evidence, Reply{Command: c, Err: err})
+			continue
+		case err != nil:
+			return err
+		}
+		a.Evidence = append(a.Evidence, Reply{Command: c, Raw: ret.Raw})
+		rets[c] = ret
+	}
+	a.Stats = map[string]qmp.BlockStats{}
+	for _, b := range qmp.ParseBlockstats(rets["query-blockstats"]) {
+		a.Stats[b.ID] = b
+	}
+	a.Threads = threads.New(v.Pid, rets["query-iothreads"], rets["query-cpus-fast"])
+	for _, id := range groups {
+		ret, err := s.Exec("qom-get", map[string]any{"path": qmp.ThrottleGroupPath(id), "property": "limits"})
+		a.Evidence = append(a.Evidence, Reply{Command: "qom-get", Disk: id, Raw: ret.Raw, Err: err})
+	}
+	return nil
 }
 
 // askQOM reads refs (Query.QOM): one qom-list-get of every object where

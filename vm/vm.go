@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -625,14 +624,6 @@ func (v *VM) Select(ids []string) ([]*Disk, error) {
 		out = append(out, d)
 	}
 	return out, nil
-}
-
-// Exchange runs fn in one short QMP exchange with the VM's QEMU: the one
-// retry policy of every command. A socket that another client (pvestatd,
-// say) holds briefly is retried until timeout has passed; only a socket that
-// stays busy that long is reported (qmp.ErrBusy).
-func (v *VM) Exchange(ctx context.Context, timeout time.Duration, fn func(qmp.Session) error) error {
-	return qmp.DoRetry(ctx, v.QMPSocket(), timeout, timeout, fn)
 }
 
 // Packages is the reader of dpkg's status the VM was loaded with: the

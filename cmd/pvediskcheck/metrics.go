@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -107,12 +105,11 @@ func metricsAction(c *cli.Context) error {
 		if !c.Bool("histogram") {
 			return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
 		}
-		o.Histograms = latency.NewTracker()
 		fmt.Fprintln(e.errOut, "pvediskcheck: --histogram: setting QEMU latency histograms on the running disks at the first scrape (one found set is used as it is and left in place); those set are cleared on exit")
-		err = metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*max(e.node.Timeout, time.Second))
-		defer cancel()
-		return errors.Join(err, o.Histograms.Release(ctx))
+		return latency.With(e.ctx(), e.node.Timeout, func(h *latency.Tracker) error {
+			o.Histograms = h
+			return metrics.Serve(e.ctx(), ln, metrics.Handler(e.node, o, d), metrics.ServerTimeouts(d))
+		})
 	}
 	// The exposition escapes its label values itself (and refuses what
 	// cannot be one): written as it is.

@@ -4,16 +4,46 @@
 package latencytest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/pvediskcheck/pvediskcheck/qmp"
 	"github.com/pvediskcheck/pvediskcheck/qmp/qmptest"
 )
+
+// Setter sets latency histograms on a bare session (a test's QEMU without
+// a VM to vm.Ask): vm.Change's SetHistogram, a latency.Setter.
+type Setter struct{ S qmp.Session }
+
+// SetHistogram sends qmp.HistogramCommand.
+func (c Setter) SetHistogram(disk string, boundaries []int64) error {
+	_, err := c.S.Exec(qmp.HistogramCommand(disk, boundaries))
+	return err
+}
+
+// Blockstats runs fn in one exchange with the QEMU at sock, after
+// query-blockstats, with its answer by disk id (a sample's exchange:
+// what latency.Tracker.Ensure is called in).
+func Blockstats(ctx context.Context, sock string, timeout time.Duration, fn func(stats map[string]qmp.BlockStats, s qmp.Session) error) error {
+	return qmp.Do(ctx, sock, timeout, func(s qmp.Session) error {
+		ret, err := s.Exec("query-blockstats", nil)
+		if err != nil {
+			return err
+		}
+		stats := map[string]qmp.BlockStats{}
+		for _, b := range qmp.ParseBlockstats(ret) {
+			stats[b.ID] = b
+		}
+		return fn(stats, s)
+	})
+}
 
 // Recorded is QEMU 7.2.22's recorded query-blockstats answers ("return"
 // values) with scsi1 under iops-write=20 and 8 writes in flight, about
