@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"syscall"
@@ -116,4 +117,77 @@ func (d ProcDir) ReadSmall(ctx context.Context, name string, buf []byte) (int, e
 		return d.n.ReadSmall(ctx, d.path+"/"+name, buf)
 	}
 	return readOnce(fd, d.path+"/"+name, buf)
+}
+
+// CounterFile is a file below a ProcDir kept open to be read again at
+// every sample (ReadAgain): a procfs counter file is made anew at each
+// read from offset 0 (seq_file), so a sampler that holds it open pays one
+// pread per read instead of ReadSmall's openat2, fstat, read and close,
+// and a file of a process that has gone answers ESRCH, whatever process
+// has its pid since. Close it when done.
+type CounterFile struct {
+	fd   int
+	path string
+}
+
+// ErrNotHeld is OpenCounter's answer where the directory is not held open
+// (a fixture tree, no procfs) or the file cannot be opened beneath it the
+// way ReadSmall opens it: read it with ReadSmall then, which refuses or
+// explains.
+var ErrNotHeld = errors.New("not a counter file held open")
+
+// OpenCounter opens name below d as ReadSmall does (openat2 beneath the
+// directory, no symlink, no mount crossed, a regular file), to be read
+// with ReadAgain. A missing file (or a gone thread) is an error that
+// errors.Is(os.ErrNotExist); ErrNotHeld where ReadSmall would read the
+// file through node.ReadSmall.
+func (d ProcDir) OpenCounter(name string) (CounterFile, error) {
+	if d.fd < 0 {
+		return CounterFile{fd: -1}, ErrNotHeld
+	}
+	fd, err := unix.Openat2(d.fd, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == unix.ENOENT || err == unix.ESRCH {
+		return CounterFile{fd: -1}, &os.PathError{Op: "open", Path: d.path + "/" + name, Err: syscall.ENOENT}
+	}
+	if err != nil {
+		return CounterFile{fd: -1}, ErrNotHeld
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return CounterFile{fd: -1}, ErrNotHeld
+	}
+	return CounterFile{fd: fd, path: d.path + "/" + name}, nil
+}
+
+// ReadAgain reads the whole file from its start into buf, bounded as
+// ReadSmall is (a file that fills buf is refused). A thread or process
+// that has gone is an error that errors.Is(os.ErrNotExist).
+func (f CounterFile) ReadAgain(buf []byte) (int, error) {
+	for {
+		m, err := unix.Pread(f.fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ESRCH || err == unix.ENOENT {
+			return 0, &os.PathError{Op: "read", Path: f.path, Err: syscall.ENOENT}
+		}
+		if err != nil {
+			return 0, &os.PathError{Op: "read", Path: f.path, Err: err}
+		}
+		if m >= len(buf) {
+			return 0, tooLarge(f.path, len(buf))
+		}
+		return m, nil
+	}
+}
+
+// Close releases the file.
+func (f CounterFile) Close() {
+	if f.fd >= 0 {
+		unix.Close(f.fd)
+	}
 }
