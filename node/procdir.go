@@ -191,3 +191,86 @@ func (f CounterFile) Close() {
 		unix.Close(f.fd)
 	}
 }
+
+// HeldDir is a ProcDir whose counter files stay open between reads
+// (CounterFile): a sampler that reads the same files of one process at
+// every sample (top's thread counters, the stall rule's thread states)
+// pays one pread per file. A file that cannot be held (a fixture tree)
+// is read through ReadSmall each time. Each open file costs the kernel
+// its read buffer (a page) until Sweep or Close. Not safe for concurrent
+// use.
+type HeldDir struct {
+	n     Node
+	path  string
+	dir   ProcDir
+	files map[string]CounterFile
+	read  map[string]bool // read since the last Sweep
+}
+
+// HoldProcDir opens path as OpenProcDir does, to hold its files open.
+func (n Node) HoldProcDir(path string) *HeldDir {
+	return &HeldDir{n: n, path: path, dir: n.OpenProcDir(path), files: map[string]CounterFile{}, read: map[string]bool{}}
+}
+
+// ReadSmall reads name below the directory into buf as ProcDir.ReadSmall
+// does, through the file held open (opened at its first read). A file
+// that fails is closed, and opened again at its next read.
+func (h *HeldDir) ReadSmall(ctx context.Context, name string, buf []byte) (int, error) {
+	f, ok := h.files[name]
+	if !ok {
+		var err error
+		if f, err = h.dir.OpenCounter(name); errors.Is(err, ErrNotHeld) {
+			return h.dir.ReadSmall(ctx, name, buf)
+		} else if err != nil {
+			return 0, err
+		}
+		h.files[name] = f
+	}
+	m, err := f.ReadAgain(buf)
+	if err != nil {
+		f.Close()
+		delete(h.files, name)
+		return 0, err
+	}
+	h.read[name] = true
+	return m, nil
+}
+
+// Dir is the directory itself, for reads that are not held (ReadSmall).
+func (h *HeldDir) Dir() ProcDir { return h.dir }
+
+// Held is how many files are held open.
+func (h *HeldDir) Held() int { return len(h.files) }
+
+// Sweep closes the files not read since the last Sweep (threads that have
+// gone, or are no longer asked for).
+func (h *HeldDir) Sweep() {
+	if len(h.files) > len(h.read) {
+		for name, f := range h.files {
+			if !h.read[name] {
+				f.Close()
+				delete(h.files, name)
+			}
+		}
+	}
+	clear(h.read)
+}
+
+// Reopen closes every file and opens the directory again: files held
+// belong to the process they were opened in, and a new process under the
+// same pid is another directory.
+func (h *HeldDir) Reopen() {
+	h.Close()
+	h.dir = h.n.OpenProcDir(h.path)
+}
+
+// Close releases the files held and the directory.
+func (h *HeldDir) Close() {
+	for name, f := range h.files {
+		f.Close()
+		delete(h.files, name)
+	}
+	clear(h.read)
+	h.dir.Close()
+	h.dir.fd = -1
+}

@@ -3,7 +3,6 @@ package threads
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -168,53 +167,47 @@ func UsageOf(a, b Counters, seconds float64) (u Usage, ok bool) {
 
 // Held is Read for one process read at every sample (top): its task
 // directory and each thread's counter files are opened once and read
-// again in place (node.CounterFile), until Close; a file that cannot be
-// held (a fixture tree) is read as Read reads it. The counters are the
-// same as Read's. Not safe for concurrent use.
+// again in place (node.HeldDir), until Close; a file that cannot be held
+// (a fixture tree) is read as Read reads it. The counters are the same as
+// Read's. Not safe for concurrent use.
 type Held struct {
-	r     Reader
-	pid   int
-	task  node.ProcDir
-	files map[heldKey]node.CounterFile
-	used  int // files read in this Read: more held are of threads not asked
-	buf   [maxCounterFile]byte
-}
-
-type heldKey struct {
-	tid  int
-	stat bool // stat, else schedstat
+	pid  int
+	task *node.HeldDir
+	buf  [maxCounterFile]byte
 }
 
 // Hold prepares the repeated reads of process pid's threads.
 func (r Reader) Hold(pid int) *Held {
-	return &Held{r: r, pid: pid, task: r.n.OpenProcDir(filepath.Join(r.n.Paths.ProcPid(pid), "task")), files: map[heldKey]node.CounterFile{}}
+	return &Held{pid: pid, task: r.n.HoldProcDir(filepath.Join(r.n.Paths.ProcPid(pid), "task"))}
 }
 
 // Read returns the counters of threads tids, as Reader.Read does; the
-// files of threads not asked for any more are closed. Files held open
-// belong to the process they were opened in: when the main thread's can
-// no longer be read, the directory is opened again, so a new process under
-// the same pid is read as Reader.Read reads it (its start time tells it).
+// files of threads not asked for any more are closed. When the main
+// thread's file held open can no longer be read, the directory is opened
+// again, so a new process under the same pid is read as Reader.Read
+// reads it (its start time tells it).
 func (h *Held) Read(tids []int) map[int]Counters {
+	held := h.task.Held() > 0
 	out := h.readAll(tids)
-	if _, ok := out[h.pid]; !ok && len(h.files) > 0 {
-		h.Close()
-		h.task = h.r.n.OpenProcDir(filepath.Join(h.r.n.Paths.ProcPid(h.pid), "task"))
+	if _, ok := out[h.pid]; !ok && held {
+		h.task.Reopen()
 		out = h.readAll(tids)
 	}
+	h.task.Sweep()
 	return out
 }
 
 func (h *Held) readAll(tids []int) map[int]Counters {
 	out := make(map[int]Counters, len(tids))
-	h.used = 0
+	ctx := context.Background()
 	for _, tid := range tids {
+		dir := strconv.Itoa(tid)
 		c := Counters{TID: tid}
-		if m, err := h.read(tid, false); err == nil {
+		if m, err := h.task.ReadSmall(ctx, dir+"/schedstat", h.buf[:]); err == nil {
 			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(h.buf[:m])
 		}
 		if tid == h.pid || !c.HasSchedstat {
-			m, err := h.read(tid, true)
+			m, err := h.task.ReadSmall(ctx, dir+"/stat", h.buf[:])
 			var ok bool
 			if err == nil {
 				c.Comm, c.Ticks, c.Start, ok = parseStat(h.buf[:m])
@@ -225,55 +218,8 @@ func (h *Held) readAll(tids []int) map[int]Counters {
 		}
 		out[tid] = c
 	}
-	if len(h.files) > h.used {
-		asked := make(map[int]bool, len(tids))
-		for _, tid := range tids {
-			asked[tid] = true
-		}
-		for k, f := range h.files {
-			if !asked[k.tid] {
-				f.Close()
-				delete(h.files, k)
-			}
-		}
-	}
 	return out
 }
 
-// read reads one thread's schedstat or stat into h.buf: through the file
-// held open, opened on first use; through ReadSmall where it cannot be
-// held. A file that fails is closed and opened again at the next read.
-func (h *Held) read(tid int, stat bool) (int, error) {
-	k := heldKey{tid, stat}
-	name := strconv.Itoa(tid) + "/schedstat"
-	if stat {
-		name = strconv.Itoa(tid) + "/stat"
-	}
-	f, ok := h.files[k]
-	if !ok {
-		var err error
-		if f, err = h.task.OpenCounter(name); errors.Is(err, node.ErrNotHeld) {
-			return h.task.ReadSmall(context.Background(), name, h.buf[:])
-		} else if err != nil {
-			return 0, err
-		}
-		h.files[k] = f
-	}
-	m, err := f.ReadAgain(h.buf[:])
-	if err != nil {
-		f.Close()
-		delete(h.files, k)
-	} else {
-		h.used++
-	}
-	return m, err
-}
-
 // Close releases the directory and the files held.
-func (h *Held) Close() {
-	for k, f := range h.files {
-		f.Close()
-		delete(h.files, k)
-	}
-	h.task.Close()
-}
+func (h *Held) Close() { h.task.Close() }

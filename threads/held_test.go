@@ -26,8 +26,8 @@ func TestHeldReadsAsRead(t *testing.T) {
 	if len(a) != 1 || a[pid].Start != want[pid].Start || a[pid].Comm != want[pid].Comm || !a[pid].HasSchedstat {
 		t.Fatalf("held %+v, Read %+v", a, want)
 	}
-	if len(h.files) != 2 { // the main thread's schedstat and stat
-		t.Errorf("%d files held after the first read, want 2: %v", len(h.files), h.files)
+	if h.task.Held() != 2 { // the main thread's schedstat and stat
+		t.Errorf("%d files held after the first read, want 2: %v", h.task.Held(), h.task)
 	}
 	for x := 0; x < 20_000_000; x++ { // run a little
 		_ = x * x
@@ -37,11 +37,11 @@ func TestHeldReadsAsRead(t *testing.T) {
 		t.Errorf("run time read again in place did not grow: %d then %d", a[pid].RunNs, b[pid].RunNs)
 	}
 	if tid := otherThread(t, pid); tid > 0 {
-		if c := h.Read([]int{pid, tid}); len(c) != 2 || len(h.files) != 3 {
-			t.Errorf("thread %d added: %v, %d files held, want 3", tid, c, len(h.files))
+		if c := h.Read([]int{pid, tid}); len(c) != 2 || h.task.Held() != 3 {
+			t.Errorf("thread %d added: %v, %d files held, want 3", tid, c, h.task.Held())
 		}
-		if h.Read([]int{pid}); len(h.files) != 2 {
-			t.Errorf("thread %d no longer asked: %d files held, want 2", tid, len(h.files))
+		if h.Read([]int{pid}); h.task.Held() != 2 {
+			t.Errorf("thread %d no longer asked: %d files held, want 2", tid, h.task.Held())
 		}
 	}
 
@@ -63,8 +63,8 @@ func TestHeldReadsAsRead(t *testing.T) {
 	fh := fr.Hold(100)
 	defer fh.Close()
 	got, exp := fh.Read([]int{100, 101, 102}), fr.Read(100, []int{100, 101, 102})
-	if len(got) != 2 || got[100] != exp[100] || got[101] != exp[101] || len(fh.files) != 0 {
-		t.Errorf("fixture tree: held %+v (%d files), Read %+v", got, len(fh.files), exp)
+	if len(got) != 2 || got[100] != exp[100] || got[101] != exp[101] || fh.task.Held() != 0 {
+		t.Errorf("fixture tree: held %+v (%d files), Read %+v", got, fh.task.Held(), exp)
 	}
 }
 

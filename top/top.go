@@ -236,6 +236,7 @@ func (m *Monitor) Close() {
 func (m *Monitor) drop(id int) {
 	if st := m.vms[id]; st != nil {
 		st.counters.Close()
+		st.stall.Close()
 		delete(m.vms, id)
 	}
 }
@@ -273,9 +274,10 @@ type vmState struct {
 	// samples (threads.Held): one pread per file and sample.
 	counters *threads.Held
 
-	tmapAt     time.Time
-	stallDisks []stall.Disk // the stall rule's view of the disks, made at each placement
-	stall      stall.Detector
+	tmapAt time.Time
+	// stall is the stall rule for the process, handed the disks as
+	// placed at each thread map refresh (stall.Disks).
+	stall stall.Detector
 
 	limits map[string]qemuserver.Limits // running limits by disk, as the samples read them
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
@@ -587,7 +589,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	if needMap {
 		st.set.PlaceThreads(a.Threads)
 		st.tmapAt = time.Now()
-		st.stallDisks = stall.Disks(st.set)
+		st.stall.Place(m.n, st.pid, stall.Disks(st.set))
 	}
 	if needPCI {
 		m.mu.Lock()
@@ -637,7 +639,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	}
 	snap.Cgroup = sampler.ReadCgroup(ctx, m.n, st.set.CgroupDir, false)
 	snap.Stalls = map[string]stall.Verdict{}
-	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
+	for _, v := range st.stall.Detect(ctx, snap.Stats, m.stallAfter()) {
 		snap.Stalls[v.Disk] = v
 	}
 	return snap, nil
