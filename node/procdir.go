@@ -274,3 +274,45 @@ func (h *HeldDir) Close() {
 	h.dir.Close()
 	h.dir.fd = -1
 }
+
+// Names lists the directory's entries (no "." or ".."), in the order the
+// directory gives them: through the directory held open (getdents from
+// its start, no open, no stat of each entry), else as os.ReadDir lists
+// the path, whose error it returns.
+func (d ProcDir) Names() ([]string, error) {
+	if d.fd >= 0 {
+		if names, err := d.heldNames(); err == nil {
+			return names, nil
+		}
+	}
+	ents, err := os.ReadDir(d.path)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (d ProcDir) heldNames() ([]string, error) {
+	if _, err := unix.Seek(d.fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var buf [8192]byte
+	var names []string
+	for {
+		n, err := unix.Getdents(d.fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}

@@ -3,7 +3,6 @@ package stall
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -52,37 +51,41 @@ func blocked(ctx context.Context, n node.Node, pid int) ([]Thread, error) {
 	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
 	task := n.OpenProcDir(taskDir)
 	defer task.Close()
-	out, _, err := blockedIn(ctx, n, pid, taskDir, task, task.ReadSmall)
+	out, _, err := blockedIn(ctx, n, pid, task, task.ReadSmall)
 	return out, err
 }
 
 // blockedIn is blocked with the task directory open (task) and each
-// thread's stat read through stat; mainUnread says the listing named the
-// main thread and its stat could not be read (a directory held open
-// belongs to the process it was opened in).
-func blockedIn(ctx context.Context, n node.Node, pid int, taskDir string, task node.ProcDir, stat func(context.Context, string, []byte) (int, error)) (out []Thread, mainUnread bool, err error) {
-	ents, err := os.ReadDir(taskDir)
+// thread's stat read through stat; mainUnread says the main thread was not
+// listed or its stat could not be read (a directory held open belongs to
+// the process it was opened in).
+func blockedIn(ctx context.Context, n node.Node, pid int, task node.ProcDir, stat func(context.Context, string, []byte) (int, error)) (out []Thread, mainUnread bool, err error) {
+	names, err := task.Names()
 	if err != nil {
 		return nil, false, err
 	}
 	var buf [maxStat]byte
 	out = []Thread{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
+	mainUnread = true
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		m, err := stat(ctx, e.Name()+"/stat", buf[:])
+		m, err := stat(ctx, name+"/stat", buf[:])
 		if err != nil {
-			mainUnread = mainUnread || tid == pid
 			continue // gone since the listing
+		}
+		mainUnread = mainUnread && tid != pid
+		if !inD(buf[:m]) {
+			continue
 		}
 		comm, state, ok := ParseStat(buf[:m])
 		if !ok || state != "D" {
 			continue
 		}
 		t := Thread{TID: tid, Comm: comm, State: state}
-		if m, err := task.ReadSmall(ctx, e.Name()+"/wchan", buf[:]); err == nil {
+		if m, err := task.ReadSmall(ctx, name+"/wchan", buf[:]); err == nil {
 			t.Wchan = strings.TrimSpace(string(buf[:m]))
 		}
 		out = append(out, t)
@@ -90,6 +93,18 @@ func blockedIn(ctx context.Context, n node.Node, pid int, taskDir string, task n
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
 	place(ctx, n, pid, task, out)
 	return out, mainUnread, nil
+}
+
+// inD says whether a stat line's state (the field after the name's last
+// ")") may be D, before ParseStat copies anything out of it: most threads
+// of a look are not.
+func inD(b []byte) bool {
+	j := bytes.LastIndexByte(b, ')')
+	if j < 0 {
+		return true // ParseStat decides
+	}
+	f := bytes.TrimLeft(b[j+1:], " \t\n")
+	return len(f) == 0 || f[0] == 'D'
 }
 
 // ParseStat reads a thread's name and state from /proc/PID/task/TID/stat
@@ -286,12 +301,10 @@ func (dt *Detector) Detect(ctx context.Context, stats map[string]qmp.BlockStats,
 // directory is opened again when it no longer reads the main thread (a
 // new process under the same pid).
 func (dt *Detector) blocked(ctx context.Context) ([]Thread, error) {
-	taskDir := filepath.Join(dt.n.Paths.ProcPid(dt.pid), "task")
-	held := dt.task.Held() > 0
-	out, mainUnread, err := blockedIn(ctx, dt.n, dt.pid, taskDir, dt.task.Dir(), dt.task.ReadSmall)
-	if err == nil && mainUnread && held {
+	out, mainUnread, err := blockedIn(ctx, dt.n, dt.pid, dt.task.Dir(), dt.task.ReadSmall)
+	if err == nil && mainUnread {
 		dt.task.Reopen()
-		out, _, err = blockedIn(ctx, dt.n, dt.pid, taskDir, dt.task.Dir(), dt.task.ReadSmall)
+		out, _, err = blockedIn(ctx, dt.n, dt.pid, dt.task.Dir(), dt.task.ReadSmall)
 	}
 	dt.task.Sweep()
 	return out, err
