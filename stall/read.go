@@ -3,7 +3,6 @@ package stall
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -50,36 +49,62 @@ func inFlight(n node.Node, devs []string) map[string]int64 {
 // for io_uring's workers, what they work on (place).
 func blocked(ctx context.Context, n node.Node, pid int) ([]Thread, error) {
 	taskDir := filepath.Join(n.Paths.ProcPid(pid), "task")
-	ents, err := os.ReadDir(taskDir)
-	if err != nil {
-		return nil, err
-	}
 	task := n.OpenProcDir(taskDir)
 	defer task.Close()
+	out, _, err := blockedIn(ctx, n, pid, task, task.ReadSmall)
+	return out, err
+}
+
+// blockedIn is blocked with the task directory open (task) and each
+// thread's stat read through stat; mainUnread says the main thread was not
+// listed or its stat could not be read (a directory held open belongs to
+// the process it was opened in).
+func blockedIn(ctx context.Context, n node.Node, pid int, task node.ProcDir, stat func(context.Context, string, []byte) (int, error)) (out []Thread, mainUnread bool, err error) {
+	names, err := task.Names()
+	if err != nil {
+		return nil, false, err
+	}
 	var buf [maxStat]byte
-	out := []Thread{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
+	out = []Thread{}
+	mainUnread = true
+	for _, name := range names {
+		tid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		m, err := task.ReadSmall(ctx, e.Name()+"/stat", buf[:])
+		m, err := stat(ctx, name+"/stat", buf[:])
 		if err != nil {
 			continue // gone since the listing
+		}
+		mainUnread = mainUnread && tid != pid
+		if !inD(buf[:m]) {
+			continue
 		}
 		comm, state, ok := ParseStat(buf[:m])
 		if !ok || state != "D" {
 			continue
 		}
 		t := Thread{TID: tid, Comm: comm, State: state}
-		if m, err := task.ReadSmall(ctx, e.Name()+"/wchan", buf[:]); err == nil {
+		if m, err := task.ReadSmall(ctx, name+"/wchan", buf[:]); err == nil {
 			t.Wchan = strings.TrimSpace(string(buf[:m]))
 		}
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TID < out[j].TID })
 	place(ctx, n, pid, task, out)
-	return out, nil
+	return out, mainUnread, nil
+}
+
+// inD says whether a stat line's state (the field after the name's last
+// ")") may be D, before ParseStat copies anything out of it: most threads
+// of a look are not.
+func inD(b []byte) bool {
+	j := bytes.LastIndexByte(b, ')')
+	if j < 0 {
+		return true // ParseStat decides
+	}
+	f := bytes.TrimLeft(b[j+1:], " \t\n")
+	return len(f) == 0 || f[0] == 'D'
 }
 
 // ParseStat reads a thread's name and state from /proc/PID/task/TID/stat
@@ -200,30 +225,61 @@ func Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[s
 // that the stall clears as soon as it ends, and at once when a disk
 // newly becomes idle past After. A stall that begins on a disk already
 // idle that long is seen within After/2 plus one interval. The devices'
-// in-flight counts are read every time (one file each). One per VM.
+// in-flight counts are read every time (one file each). One per QEMU
+// process: Place hands it the process's disks as the sampler placed them
+// on its threads, so a sample hands it QEMU's counters alone; the
+// threads' stat files stay open between looks (node.HeldDir) until Close.
 type Detector struct {
+	n     node.Node
+	pid   int
+	disks []Disk
+	devs  []string
+	task  *node.HeldDir
+
 	look    Look
 	at      time.Time
 	cands   string // the candidate disks of the last read
 	stalled bool
 }
 
-// Detect judges the disks as Detect does, reusing the last thread read
-// when it is recent enough.
-func (dt *Detector) Detect(ctx context.Context, n node.Node, pid int, disks []Disk, stats map[string]qmp.BlockStats, after time.Duration) []Verdict {
+// Place prepares the detector for the disks of QEMU process pid, at each
+// placement of the disks on the process's threads (Disks).
+func (dt *Detector) Place(n node.Node, pid int, disks []Disk) {
+	if dt.task != nil && dt.pid != pid {
+		dt.task.Close()
+		dt.task = nil
+	}
+	if dt.task == nil {
+		dt.task = n.HoldProcDir(filepath.Join(n.Paths.ProcPid(pid), "task"))
+	}
+	dt.n, dt.pid, dt.disks, dt.devs = n, pid, disks, Devices(disks)
+}
+
+// Close releases the files held open.
+func (dt *Detector) Close() {
+	if dt.task != nil {
+		dt.task.Close()
+		dt.task = nil
+	}
+}
+
+// Detect judges the placed disks from the process's query-blockstats
+// answer as Detect does, reusing the last thread read when it is recent
+// enough. Nothing placed: no verdict.
+func (dt *Detector) Detect(ctx context.Context, stats map[string]qmp.BlockStats, after time.Duration) []Verdict {
 	var cands []string
-	for _, d := range disks {
+	for _, d := range dt.disks {
 		if Candidate(stats[d.ID], after) {
 			cands = append(cands, d.ID)
 		}
 	}
 	key := strings.Join(cands, " ")
-	look := Look{InFlight: inFlight(n, Devices(disks))}
+	look := Look{InFlight: inFlight(dt.n, dt.devs)}
 	if need := len(cands) > 0; need {
 		// A disk newly idle past after is read at once: a busy disk that
 		// stops is reported within after plus one interval.
 		if dt.stalled || dt.at.IsZero() || key != dt.cands || time.Since(dt.at) >= after/2 {
-			dt.look.Blocked, dt.look.ThreadsErr = blocked(ctx, n, pid)
+			dt.look.Blocked, dt.look.ThreadsErr = dt.blocked(ctx)
 			dt.at = time.Now()
 		}
 		look.Blocked, look.ThreadsErr = dt.look.Blocked, dt.look.ThreadsErr
@@ -231,12 +287,25 @@ func (dt *Detector) Detect(ctx context.Context, n node.Node, pid int, disks []Di
 	} else {
 		dt.at, dt.cands = time.Time{}, "" // every disk completing: the next candidate is read at once
 	}
-	out := make([]Verdict, 0, len(disks))
+	out := make([]Verdict, 0, len(dt.disks))
 	dt.stalled = false
-	for _, d := range disks {
+	for _, d := range dt.disks {
 		v := Judge(d, stats[d.ID], look, after)
 		dt.stalled = dt.stalled || v.Stalled
 		out = append(out, v)
 	}
 	return out
+}
+
+// blocked is the package's blocked through the files held open; the
+// directory is opened again when it no longer reads the main thread (a
+// new process under the same pid).
+func (dt *Detector) blocked(ctx context.Context) ([]Thread, error) {
+	out, mainUnread, err := blockedIn(ctx, dt.n, dt.pid, dt.task.Dir(), dt.task.ReadSmall)
+	if err == nil && mainUnread {
+		dt.task.Reopen()
+		out, _, err = blockedIn(ctx, dt.n, dt.pid, dt.task.Dir(), dt.task.ReadSmall)
+	}
+	dt.task.Sweep()
+	return out, err
 }

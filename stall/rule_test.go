@@ -92,14 +92,15 @@ func TestDetectorRereadsAfterHalf(t *testing.T) {
 	n, stats := recorded(t)
 	busy := map[string]qmp.BlockStats{"scsi0": stats["scsi0"], "scsi1": {IdleTimeNs: int64(time.Millisecond), HasIdleTime: true}}
 	var dt Detector
-	dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	dt.Place(n, recPID, recDisks())
+	dt.Detect(context.Background(), busy, recAfter)
 	for _, c := range []struct {
 		ago    time.Duration
 		reread bool
 	}{{recAfter/2 - 300*time.Millisecond, false}, {recAfter/2 + 100*time.Millisecond, true}} {
 		last := time.Now().Add(-c.ago)
 		dt.at = last
-		dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+		dt.Detect(context.Background(), busy, recAfter)
 		if got := !dt.at.Equal(last); got != c.reread {
 			t.Errorf("last read %s ago: read again %v, want %v", c.ago, got, c.reread)
 		}

@@ -247,27 +247,28 @@ func BenchmarkReadRealProcfs(b *testing.B) {
 func TestDetectorRereads(t *testing.T) {
 	n, stats := recorded(t)
 	var dt Detector
+	dt.Place(n, recPID, recDisks())
 	busy := map[string]qmp.BlockStats{"scsi0": stats["scsi0"], "scsi1": {IdleTimeNs: int64(time.Millisecond), HasIdleTime: true}}
-	got := dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	got := dt.Detect(context.Background(), busy, recAfter)
 	if got[0].Stalled || got[1].Stalled || dt.at.IsZero() {
 		t.Fatalf("idle scsi0: %+v, read at %v", got, dt.at)
 	}
 	first := dt.at
 	// scsi1 stops completing: a new candidate, read at once, stalled.
-	got = dt.Detect(context.Background(), n, recPID, recDisks(), stats, recAfter)
+	got = dt.Detect(context.Background(), stats, recAfter)
 	if !got[1].Stalled || !dt.at.After(first) {
 		t.Errorf("scsi1 newly idle: %+v, read at %v (first %v)", got[1], dt.at, first)
 	}
 	// Stalled: read at every sample.
 	second := dt.at
-	dt.Detect(context.Background(), n, recPID, recDisks(), stats, recAfter)
+	dt.Detect(context.Background(), stats, recAfter)
 	if !dt.at.After(second) {
 		t.Error("a stalled VM's threads were not read again")
 	}
 	// Only the idle scsi0, candidates unchanged: the last read is reused.
-	dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	dt.Detect(context.Background(), busy, recAfter)
 	third := dt.at
-	dt.Detect(context.Background(), n, recPID, recDisks(), busy, recAfter)
+	dt.Detect(context.Background(), busy, recAfter)
 	if !dt.at.Equal(third) {
 		t.Error("an idle VM's threads were read again within After/2")
 	}

@@ -164,3 +164,62 @@ func UsageOf(a, b Counters, seconds float64) (u Usage, ok bool) {
 	u.CPUPct = float64(b.Ticks-a.Ticks) / userHZ / seconds * 100
 	return u, true
 }
+
+// Held is Read for one process read at every sample (top): its task
+// directory and each thread's counter files are opened once and read
+// again in place (node.HeldDir), until Close; a file that cannot be held
+// (a fixture tree) is read as Read reads it. The counters are the same as
+// Read's. Not safe for concurrent use.
+type Held struct {
+	pid  int
+	task *node.HeldDir
+	buf  [maxCounterFile]byte
+}
+
+// Hold prepares the repeated reads of process pid's threads.
+func (r Reader) Hold(pid int) *Held {
+	return &Held{pid: pid, task: r.n.HoldProcDir(filepath.Join(r.n.Paths.ProcPid(pid), "task"))}
+}
+
+// Read returns the counters of threads tids, as Reader.Read does; the
+// files of threads not asked for any more are closed. When the main
+// thread's file held open can no longer be read, the directory is opened
+// again, so a new process under the same pid is read as Reader.Read
+// reads it (its start time tells it).
+func (h *Held) Read(tids []int) map[int]Counters {
+	held := h.task.Held() > 0
+	out := h.readAll(tids)
+	if _, ok := out[h.pid]; !ok && held {
+		h.task.Reopen()
+		out = h.readAll(tids)
+	}
+	h.task.Sweep()
+	return out
+}
+
+func (h *Held) readAll(tids []int) map[int]Counters {
+	out := make(map[int]Counters, len(tids))
+	ctx := context.Background()
+	for _, tid := range tids {
+		dir := strconv.Itoa(tid)
+		c := Counters{TID: tid}
+		if m, err := h.task.ReadSmall(ctx, dir+"/schedstat", h.buf[:]); err == nil {
+			c.RunNs, c.WaitNs, c.HasSchedstat = parseSchedstat(h.buf[:m])
+		}
+		if tid == h.pid || !c.HasSchedstat {
+			m, err := h.task.ReadSmall(ctx, dir+"/stat", h.buf[:])
+			var ok bool
+			if err == nil {
+				c.Comm, c.Ticks, c.Start, ok = parseStat(h.buf[:m])
+			}
+			if !ok {
+				continue
+			}
+		}
+		out[tid] = c
+	}
+	return out
+}
+
+// Close releases the directory and the files held.
+func (h *Held) Close() { h.task.Close() }

@@ -214,10 +214,24 @@ func (m *Monitor) ReleaseHistograms() error {
 	return m.hist.End(context.Background())
 }
 
-// Close stops the background guest agent lookups and waits for them.
+// Close stops the background guest agent lookups and waits for them, and
+// releases the thread counter files held open.
 func (m *Monitor) Close() {
 	m.cancel()
 	m.wg.Wait()
+	for id := range m.vms {
+		m.drop(id)
+	}
+}
+
+// drop forgets VM id's process (stopped, or another one under its VMID):
+// its thread counter files are closed.
+func (m *Monitor) drop(id int) {
+	if st := m.vms[id]; st != nil {
+		st.counters.Close()
+		st.stall.Close()
+		delete(m.vms, id)
+	}
 }
 
 func (m *Monitor) interval() time.Duration {
@@ -235,20 +249,28 @@ func (m *Monitor) patience() time.Duration {
 
 // vmState is what the run knows about one running QEMU process.
 type vmState struct {
-	vmid  int
-	pid   int
-	start uint64 // the main thread's start time: a new process under a reused pid has another
-	v     *vm.VM
-	name  string
+	vmid int
+	pid  int
+	// pidFile is the pid file as it was when pid was read from it: read
+	// again only once it changes.
+	pidFile os.FileInfo
+	start   uint64 // the main thread's start time: a new process under a reused pid has another
+	v       *vm.VM
+	name    string
 	// set are the disks watched (the running ones but empty CD-ROM
 	// drives), resolved once per process with their node devices; placed
 	// on their threads at each thread map refresh, their queue counts read
 	// in the first sample, the guest agent's view of them once it answers.
 	set *disk.Set
 
-	tmapAt     time.Time
-	stallDisks []stall.Disk // the stall rule's view of the disks, made at each placement
-	stall      stall.Detector
+	// counters holds the process's thread counter files open between
+	// samples (threads.Held): one pread per file and sample.
+	counters *threads.Held
+
+	tmapAt time.Time
+	// stall is the stall rule for the process, handed the disks as
+	// placed at each thread map refresh (stall.Disks).
+	stall stall.Detector
 
 	limits map[string]qemuserver.Limits // running limits by disk, as the samples read them
 	turn   vm.LimitTurn                 // whose group limits are read next (QEMU < 10.1)
@@ -337,7 +359,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 	}
 	for id := range m.vms {
 		if !seen[id] {
-			delete(m.vms, id) // stopped: it disappears
+			m.drop(id) // stopped: it disappears
 			if m.hist != nil {
 				m.hist.Forget(id)
 			}
@@ -353,7 +375,7 @@ func (m *Monitor) Sample(ctx context.Context) Sample {
 		snap, err := res[i].snap, res[i].err
 		switch {
 		case errors.Is(err, qmp.ErrNoSocket) || errors.Is(err, os.ErrNotExist):
-			delete(m.vms, st.vmid) // stopped between discovery and exchange
+			m.drop(st.vmid) // stopped between discovery and exchange
 			if len(m.o.VMIDs) > 0 {
 				out.VMs = append(out.VMs, VM{VMID: st.vmid, Name: st.name, Status: Stopped, IOThreads: []IOThread{}})
 			}
@@ -443,11 +465,21 @@ func (m *Monitor) targets() []int {
 // discover returns the state of VM id when it runs (nil when not),
 // loading its config and command line when its QEMU process is new.
 func (m *Monitor) discover(id int) (*vmState, error) {
-	pid := m.readPid(m.n.Paths.PidFile(id))
+	// The pid file is read again only when it changed since it was read
+	// (RunDir is a tmpfs: its stat does not hang, as targets' listing).
+	path := m.n.Paths.PidFile(id)
+	fi, _ := os.Stat(path)
+	st := m.vms[id]
+	pid := 0
+	if st != nil && fi != nil && st.pidFile != nil && os.SameFile(fi, st.pidFile) && fi.ModTime().Equal(st.pidFile.ModTime()) && fi.Size() == st.pidFile.Size() {
+		pid = st.pid
+	} else if pid = m.readPid(path); pid > 0 && st != nil && st.pid == pid {
+		st.pidFile = fi
+	}
 	if pid <= 0 {
 		return nil, nil
 	}
-	if st := m.vms[id]; st != nil && st.pid == pid {
+	if st != nil && st.pid == pid {
 		if _, err := os.Stat(m.n.Paths.ProcPid(pid)); err == nil {
 			return st, nil
 		}
@@ -459,12 +491,16 @@ func (m *Monitor) discover(id int) (*vmState, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	m.drop(id) // a new process, or none
 	if !v.Running {
-		delete(m.vms, id)
 		return nil, nil
 	}
-	st := &vmState{vmid: id, pid: v.Pid, v: v, name: v.Config.Main["name"], agent: guestdisk.AgentEnabled(v.Config.Main["agent"])}
-	if c := m.threads.Read(v.Pid, []int{v.Pid}); len(c) > 0 {
+	st = &vmState{vmid: id, pid: v.Pid, v: v, name: v.Config.Main["name"], agent: guestdisk.AgentEnabled(v.Config.Main["agent"]),
+		counters: m.threads.Hold(v.Pid)}
+	if v.Pid == pid {
+		st.pidFile = fi
+	}
+	if c := st.counters.Read([]int{v.Pid}); len(c) > 0 {
 		st.start = c[v.Pid].Start
 	}
 	var watched []*vm.Disk
@@ -544,7 +580,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	if needMap {
 		st.set.PlaceThreads(a.Threads)
 		st.tmapAt = time.Now()
-		st.stallDisks = stall.Disks(st.set)
+		st.stall.Place(m.n, st.pid, stall.Disks(st.set))
 	}
 	if needPCI {
 		m.mu.Lock()
@@ -554,7 +590,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	for id, l := range st.limits {
 		snap.Limits[id] = l
 	}
-	snap.Threads, snap.ThreadsAt = m.threads.Read(st.pid, st.set.Threads.TIDs()), time.Now()
+	snap.Threads, snap.ThreadsAt = st.counters.Read(st.set.Threads.TIDs()), time.Now()
 	if _, ok := snap.Threads[st.pid]; !ok {
 		return nil, fmt.Errorf("%w: QEMU process %d has gone", os.ErrNotExist, st.pid)
 	}
@@ -594,7 +630,7 @@ func (m *Monitor) sampleVM(ctx context.Context, st *vmState) (*snapshot, error) 
 	}
 	snap.Cgroup = sampler.ReadCgroup(ctx, m.n, st.set.CgroupDir, false)
 	snap.Stalls = map[string]stall.Verdict{}
-	for _, v := range st.stall.Detect(ctx, m.n, st.pid, st.stallDisks, snap.Stats, m.stallAfter()) {
+	for _, v := range st.stall.Detect(ctx, snap.Stats, m.stallAfter()) {
 		snap.Stalls[v.Disk] = v
 	}
 	return snap, nil

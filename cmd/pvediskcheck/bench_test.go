@@ -144,20 +144,8 @@ func BenchmarkCache15Disks(b *testing.B) {
 // of 4 disks each (real QEMU processes), next to the sum of the QMP
 // exchanges it makes done one after another. Target: under 1 s.
 func BenchmarkCheckAll50VMs(b *testing.B) {
-	n := fakenode.NewT(b)
-	const vms = 50
-	for i := 0; i < vms; i++ {
-		id := 500 + i
-		var cfg strings.Builder
-		cfg.WriteString("ostype: l26\nscsihw: virtio-scsi-single\n")
-		for d := 0; d < 4; d++ {
-			vol := sf("%d/vm-%d-disk-%d.raw", id, id, d)
-			n.MustVolume(b, "local", vol, 16<<20)
-			cfg.WriteString(sf("scsi%d: local:%s,iothread=1,discard=on,size=16M\n", d, vol))
-		}
-		n.WriteConfig(id, cfg.String())
-		n.MustStart(b, id, fakenode.ArgvOptions{})
-	}
+	const vms = topBenchVMs
+	n := benchNode50(b, 500, "", "discard=on,", nil)
 	bin := buildBinary(b)
 	var tool, bare []time.Duration
 	for i := 0; i < b.N+2; i++ {

@@ -22,7 +22,7 @@ import (
 // cluster_sshd_test.go.
 
 const (
-	envTestRole    = "PVEDISKCHECK_TEST_ROLE"    // ssh or pvediskcheck: what this binary plays
+	envTestRole    = "PVEDISKCHECK_TEST_ROLE"    // ssh, pvediskcheck or qmp-floor: what this binary plays
 	envTestVersion = "PVEDISKCHECK_TEST_VERSION" // the version the remote pvediskcheck reports
 	envTestBin     = "PVEDISKCHECK_TEST_BIN"     // directory with a "pvediskcheck" link to this binary
 	envTestSSHLog  = "PVEDISKCHECK_TEST_SSHLOG"  // where fakeSSH appends each command line it got
@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(envTestRole) {
 	case "ssh":
 		os.Exit(fakeSSH(os.Args[1:]))
+	case "qmp-floor":
+		os.Exit(floorProcess(os.Args[1:]))
 	case "pvediskcheck":
 		if v := os.Getenv(envTestVersion); v != "" {
 			version = v

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pvediskcheck/pvediskcheck/internal/fakenode"
 	"github.com/pvediskcheck/pvediskcheck/qmp"
 )
 
@@ -23,20 +22,8 @@ import (
 // (one second); at least 10. The commands per VM and sample are counted by
 // top's BenchmarkCommandsPerVM (QEMU 7.2 and 11.1 replies, 4 and 15 disks).
 func BenchmarkTop50VMs(b *testing.B) {
-	n := fakenode.NewT(b)
-	const vms = 50
-	for i := 0; i < vms; i++ {
-		id := 600 + i
-		var cfg strings.Builder
-		cfg.WriteString("ostype: l26\nscsihw: virtio-scsi-single\n")
-		for d := 0; d < 4; d++ {
-			vol := sf("%d/vm-%d-disk-%d.raw", id, id, d)
-			n.MustVolume(b, "local", vol, 16<<20)
-			cfg.WriteString(sf("scsi%d: local:%s,iothread=1,size=16M\n", d, vol))
-		}
-		n.WriteConfig(id, cfg.String())
-		n.MustStart(b, id, fakenode.ArgvOptions{})
-	}
+	n := topBenchNode(b, "", nil)
+	const vms = topBenchVMs
 	bin := buildBinary(b)
 	samples := max(b.N, 10)
 	b.ResetTimer()

@@ -30,23 +30,10 @@ import (
 // tool's. Target: --layers at most 1.3x top without it; one agent exchange
 // per VM and sample (counted: the fakes' connections).
 func BenchmarkTopLayers50VMs(b *testing.B) {
-	n := fakenode.NewT(b)
-	const vms = 50
+	const vms = topBenchVMs
 	var reads atomic.Int64
-	conns := make([]*qmptest.Agent, vms)
-	for i := 0; i < vms; i++ {
-		id := 600 + i
-		var cfg strings.Builder
-		cfg.WriteString("ostype: l26\nagent: 1\nscsihw: virtio-scsi-single\n")
-		for d := 0; d < 4; d++ {
-			vol := sf("%d/vm-%d-disk-%d.raw", id, id, d)
-			n.MustVolume(b, "local", vol, 16<<20)
-			cfg.WriteString(sf("scsi%d: local:%s,iothread=1,size=16M\n", d, vol))
-		}
-		n.WriteConfig(id, cfg.String())
-		n.MustStart(b, id, fakenode.ArgvOptions{})
-		conns[i] = fakeGuest(b, n, id, &reads)
-	}
+	conns := make([]*qmptest.Agent, 0, vms)
+	n := topBenchNode(b, "agent: 1\n", func(n *fakenode.Node, id int) { conns = append(conns, fakeGuest(b, n, id, &reads)) })
 	bin := buildBinary(b)
 	samples := max(b.N, 10)
 	b.ResetTimer()
