@@ -116,23 +116,8 @@ func TestSpinningThreadRunPlusWait(t *testing.T) {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skip("no schedstat on this kernel")
 	}
-	tidc := make(chan int)
-	stop := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		tidc <- unix.Gettid()
-		for {
-			select {
-			case <-stop:
-				return
-			//lint:ignore SA5004 the thread spins on purpose: its run time and run-queue wait are what the test reads
-			default:
-			}
-		}
-	}()
-	tid := <-tidc
-	defer close(stop)
+	tid, stop := spinThread()
+	defer stop()
 	r, err := NewReader(node.New(node.NewPaths("/", "/proc", ""), 0))
 	if err != nil {
 		t.Fatal(err)
@@ -242,4 +227,24 @@ func TestParseLines(t *testing.T) {
 			t.Errorf("parseSchedstat(%q) ok", bad)
 		}
 	}
+}
+
+// spinThread starts a goroutine locked to an OS thread that spins until
+// stop is called: its run time (and run-queue wait) is what the tests read.
+func spinThread() (tid int, stop func()) {
+	tidc, done := make(chan int), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tidc <- unix.Gettid()
+		for {
+			select {
+			case <-done:
+				return
+			//lint:ignore SA5004 the thread spins on purpose: its run time and run-queue wait are what the tests read
+			default:
+			}
+		}
+	}()
+	return <-tidc, func() { close(done) }
 }

@@ -3,12 +3,9 @@ package threads
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/pvediskcheck/pvediskcheck/node"
 )
@@ -34,25 +31,11 @@ func TestHeldReadsAsRead(t *testing.T) {
 		t.Errorf("%d files held after the first read, want 2: %v", h.task.Held(), h.task)
 	}
 	// A thread that runs: its run time read again in place grows.
-	tidc, stop := make(chan int), make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		tidc <- unix.Gettid()
-		for {
-			select {
-			case <-stop:
-				return
-			//lint:ignore SA5004 the thread spins on purpose: its run time is what the test reads
-			default:
-			}
-		}
-	}()
-	spin := <-tidc
+	spin, stop := spinThread()
 	a = h.Read([]int{pid, spin})
 	time.Sleep(50 * time.Millisecond)
 	b := h.Read([]int{pid, spin})
-	close(stop)
+	stop()
 	if b[spin].RunNs <= a[spin].RunNs {
 		t.Errorf("thread %d's run time read again in place did not grow: %d then %d", spin, a[spin].RunNs, b[spin].RunNs)
 	}
